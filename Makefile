@@ -1,0 +1,42 @@
+# ADS: `make run` starts a broker, `make test` installs what tests need and runs the suite.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.ads-installed
+TEST_STAMP := $(VENV)/.ads-test-installed
+
+.PHONY: install run test test-deps system-deps lint clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+run: install
+	$(VENV)/bin/ads broker --data-dir ./data --host 127.0.0.1 --port 9092
+
+test-deps: install $(TEST_STAMP) system-deps
+
+$(TEST_STAMP): pyproject.toml
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+# Debian packages the tests drive: kcat (librdkafka's command-line client).
+system-deps:
+	@command -v kcat >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq kcat; }
+
+lint: test-deps
+	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/lint-imports
+
+test: test-deps
+	$(VENV)/bin/lint-imports
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) data bench-results

@@ -1,0 +1,2 @@
+"""ADS: a Kafka-compatible distributed commit log."""
+__version__ = "0.1.0"
