@@ -1,7 +1,31 @@
-"""The `ads` command line."""
+"""The `ads` command line: `ads broker`, `ads topics`, `ads produce`, `ads consume`."""
+
+from __future__ import annotations
+
+import argparse
 import sys
+
+from ads.cli import broker
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ads", description="ADS: a Kafka-compatible log")
+    sub = parser.add_subparsers(dest="command", required=True)
+    broker.add_parser(sub)
+    try:
+        from ads.cli import clients
+    except ImportError:  # pragma: no cover - the client commands are optional extras
+        pass
+    else:
+        clients.add_parsers(sub)
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    print("ads: not yet", file=sys.stderr)
-    return 2
+    args = build_parser().parse_args(argv)
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

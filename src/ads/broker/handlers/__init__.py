@@ -1,0 +1,21 @@
+"""One module per API family; each lists the versions it implements in `HANDLERS`."""
+
+from __future__ import annotations
+
+from ads.broker.dispatch import ApiHandler
+
+
+def all_handlers() -> list[ApiHandler]:
+    from ads.broker.handlers import (
+        api_versions,
+        configs,
+        fetch,
+        metadata,
+        offsets,
+        produce,
+        producer_id,
+        topics,
+    )
+
+    modules = [api_versions, metadata, produce, fetch, offsets, topics, configs, producer_id]
+    return [h for module in modules for h in module.HANDLERS]

@@ -1,0 +1,135 @@
+"""Request dispatch: frame in, response chunks out; the one place errors become Kafka's.
+
+Every handler module registers its APIs in `HANDLERS` with the version range it fully
+implements; ApiVersions advertises exactly that table. A request that cannot be parsed,
+names an unknown API or a version outside the advertised range closes its connection, as
+Kafka does, with a log line saying why. ApiVersions is the exception (KIP-511): an
+unsupported version is answered in the v0 layout with UNSUPPORTED_VERSION and our ranges,
+so a newer client can retry with a version we know.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ads.net.server import CloseConnection, ConnectionInfo, Response
+from ads.protocol import codec
+from ads.protocol.errors import DecodeError, ErrorCode, UnknownApiKeyError, UnsupportedVersionError
+from ads.protocol.messages import ApiKey
+
+if TYPE_CHECKING:
+    from ads.broker.server import Broker
+
+log = logging.getLogger("ads.broker")
+
+HandlerFn = Callable[["RequestContext", Any], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiHandler:
+    api_key: int
+    min_version: int
+    max_version: int
+    fn: HandlerFn
+
+
+@dataclass(slots=True)
+class RequestContext:
+    broker: Broker
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    connection: ConnectionInfo
+
+
+class Dispatcher:
+    def __init__(self, broker: Broker, handlers: list[ApiHandler]) -> None:
+        self._broker = broker
+        self.handlers = {h.api_key: h for h in handlers}
+
+    def api_ranges(self) -> list[tuple[int, int, int]]:
+        return sorted((h.api_key, h.min_version, h.max_version) for h in self.handlers.values())
+
+    def __call__(self, frame: memoryview, conn: ConnectionInfo) -> Response | Awaitable[Response]:
+        try:
+            header, body_offset = codec.decode_request_header(frame)
+        except UnsupportedVersionError as exc:
+            return self._unsupported(exc, conn)
+        except UnknownApiKeyError as exc:
+            log.warning("closing connection from %s: unknown API key %s", conn.peer, exc)
+            raise CloseConnection from exc
+        except DecodeError as exc:
+            log.warning("closing connection from %s: malformed request header: %s", conn.peer, exc)
+            raise CloseConnection from exc
+
+        handler = self.handlers.get(header.api_key)
+        if handler is None or not handler.min_version <= header.api_version <= handler.max_version:
+            if header.api_key == ApiKey.API_VERSIONS:
+                return self._api_versions_fallback(header.correlation_id)
+            log.warning(
+                "closing connection from %s (client %s): %s v%d is not supported",
+                conn.peer, header.client_id, _api_name(header.api_key), header.api_version)
+            raise CloseConnection
+        try:
+            request = codec.decode_request_body(
+                header.api_key, header.api_version, frame, body_offset)
+        except DecodeError as exc:
+            log.warning(
+                "closing connection from %s (client %s): malformed %s v%d request: %s",
+                conn.peer, header.client_id, _api_name(header.api_key), header.api_version, exc)
+            raise CloseConnection from exc
+
+        ctx = RequestContext(
+            self._broker, header.api_key, header.api_version, header.correlation_id,
+            header.client_id, conn)
+        try:
+            result = handler.fn(ctx, request)
+        except CloseConnection:
+            raise
+        except Exception as exc:
+            log.exception("error handling %s v%d from %s; closing the connection",
+                          _api_name(header.api_key), header.api_version, conn.peer)
+            raise CloseConnection from exc
+        if inspect.isawaitable(result):
+            return self._finish(ctx, result)
+        return self._encode(ctx, result)
+
+    async def _finish(self, ctx: RequestContext, pending: Awaitable[Any]) -> Response:
+        try:
+            body = await pending
+        except CloseConnection:
+            raise
+        except Exception as exc:
+            log.exception("error handling %s v%d from %s; closing the connection",
+                          _api_name(ctx.api_key), ctx.api_version, ctx.connection.peer)
+            raise CloseConnection from exc
+        return self._encode(ctx, body)
+
+    @staticmethod
+    def _encode(ctx: RequestContext, body: Any) -> Response:
+        if body is None:  # acks=0 produce: no response at all
+            return None
+        return codec.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, body)
+
+    def _unsupported(self, exc: UnsupportedVersionError, conn: ConnectionInfo) -> Response:
+        if exc.api_key == ApiKey.API_VERSIONS:
+            return self._api_versions_fallback(exc.correlation_id)
+        log.warning("closing connection from %s: %s v%d is not supported",
+                    conn.peer, _api_name(exc.api_key), exc.api_version)
+        raise CloseConnection from exc
+
+    def _api_versions_fallback(self, correlation_id: int) -> Response:
+        return [codec.encode_api_versions_fallback(
+            correlation_id, ErrorCode.UNSUPPORTED_VERSION, self.api_ranges())]
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"api {api_key}"

@@ -1,0 +1,143 @@
+"""DescribeConfigs (key 32) v1-4, AlterConfigs (key 33) v0-2,
+IncrementalAlterConfigs (key 44) v0-1.
+
+Topic configs can be described and altered; broker configs can be described (static, from
+the file, flags and --set, with defaults) but not altered at run time: altering them is
+refused with INVALID_REQUEST. Broker loggers are not supported.
+"""
+
+from __future__ import annotations
+
+from ads.broker import config as bconfig
+from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.protocol import messages as m
+from ads.protocol.errors import ErrorCode
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def handle_describe(ctx: RequestContext, req: m.DescribeConfigsRequest
+                    ) -> m.DescribeConfigsResponse:
+    broker = ctx.broker
+    R = m.DescribeConfigsResponse  # noqa: N806
+    Result = R.DescribeConfigsResult  # noqa: N806
+    Entry = Result.DescribeConfigsResourceResult  # noqa: N806
+    Synonym = Entry.DescribeConfigsSynonym  # noqa: N806
+    results = []
+    for res in req.resources:
+        out = Result(error_code=ErrorCode.NONE, error_message=None,
+                     resource_type=res.resource_type, resource_name=res.resource_name, configs=[])
+        if res.resource_type == TOPIC:
+            topic = broker.metadata.topics.get(res.resource_name)
+            if topic is None:
+                out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                out.error_message = f"Topic {res.resource_name} does not exist"
+                results.append(out)
+                continue
+            entries = bconfig.describe_topic_configs(broker.config, topic.configs)
+        elif res.resource_type == BROKER:
+            if res.resource_name not in ("", str(broker.node_id)):
+                out.error_code = ErrorCode.INVALID_REQUEST
+                out.error_message = f"Unexpected broker id {res.resource_name}"
+                results.append(out)
+                continue
+            entries = bconfig.describe_broker_configs(broker.config)
+        else:
+            out.error_code = ErrorCode.INVALID_REQUEST
+            out.error_message = f"Resource type {res.resource_type} is not supported"
+            results.append(out)
+            continue
+        keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+        for e in entries:
+            if keys is not None and e.name not in keys:
+                continue
+            synonyms = ([Synonym(name=n, value=v, source=s) for n, v, s in e.synonyms]
+                        if req.include_synonyms else [])
+            out.configs.append(Entry(
+                name=e.name, value=e.value, read_only=e.read_only,
+                is_default=e.source == bconfig.DEFAULT_CONFIG, config_source=e.source,
+                is_sensitive=e.sensitive, synonyms=synonyms, config_type=e.type,
+                documentation=e.documentation if req.include_documentation else None))
+        results.append(out)
+    return m.DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+
+def _alter(ctx: RequestContext, resource_type: int, name: str,
+           compute: "callable[[dict[str, str]], dict[str, str]]",  # type: ignore[valid-type]
+           validate_only: bool) -> tuple[ErrorCode, str | None]:
+    broker = ctx.broker
+    if resource_type != TOPIC:
+        return (ErrorCode.INVALID_REQUEST,
+                "Only topic configs can be altered; broker configs are static in ADS")
+    topic = broker.metadata.topics.get(name)
+    if topic is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
+    try:
+        new = compute(dict(topic.configs))
+        bconfig.validate_topic_configs(dict(new))
+    except bconfig.ConfigError as exc:
+        return ErrorCode.INVALID_CONFIG, str(exc)
+    if not validate_only:
+        broker.alter_topic_configs(name, new)
+    return ErrorCode.NONE, None
+
+
+def handle_alter(ctx: RequestContext, req: m.AlterConfigsRequest) -> m.AlterConfigsResponse:
+    R = m.AlterConfigsResponse  # noqa: N806
+    out = []
+    for res in req.resources:
+        replacement = {c.name: c.value for c in res.configs if c.value is not None}
+        code, msg = _alter(ctx, res.resource_type, res.resource_name,
+                           lambda _old, r=replacement: r, req.validate_only)
+        out.append(R.AlterConfigsResourceResponse(
+            error_code=code, error_message=msg, resource_type=res.resource_type,
+            resource_name=res.resource_name))
+    return m.AlterConfigsResponse(throttle_time_ms=0, responses=out)
+
+
+def _incremental(ops: list[m.IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig]):  # type: ignore[no-untyped-def]
+    def compute(current: dict[str, str]) -> dict[str, str]:
+        for op in ops:
+            if op.config_operation == SET:
+                if op.value is None:
+                    raise bconfig.ConfigError(f"Null value not supported for {op.name}")
+                current[op.name] = op.value
+            elif op.config_operation == DELETE:
+                current.pop(op.name, None)
+            elif op.config_operation in (APPEND, SUBTRACT):
+                if not bconfig.is_list_topic_config(op.name):
+                    raise bconfig.ConfigError(
+                        f"Config {op.name} is not a list: APPEND and SUBTRACT need a list")
+                items = [v for v in (current.get(op.name) or bconfig.topic_default_string(
+                    op.name)).split(",") if v]
+                change = [v for v in (op.value or "").split(",") if v]
+                if op.config_operation == APPEND:
+                    items += [v for v in change if v not in items]
+                else:
+                    items = [v for v in items if v not in change]
+                current[op.name] = ",".join(items)
+            else:
+                raise bconfig.ConfigError(f"Unknown config operation {op.config_operation}")
+        return current
+    return compute
+
+
+def handle_incremental_alter(ctx: RequestContext, req: m.IncrementalAlterConfigsRequest
+                             ) -> m.IncrementalAlterConfigsResponse:
+    R = m.IncrementalAlterConfigsResponse  # noqa: N806
+    out = []
+    for res in req.resources:
+        code, msg = _alter(ctx, res.resource_type, res.resource_name,
+                           _incremental(list(res.configs)), req.validate_only)
+        out.append(R.AlterConfigsResourceResponse(
+            error_code=code, error_message=msg, resource_type=res.resource_type,
+            resource_name=res.resource_name))
+    return m.IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)
+
+
+HANDLERS = [
+    ApiHandler(m.ApiKey.DESCRIBE_CONFIGS, 1, 4, handle_describe),
+    ApiHandler(m.ApiKey.ALTER_CONFIGS, 0, 2, handle_alter),
+    ApiHandler(m.ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, handle_incremental_alter),
+]

@@ -1,0 +1,99 @@
+"""Metadata (key 3), versions 0-12, and DescribeCluster (key 60), versions 0-1.
+
+Metadata auto-creates a requested topic when `auto.create.topics.enable` is true and the
+request allows it (v4+), answering with the new topic at once since creation is local.
+Authorized operations are not computed (no authorizer yet): the fields keep their
+"not requested" default.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.metadata.model import InvalidTopicError, TopicState, validate_topic_name
+from ads.protocol import messages as m
+from ads.protocol.errors import ErrorCode
+
+ZERO_UUID = uuid.UUID(int=0)
+R = m.MetadataResponse
+
+
+def _topic_entry(topic: TopicState, node_id: int) -> R.MetadataResponseTopic:
+    parts = [
+        R.MetadataResponseTopic.MetadataResponsePartition(
+            error_code=ErrorCode.NONE, partition_index=p.partition, leader_id=p.leader,
+            leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
+            offline_replicas=[])
+        for p in topic.partitions
+    ]
+    return R.MetadataResponseTopic(
+        error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id,
+        is_internal=topic.is_internal, partitions=parts)
+
+
+def _error_entry(code: ErrorCode, name: str | None, topic_id: uuid.UUID = ZERO_UUID
+                 ) -> R.MetadataResponseTopic:
+    return R.MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id, partitions=[])
+
+
+def handle_metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataResponse:
+    broker = ctx.broker
+    topics: list[R.MetadataResponseTopic] = []
+    if req.topics is None or (ctx.api_version == 0 and not req.topics):
+        topics = [_topic_entry(t, broker.node_id) for t in broker.metadata.topics.values()]
+    else:
+        allow_create = (req.allow_auto_topic_creation if ctx.api_version >= 4 else True) and bool(
+            broker.config.get("auto.create.topics.enable"))
+        for wanted in req.topics:
+            name = wanted.name
+            if name is None:
+                topic_id = getattr(wanted, "topic_id", ZERO_UUID)
+                found = broker.metadata.topic_by_id(topic_id)
+                topics.append(_topic_entry(found, broker.node_id) if found
+                              else _error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id))
+                continue
+            topic = broker.metadata.topics.get(name)
+            if topic is None:
+                try:
+                    validate_topic_name(name)
+                except InvalidTopicError:
+                    topics.append(_error_entry(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
+                    continue
+                if not allow_create:
+                    topics.append(_error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
+                    continue
+                topic = broker.create_topic(name, int(broker.config.get("num.partitions")), {})
+            topics.append(_topic_entry(topic, broker.node_id))
+    ep = broker.endpoint
+    return m.MetadataResponse(
+        throttle_time_ms=0,
+        brokers=[R.MetadataResponseBroker(node_id=ep.node_id, host=ep.host, port=ep.port,
+                                          rack=ep.rack)],
+        cluster_id=broker.metadata.cluster_id,
+        controller_id=broker.node_id,
+        topics=topics,
+    )
+
+
+def handle_describe_cluster(ctx: RequestContext, req: m.DescribeClusterRequest
+                            ) -> m.DescribeClusterResponse:
+    broker = ctx.broker
+    ep = broker.endpoint
+    endpoint_type = getattr(req, "endpoint_type", 1)
+    if endpoint_type != 1:
+        return m.DescribeClusterResponse(
+            error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+            error_message="ADS brokers have no separate controller endpoints",
+            endpoint_type=endpoint_type, cluster_id=broker.metadata.cluster_id)
+    return m.DescribeClusterResponse(
+        error_code=ErrorCode.NONE, endpoint_type=1, cluster_id=broker.metadata.cluster_id,
+        controller_id=broker.node_id,
+        brokers=[m.DescribeClusterResponse.DescribeClusterBroker(
+            broker_id=ep.node_id, host=ep.host, port=ep.port, rack=ep.rack)])
+
+
+HANDLERS = [
+    ApiHandler(m.ApiKey.METADATA, 0, 12, handle_metadata),
+    ApiHandler(m.ApiKey.DESCRIBE_CLUSTER, 0, 1, handle_describe_cluster),
+]

@@ -1,0 +1,125 @@
+"""ListOffsets (key 2) v1-10, OffsetForLeaderEpoch (key 23) v2-4, DeleteRecords (key 21) v0-2.
+
+ListOffsets special timestamps: -2 earliest (log start offset), -1 latest (high watermark,
+or the last stable offset for read_committed), -3 the offset of the largest timestamp,
+-4 earliest local (same as earliest: there is no tiered storage), -5 earliest pending
+upload (none: -1). A timestamp lookup returns the first batch whose max timestamp is at
+or after the target, at batch granularity (producers batch by time, so this is the
+first record at or after the target except inside one batch).
+"""
+
+from __future__ import annotations
+
+from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.broker.partitions import Partition, PartitionError
+from ads.protocol import messages as m
+from ads.protocol.errors import ErrorCode
+from ads.storage.log import OffsetOutOfRangeError
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
+LR = m.ListOffsetsResponse
+
+
+def _list_one(part: Partition, timestamp: int, read_committed: bool
+              ) -> tuple[int, int, int]:
+    """Returns (timestamp, offset, leader_epoch) for a ListOffsets lookup."""
+    epoch = part.leader_epoch
+    if timestamp == LATEST:
+        return -1, (part.last_stable_offset if read_committed else part.high_watermark), epoch
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return -1, part.log_start_offset, epoch
+    if timestamp == EARLIEST_PENDING_UPLOAD:
+        return -1, -1, -1
+    found = part.log.fetch_offset_by_timestamp(timestamp)
+    if found is None:
+        return -1, -1, -1
+    offset, ts, leader_epoch = found
+    return ts, offset, leader_epoch
+
+
+def handle_list_offsets(ctx: RequestContext, req: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
+    broker = ctx.broker
+    read_committed = ctx.api_version >= 2 and req.isolation_level == 1
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            resp = LR.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
+                partition_index=p.partition_index, error_code=ErrorCode.NONE,
+                timestamp=-1, offset=-1, leader_epoch=-1)
+            part = broker.partitions.get((t.name, p.partition_index))
+            if part is None:
+                resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif p.timestamp < EARLIEST_PENDING_UPLOAD or (
+                    p.timestamp == MAX_TIMESTAMP and ctx.api_version < 7):
+                resp.error_code = ErrorCode.UNSUPPORTED_VERSION
+            else:
+                try:
+                    if ctx.api_version >= 4:
+                        part.check_leader_epoch(p.current_leader_epoch)
+                    resp.timestamp, resp.offset, resp.leader_epoch = _list_one(
+                        part, p.timestamp, read_committed)
+                except PartitionError as exc:
+                    resp.error_code = exc.code
+            parts.append(resp)
+        topics.append(LR.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+    return m.ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+def handle_offset_for_leader_epoch(ctx: RequestContext, req: m.OffsetForLeaderEpochRequest
+                                   ) -> m.OffsetForLeaderEpochResponse:
+    broker = ctx.broker
+    R = m.OffsetForLeaderEpochResponse  # noqa: N806
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            resp = R.OffsetForLeaderTopicResult.EpochEndOffset(
+                partition=p.partition, error_code=ErrorCode.NONE, leader_epoch=-1, end_offset=-1)
+            part = broker.partitions.get((t.topic, p.partition))
+            if part is None:
+                resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                try:
+                    part.check_leader_epoch(p.current_leader_epoch)
+                    resp.leader_epoch, resp.end_offset = part.log.end_offset_for_epoch(
+                        p.leader_epoch)
+                except PartitionError as exc:
+                    resp.error_code = exc.code
+            parts.append(resp)
+        topics.append(R.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
+    return m.OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
+
+
+def handle_delete_records(ctx: RequestContext, req: m.DeleteRecordsRequest
+                          ) -> m.DeleteRecordsResponse:
+    broker = ctx.broker
+    R = m.DeleteRecordsResponse  # noqa: N806
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            resp = R.DeleteRecordsTopicResult.DeleteRecordsPartitionResult(
+                partition_index=p.partition_index, low_watermark=-1, error_code=ErrorCode.NONE)
+            part = broker.partitions.get((t.name, p.partition_index))
+            if part is None:
+                resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                offset = part.high_watermark if p.offset == -1 else p.offset
+                if offset < 0 or offset > part.high_watermark:
+                    resp.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                else:
+                    try:
+                        resp.low_watermark = part.log.delete_records(offset)
+                    except OffsetOutOfRangeError:
+                        resp.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+            parts.append(resp)
+        topics.append(R.DeleteRecordsTopicResult(name=t.name, partitions=parts))
+    return m.DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
+
+
+HANDLERS = [
+    ApiHandler(m.ApiKey.LIST_OFFSETS, 1, 10, handle_list_offsets),
+    ApiHandler(m.ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, handle_offset_for_leader_epoch),
+    ApiHandler(m.ApiKey.DELETE_RECORDS, 0, 2, handle_delete_records),
+]

@@ -1,0 +1,77 @@
+"""Produce (key 0), versions 3-11, advertised from 0.
+
+librdkafka refuses to send compressed batches unless Produce's advertised minimum is 0
+(KAFKA-18659), so 0 is advertised and versions 0-2 are answered with UNSUPPORTED_VERSION
+per partition. acks=-1 behaves like acks=1 while this broker is the partition's whole ISR.
+Transactional batches are refused until the transaction coordinator exists.
+With acks=0 no response is sent; if a partition fails, the connection is closed so the
+client notices, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.broker.partitions import PartitionError
+from ads.metadata.model import InvalidTopicError, validate_topic_name
+from ads.net.server import CloseConnection
+from ads.protocol import messages as m
+from ads.protocol.errors import ErrorCode
+
+log = logging.getLogger("ads.broker.produce")
+R = m.ProduceResponse
+TopicResp = R.TopicProduceResponse
+PartResp = R.TopicProduceResponse.PartitionProduceResponse
+
+
+def handle(ctx: RequestContext, req: m.ProduceRequest) -> m.ProduceResponse | None:
+    broker = ctx.broker
+    acks = req.acks
+    now = broker.clock.time_ms()
+    partitions = broker.partitions
+    failed = False
+    responses = []
+    for td in req.topic_data:
+        results = []
+        for pd in td.partition_data:
+            resp = PartResp(index=pd.index, error_code=ErrorCode.NONE, base_offset=-1)
+            if ctx.api_version < 3:
+                resp.error_code = ErrorCode.UNSUPPORTED_VERSION
+            elif acks not in (0, 1, -1):
+                resp.error_code = ErrorCode.INVALID_REQUIRED_ACKS
+            else:
+                part = partitions.get((td.name, pd.index))
+                if part is None:
+                    resp.error_code = _unknown_code(td.name)
+                else:
+                    try:
+                        result = part.append(pd.records, acks, now)
+                    except PartitionError as exc:
+                        resp.error_code = exc.code
+                        resp.error_message = exc.message
+                        log.info("produce to %s-%d from %s rejected: %s: %s", td.name, pd.index,
+                                 ctx.connection.peer, exc.code.name, exc.message)
+                    else:
+                        resp.base_offset = result.base_offset
+                        resp.log_append_time_ms = result.log_append_time_ms
+                        resp.log_start_offset = result.log_start_offset
+            failed = failed or resp.error_code != ErrorCode.NONE
+            results.append(resp)
+        responses.append(TopicResp(name=td.name, partition_responses=results))
+    if acks == 0:
+        if failed:
+            raise CloseConnection
+        return None
+    return m.ProduceResponse(responses=responses, throttle_time_ms=0)
+
+
+def _unknown_code(name: str) -> ErrorCode:
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION
+    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+HANDLERS = [ApiHandler(m.ApiKey.PRODUCE, 0, 11, handle)]

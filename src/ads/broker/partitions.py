@@ -1,0 +1,166 @@
+"""Partitions this broker leads: the produce and fetch paths in front of the logs.
+
+This is the single-node form of Kafka's replica manager. Each partition has a log, a leader
+epoch, an ISR and a high watermark; with one replica the ISR is this broker and the high
+watermark follows the log end offset after every append. Appends wake the fetches that
+wait in purgatory for new data.
+
+The produce path does per-batch work only: `validate_batches` reads each batch header and
+runs one C CRC32C over it; the log patches base offsets in place and appends the bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ads.protocol.errors import ErrorCode
+from ads.records import batch as rb
+from ads.records.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    RecordError,
+    RecordTooLargeError,
+    UnsupportedCompressionError,
+    UnsupportedMagicError,
+)
+from ads.storage import log as slog
+from ads.storage import producer_state as ps
+from ads.storage.config import LogConfig
+
+if TYPE_CHECKING:
+    import uuid
+
+    from ads.storage.log import Log
+
+log = logging.getLogger("ads.broker")
+
+_RECORD_ERRORS: list[tuple[type[RecordError], ErrorCode]] = [
+    (RecordTooLargeError, ErrorCode.MESSAGE_TOO_LARGE),
+    (UnsupportedMagicError, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT),
+    (UnsupportedCompressionError, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),
+    (CorruptRecordError, ErrorCode.CORRUPT_MESSAGE),
+    (InvalidRecordError, ErrorCode.INVALID_RECORD),
+]
+
+
+class PartitionError(Exception):
+    """A per-partition failure carrying the Kafka error code for the response."""
+
+    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or code.name)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    base_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+
+
+class Partition:
+    """One partition led by this broker. Used from the event loop thread only."""
+
+    def __init__(self, topic: str, topic_id: uuid.UUID, index: int, log_: Log,
+                 leader_epoch: int, node_id: int, config: LogConfig) -> None:
+        self.topic = topic
+        self.topic_id = topic_id
+        self.index = index
+        self.log = log_
+        self.leader_epoch = leader_epoch
+        self.isr = [node_id]
+        self.config = config
+        self._waiters: list[asyncio.Future[None]] = []
+        if self.log.latest_epoch is None or self.log.latest_epoch < leader_epoch:
+            self.log.assign_epoch(leader_epoch, self.log.log_end_offset)
+        self.log.high_watermark = self.log.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.log.high_watermark
+
+    def append(self, records: memoryview | None, acks: int, now_ms: int) -> ProduceResult:
+        if records is None or len(records) == 0:
+            raise PartitionError(ErrorCode.CORRUPT_MESSAGE, "produce request without records")
+        try:
+            headers = rb.validate_batches(records, max_batch_bytes=self.config.max_message_bytes)
+        except RecordError as exc:
+            for kind, code in _RECORD_ERRORS:
+                if isinstance(exc, kind):
+                    raise PartitionError(code, str(exc)) from exc
+            raise PartitionError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
+        for _, header in headers:
+            if header.is_transactional or header.is_control:
+                raise PartitionError(
+                    ErrorCode.INVALID_TXN_STATE, "transactional produce is not supported yet")
+        if acks == -1 and len(self.isr) < self.config.min_insync_replicas:
+            raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS)
+        try:
+            info = self.log.append(
+                records, headers, leader_epoch=self.leader_epoch, now_ms=now_ms,
+                log_append_time=self.config.message_timestamp_type == "LogAppendTime")
+        except ps.OutOfOrderSequenceError as exc:
+            raise PartitionError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, str(exc)) from exc
+        except ps.InvalidProducerEpochError as exc:
+            raise PartitionError(ErrorCode.INVALID_PRODUCER_EPOCH, str(exc)) from exc
+        except ps.UnknownProducerIdError as exc:
+            raise PartitionError(ErrorCode.UNKNOWN_PRODUCER_ID, str(exc)) from exc
+        if not info.duplicate:
+            # One replica: it is the whole ISR, so everything appended is committed.
+            self.log.high_watermark = self.log.log_end_offset
+            self._wake()
+        return ProduceResult(info.first_offset, info.log_append_time_ms, info.log_start_offset)
+
+    def read(self, fetch_offset: int, max_bytes: int, min_one_batch: bool,
+             max_offset: int) -> tuple[object | None, int]:
+        """Returns (file region or None, its length) of whole batches from fetch_offset."""
+        try:
+            result = self.log.read(fetch_offset, max_bytes, max_offset=max_offset,
+                                   min_one_batch=min_one_batch)
+        except slog.OffsetOutOfRangeError as exc:
+            raise PartitionError(ErrorCode.OFFSET_OUT_OF_RANGE, str(exc)) from exc
+        if not result.regions:
+            return None, 0
+        # Like Kafka, one fetch reads from one segment; the consumer continues after it.
+        region = result.regions[0]
+        return region, region.length
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        if current_leader_epoch == -1 or current_leader_epoch == self.leader_epoch:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise PartitionError(ErrorCode.FENCED_LEADER_EPOCH)
+        raise PartitionError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+    # -- purgatory -------------------------------------------------------------------
+    def add_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._waiters.append(fut)
+
+    def remove_waiter(self, fut: asyncio.Future[None]) -> None:
+        try:
+            self._waiters.remove(fut)
+        except ValueError:
+            pass
+
+    def _wake(self) -> None:
+        if self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)

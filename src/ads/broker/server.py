@@ -1,0 +1,183 @@
+"""The broker: wiring of metadata, logs, partitions, the listener and the background jobs.
+
+Start order: config → metadata store → log manager (recovery) → partitions → listener.
+Stop order is the reverse: stop accepting, answer in-flight requests, close connections,
+flush logs, write checkpoints and finally the clean-shutdown marker, so the next start
+skips recovery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from ads.broker import config as bconfig
+from ads.broker.dispatch import Dispatcher
+from ads.broker.handlers import all_handlers
+from ads.broker.partitions import Partition
+from ads.metadata.embedded import EmbeddedMetadataStore
+from ads.metadata.model import BrokerEndpoint, TopicState
+from ads.net.server import KafkaListener
+from ads.storage.clock import SystemClock
+from ads.storage.config import LogConfig
+from ads.storage.manager import LogManager
+
+log = logging.getLogger("ads.broker")
+
+PRODUCER_ID_BLOCK = 1000
+
+
+def log_config_from(effective: dict[str, object]) -> LogConfig:
+    """Maps Kafka's topic config keys (typed, fully resolved) onto the log's settings."""
+    policy = effective["cleanup.policy"]
+    return LogConfig(
+        segment_bytes=int(effective["segment.bytes"]),  # type: ignore[call-overload]
+        segment_ms=int(effective["segment.ms"]),  # type: ignore[call-overload]
+        retention_ms=int(effective["retention.ms"]),  # type: ignore[call-overload]
+        retention_bytes=int(effective["retention.bytes"]),  # type: ignore[call-overload]
+        index_interval_bytes=int(effective["index.interval.bytes"]),  # type: ignore[call-overload]
+        flush_messages=int(effective["flush.messages"]),  # type: ignore[call-overload]
+        flush_ms=int(effective["flush.ms"]),  # type: ignore[call-overload]
+        max_message_bytes=int(effective["max.message.bytes"]),  # type: ignore[call-overload]
+        message_timestamp_type=str(effective["message.timestamp.type"]),
+        cleanup_policy=tuple(policy) if isinstance(policy, list) else (str(policy),),
+        file_delete_delay_ms=int(effective["file.delete.delay.ms"]),  # type: ignore[call-overload]
+        min_insync_replicas=int(effective["min.insync.replicas"]),  # type: ignore[call-overload]
+    )
+
+
+class Broker:
+    def __init__(self, config: bconfig.BrokerConfig, clock: SystemClock | None = None) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self.node_id: int = config.node_id
+        self.log_dirs = [Path(d) for d in config.log_dirs]
+        self.metadata = EmbeddedMetadataStore(self.log_dirs[0], self.node_id)
+        self.log_manager = LogManager(
+            self.log_dirs, clock=self.clock,
+            default_config=log_config_from(bconfig.effective_topic_config(config, {})))
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.dispatcher = Dispatcher(self, all_handlers())
+        self.listener: KafkaListener | None = None
+        self.endpoint = BrokerEndpoint(self.node_id, "127.0.0.1", 0)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._producer_ids = iter(())
+        self.started = False
+
+    # -- lifecycle ---------------------------------------------------------------------
+    async def start(self) -> None:
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        self.metadata.load()
+        self.log_manager.startup()
+        for topic in self.metadata.topics.values():
+            self._open_partitions(topic)
+        host, port = self.config.listeners[0]
+        self.listener = KafkaListener(
+            self.dispatcher, host, port, self.config.socket_request_max_bytes)
+        bound_host, bound_port = await self.listener.start()
+        adv_host, adv_port = self.config.advertised_listeners[0]
+        if adv_port == 0 or adv_port == port:
+            adv_port = bound_port if port == 0 or adv_port == 0 else adv_port
+        if adv_host in ("", "0.0.0.0"):  # noqa: S104 - only a comparison
+            adv_host = "127.0.0.1" if bound_host in ("0.0.0.0", "") else bound_host  # noqa: S104
+        self.endpoint = BrokerEndpoint(self.node_id, adv_host, adv_port)
+        self._schedule("log-retention", self.config.get("log.retention.check.interval.ms"),
+                       self._retention)
+        self._schedule("log-flush", self.config.get("log.flush.scheduler.interval.ms"),
+                       self._flush)
+        self._schedule("checkpoint", self.config.get("log.flush.offset.checkpoint.interval.ms"),
+                       self.log_manager.checkpoint)
+        self.started = True
+        log.info("ADS broker %d listening on %s:%d (advertised %s:%d), data in %s",
+                 self.node_id, bound_host, bound_port, adv_host, adv_port,
+                 ", ".join(str(d) for d in self.log_dirs))
+
+    async def stop(self) -> None:
+        if not self.started:
+            return
+        self.started = False
+        assert self.listener is not None
+        self.listener.stop_accepting()
+        await self.listener.drain(timeout=5.0)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.log_manager.shutdown()
+        log.info("ADS broker %d stopped cleanly", self.node_id)
+
+    def _schedule(self, name: str, interval_ms: object, job: Callable[[], object]) -> None:
+        interval = max(int(interval_ms), 10) / 1000.0  # type: ignore[call-overload]
+        max_interval = 3600.0
+
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(min(interval, max_interval))
+                try:
+                    job()
+                except Exception:
+                    log.exception("background job %s failed", name)
+
+        self._tasks.append(asyncio.ensure_future(loop()))
+
+    def _retention(self) -> None:
+        self.log_manager.cleanup(self.clock.time_ms())
+
+    def _flush(self) -> None:
+        self.log_manager.flush_dirty(self.clock.time_ms())
+
+    # -- topics ------------------------------------------------------------------------
+    def topic_log_config(self, topic: TopicState) -> LogConfig:
+        return log_config_from(bconfig.effective_topic_config(self.config, topic.configs))
+
+    def _open_partitions(self, topic: TopicState) -> None:
+        cfg = self.topic_log_config(topic)
+        for p in topic.partitions:
+            key = (topic.name, p.partition)
+            if key in self.partitions:
+                continue
+            plog = self.log_manager.get_log(topic.name, p.partition)
+            if plog is None:
+                plog = self.log_manager.create_log(topic.name, p.partition, cfg)
+            self.partitions[key] = Partition(
+                topic.name, topic.topic_id, p.partition, plog, p.leader_epoch, self.node_id, cfg)
+
+    def create_topic(self, name: str, num_partitions: int, configs: dict[str, str],
+                     topic_id: uuid.UUID | None = None) -> TopicState:
+        topic = self.metadata.create_topic(name, num_partitions, configs, topic_id)
+        self._open_partitions(topic)
+        log.info("created topic %s with %d partitions (id %s, configs %s)",
+                 name, num_partitions, topic.topic_id, configs)
+        return topic
+
+    def delete_topic(self, name: str) -> None:
+        topic = self.metadata.delete_topic(name)
+        for p in topic.partitions:
+            self.partitions.pop((name, p.partition), None)
+            self.log_manager.delete_log(name, p.partition)
+        log.info("deleted topic %s", name)
+
+    def add_partitions(self, name: str, total: int) -> None:
+        self.metadata.add_partitions(name, total)
+        self._open_partitions(self.metadata.topics[name])
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self.metadata.set_topic_configs(name, configs)
+        topic = self.metadata.topics[name]
+        cfg = self.topic_log_config(topic)
+        self.log_manager.update_config(name, cfg)
+        for p in topic.partitions:
+            part = self.partitions.get((name, p.partition))
+            if part is not None:
+                part.config = cfg
+
+    def next_producer_id(self) -> int:
+        pid = next(self._producer_ids, None)
+        if pid is None:
+            start, end = self.metadata.allocate_producer_id_block(PRODUCER_ID_BLOCK)
+            self._producer_ids = iter(range(start, end))
+            pid = next(self._producer_ids)
+        return pid

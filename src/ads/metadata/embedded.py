@@ -1,0 +1,130 @@
+"""The embedded metadata store: the single-node cluster model kept in the data directory.
+
+File `ads-metadata.json` in the first log directory holds the cluster id and every topic
+(name, topic id, partitions with leader, leader epoch, replicas, ISR, and topic config
+overrides). It is rewritten whole on every change: write a temporary file, fsync, rename,
+fsync the directory, so a crash leaves either the old or the new file, never a mix.
+Topic changes are rare (create, delete, add partitions, alter configs), so rewriting the
+whole file is cheap next to the clarity it buys.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import uuid
+from pathlib import Path
+
+from ads.metadata.model import PartitionState, TopicState
+
+METADATA_FILE = "ads-metadata.json"
+FORMAT_VERSION = 1
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def new_cluster_id() -> str:
+    """A cluster id the way Kafka makes them: a random UUID in URL-safe base64, no padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class MetadataCorruptError(RuntimeError):
+    pass
+
+
+class EmbeddedMetadataStore:
+    """Cluster model for one broker. Not thread-safe: used from the broker's event loop."""
+
+    def __init__(self, directory: Path, node_id: int) -> None:
+        self._path = directory / METADATA_FILE
+        self.node_id = node_id
+        self.cluster_id = new_cluster_id()
+        self.topics: dict[str, TopicState] = {}
+        self._by_id: dict[uuid.UUID, TopicState] = {}
+        # Producer ids are handed out in blocks; the end of the last block is stored before
+        # any id of it is used, so ids are never reused after a crash.
+        self.producer_id_block_end = 0
+
+    def load(self) -> None:
+        if not self._path.exists():
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            self._save()
+            return
+        try:
+            data = json.loads(self._path.read_bytes())
+            self.cluster_id = str(data["cluster_id"])
+            self.producer_id_block_end = int(data.get("producer_id_block_end", 0))
+            topics = [TopicState.from_json(t) for t in data["topics"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise MetadataCorruptError(f"cannot read {self._path}: {exc}") from exc
+        self.topics = {t.name: t for t in topics}
+        self._by_id = {t.topic_id: t for t in topics}
+
+    def _save(self) -> None:
+        data = {
+            "version": FORMAT_VERSION,
+            "cluster_id": self.cluster_id,
+            "producer_id_block_end": self.producer_id_block_end,
+            "topics": [t.to_json() for t in self.topics.values()],
+        }
+        _atomic_write(self._path, json.dumps(data, indent=1, sort_keys=True).encode())
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
+        return self._by_id.get(topic_id)
+
+    def create_topic(
+        self, name: str, num_partitions: int, configs: dict[str, str], topic_id: uuid.UUID | None = None
+    ) -> TopicState:
+        topic = TopicState(
+            name=name,
+            topic_id=topic_id or uuid.uuid4(),
+            partitions=[self._new_partition(i) for i in range(num_partitions)],
+            configs=dict(configs),
+        )
+        self.topics[name] = topic
+        self._by_id[topic.topic_id] = topic
+        self._save()
+        return topic
+
+    def _new_partition(self, index: int) -> PartitionState:
+        return PartitionState(
+            partition=index, leader=self.node_id, leader_epoch=0,
+            replicas=[self.node_id], isr=[self.node_id],
+        )
+
+    def delete_topic(self, name: str) -> TopicState:
+        topic = self.topics.pop(name)
+        self._by_id.pop(topic.topic_id, None)
+        self._save()
+        return topic
+
+    def add_partitions(self, name: str, total: int) -> list[PartitionState]:
+        topic = self.topics[name]
+        added = [self._new_partition(i) for i in range(len(topic.partitions), total)]
+        topic.partitions.extend(added)
+        self._save()
+        return added
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self.topics[name].configs = dict(configs)
+        self._save()
+
+    def allocate_producer_id_block(self, size: int) -> tuple[int, int]:
+        """Reserve `size` producer ids; returns [start, end)."""
+        start = self.producer_id_block_end
+        self.producer_id_block_end = start + size
+        self._save()
+        return start, start + size

@@ -1,0 +1,100 @@
+"""The cluster model: topics, their IDs, partitions, replicas, leaders and configs.
+
+Every partition carries a leader epoch and an ISR even on a single node, so the
+replication layer can later drive the same model from ZooKeeper without changing callers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+# Kafka's rule: ASCII letters, digits, '.', '_' and '-', at most 249 characters.
+_LEGAL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+MAX_TOPIC_NAME_LENGTH = 249
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+class InvalidTopicError(ValueError):
+    """A topic name Kafka would refuse (maps to INVALID_TOPIC_EXCEPTION)."""
+
+
+def validate_topic_name(name: str) -> None:
+    if not name:
+        raise InvalidTopicError("Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise InvalidTopicError("Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters"
+        )
+    if not set(name) <= _LEGAL_CHARS:
+        raise InvalidTopicError(
+            f"Topic name \"{name}\" is illegal, it contains a character other than "
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
+
+
+@dataclass(slots=True)
+class PartitionState:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "partition": self.partition,
+            "leader": self.leader,
+            "leader_epoch": self.leader_epoch,
+            "replicas": self.replicas,
+            "isr": self.isr,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> PartitionState:
+        return cls(
+            partition=int(data["partition"]),  # type: ignore[call-overload]
+            leader=int(data["leader"]),  # type: ignore[call-overload]
+            leader_epoch=int(data["leader_epoch"]),  # type: ignore[call-overload]
+            replicas=[int(r) for r in data["replicas"]],  # type: ignore[attr-defined]
+            isr=[int(r) for r in data["isr"]],  # type: ignore[attr-defined]
+        )
+
+
+@dataclass(slots=True)
+class TopicState:
+    name: str
+    topic_id: uuid.UUID
+    partitions: list[PartitionState]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "topic_id": str(self.topic_id),
+            "partitions": [p.to_json() for p in self.partitions],
+            "configs": self.configs,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> TopicState:
+        return cls(
+            name=str(data["name"]),
+            topic_id=uuid.UUID(str(data["topic_id"])),
+            partitions=[PartitionState.from_json(p) for p in data["partitions"]],  # type: ignore[attr-defined]
+            configs={str(k): str(v) for k, v in data["configs"].items()},  # type: ignore[attr-defined]
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None

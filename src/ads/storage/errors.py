@@ -1,0 +1,69 @@
+"""Errors raised by the partition log.
+
+Each class names the Kafka error code the broker answers with (``kafka_error``); the broker
+maps them at its handler boundary, so this package never imports the protocol layer.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CheckpointError",
+    "CorruptIndexError",
+    "InvalidProducerEpochError",
+    "KafkaStorageError",
+    "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
+    "RecordBatchTooLargeError",
+    "StorageError",
+    "UnknownProducerIdError",
+]
+
+
+class StorageError(Exception):
+    """Base class of every error raised by ``ads.storage``."""
+
+    kafka_error = "UNKNOWN_SERVER_ERROR"
+
+
+class OffsetOutOfRangeError(StorageError):
+    """A fetch or delete-records offset lies outside [log start offset, log end offset]."""
+
+    kafka_error = "OFFSET_OUT_OF_RANGE"
+
+
+class OutOfOrderSequenceError(StorageError):
+    """An idempotent producer's batch does not follow its previous sequence number."""
+
+    kafka_error = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class InvalidProducerEpochError(StorageError):
+    """A batch carries a producer epoch older than the one the log has seen."""
+
+    kafka_error = "INVALID_PRODUCER_EPOCH"
+
+
+class UnknownProducerIdError(StorageError):
+    """The producer's state was removed (retention moved past it, or it expired)."""
+
+    kafka_error = "UNKNOWN_PRODUCER_ID"
+
+
+class RecordBatchTooLargeError(StorageError):
+    """The appended records cannot fit in one segment (larger than ``segment.bytes``)."""
+
+    kafka_error = "RECORD_LIST_TOO_LARGE"
+
+
+class KafkaStorageError(StorageError):
+    """A file operation failed; the log may be unusable until restart."""
+
+    kafka_error = "KAFKA_STORAGE_ERROR"
+
+
+class CorruptIndexError(StorageError):
+    """An index file failed its sanity check; it is rebuilt from the log."""
+
+
+class CheckpointError(StorageError):
+    """A checkpoint or snapshot file is malformed."""

@@ -1,0 +1,603 @@
+"""One log segment: an append-only ``.log`` file of record batches plus its two indexes.
+
+File layout: ``<base offset, 20 digits>.log`` is a plain concatenation of RecordBatch v2
+batches exactly as the log handed them over (base offset and partition leader epoch already
+assigned); there is no segment header or footer. Every batch's offsets are >= the segment's
+base offset and within int32 of it, which is what lets the indexes store relative offsets.
+``.index`` and ``.timeindex`` are described in ``ads.storage.index``.
+
+Deletion renames the three files to ``<name>.deleted`` first; the files are removed, and the
+log file descriptor closed, ``file.delete.delay.ms`` later, so file regions handed to the
+network layer just before keep reading valid bytes.
+
+Crash rule: a segment past the recovery point is ``recover``-ed on an unclean start: batches
+are read from position 0 in chunks and checked (length, magic, CRC, offsets within the
+segment); the first bad or incomplete batch and everything after it is truncated, and both
+indexes are rebuilt from the surviving batches. A leftover ``.deleted`` file is simply removed.
+
+Threading: ``flush`` may run in a worker thread concurrently with ``append`` and ``read``
+on the owner thread; ``close`` and the delayed removal wait for a running ``flush``. All other
+methods belong to the owner thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import struct
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ads.records.batch import (
+    BATCH_OVERHEAD,
+    LOG_OVERHEAD,
+    BatchHeader,
+    iter_batches,
+    read_batch_header,
+    scan_valid_prefix,
+)
+from ads.storage.clock import Clock
+from ads.storage.config import LogConfig
+from ads.storage.errors import CorruptIndexError, KafkaStorageError
+from ads.storage.index import OffsetIndex, TimeIndex
+
+__all__ = [
+    "DELETED_SUFFIX",
+    "INDEX_SUFFIX",
+    "LOG_SUFFIX",
+    "TIME_INDEX_SUFFIX",
+    "BatchInfo",
+    "FileRegion",
+    "LogSegment",
+    "Scheduler",
+    "file_name",
+]
+
+logger = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+
+# (delay_ms, task): runs ``task`` later, possibly on another thread. Every task this package
+# schedules (delayed file removal, flush after a roll) is safe to run off the owner thread.
+Scheduler = Callable[[int, Callable[[], None]], None]
+
+# (position in the appended bytes, size, base offset, last offset, max timestamp)
+BatchInfo = tuple[int, int, int, int, int]
+
+_INT32_MAX = 0x7FFFFFFF
+_SCAN_CHUNK = 8192
+_RECOVER_CHUNK = 1 << 20
+_LENGTH_FIELD = struct.Struct(">i")
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class FileRegion:
+    """``length`` bytes at ``offset`` of the open file ``fd``: whole batches for ``sendfile``.
+
+    The descriptor belongs to the segment; it stays open until the segment is closed, or
+    ``file.delete.delay.ms`` after the segment is deleted.
+    """
+
+    fd: int
+    offset: int
+    length: int
+
+    def __len__(self) -> int:
+        return self.length
+
+    def read_bytes(self) -> bytes:
+        """Copy the bytes out (tests and TLS connections, which cannot sendfile)."""
+        data = os.pread(self.fd, self.length, self.offset)
+        while len(data) < self.length:
+            more = os.pread(self.fd, self.length - len(data), self.offset + len(data))
+            if not more:
+                raise KafkaStorageError(f"file region ends early ({len(data)}/{self.length})")
+            data += more
+        return data
+
+
+class LogSegment:
+    """A segment file and its indexes. Create with ``create`` or ``open``."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        clock: Clock,
+        fd: int,
+        created_ms: int,
+    ) -> None:
+        self.base_offset = base_offset
+        self.config = config
+        self._clock = clock
+        self._fd = fd
+        self._size = os.fstat(fd).st_size
+        self.log_path = directory / file_name(base_offset, LOG_SUFFIX)
+        self.offset_index = OffsetIndex(
+            directory / file_name(base_offset, INDEX_SUFFIX), base_offset, config.segment_index_bytes
+        )
+        self.time_index = TimeIndex(
+            directory / file_name(base_offset, TIME_INDEX_SUFFIX),
+            base_offset,
+            config.segment_index_bytes,
+        )
+        self.created_ms = created_ms
+        self._indexes_ready = False
+        self._bytes_since_last_index_entry = 0
+        self._max_timestamp: int | None = None
+        self._offset_of_max_timestamp = base_offset
+        self._rolling_based_timestamp: int | None = None
+        jitter = config.segment_jitter_ms
+        self._roll_jitter_ms = random.randrange(min(jitter, config.segment_ms)) if jitter else 0
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @classmethod
+    def create(
+        cls, directory: Path, base_offset: int, config: LogConfig, clock: Clock
+    ) -> LogSegment:
+        """A new, empty segment; stale files with the same name are replaced."""
+        path = directory / file_name(base_offset, LOG_SUFFIX)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | _O_CLOEXEC, 0o644)
+        segment = cls(directory, base_offset, config, clock, fd, clock.time_ms())
+        segment.offset_index.reset()
+        segment.time_index.reset()
+        segment._indexes_ready = True
+        return segment
+
+    @classmethod
+    def open(
+        cls, directory: Path, base_offset: int, config: LogConfig, clock: Clock
+    ) -> LogSegment:
+        """An existing segment; its indexes are loaded (and checked) on first use."""
+        path = directory / file_name(base_offset, LOG_SUFFIX)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | _O_CLOEXEC)
+        created_ms = os.fstat(fd).st_mtime_ns // 1_000_000
+        return cls(directory, base_offset, config, clock, fd, created_ms)
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self._size})"
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def fd(self) -> int:
+        return self._fd
+
+    # ----------------------------------------------------------------------------- indexes
+
+    def _ensure_indexes(self) -> None:
+        if self._indexes_ready:
+            return
+        try:
+            self.offset_index.load(self._size)
+            self.time_index.load()
+        except CorruptIndexError as exc:
+            logger.warning("%s; rebuilding the indexes of %s", exc, self.log_path)
+            self.recover(max(self.config.max_message_bytes, self.config.segment_bytes))
+            return
+        self._indexes_ready = True
+        self._bytes_since_last_index_entry = self._size - self.offset_index.last_position
+
+    def _load_max_timestamp(self) -> int:
+        if self._max_timestamp is None:
+            self._max_timestamp, self._offset_of_max_timestamp = self.time_index.last_entry()
+        return self._max_timestamp
+
+    def _index_batch(
+        self, position: int, size: int, base_offset: int, last_offset: int, max_timestamp: int
+    ) -> None:
+        # Kafka's rule (LogSegment.append): one entry per index.interval.bytes of batches,
+        # mapping the batch's last offset to its start.
+        if max_timestamp > self._load_max_timestamp():
+            self._max_timestamp = max_timestamp
+            self._offset_of_max_timestamp = base_offset
+        if (
+            self._bytes_since_last_index_entry > self.config.index_interval_bytes
+            and not self.offset_index.is_full
+        ):
+            self.offset_index.append(last_offset, position)
+            if not self.time_index.is_full:
+                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += size
+
+    @property
+    def max_timestamp(self) -> int:
+        """Largest batch max timestamp in the segment, -1 if none carries one."""
+        return self._load_max_timestamp()
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        """Base offset of the first batch carrying ``max_timestamp``."""
+        self._load_max_timestamp()
+        return self._offset_of_max_timestamp
+
+    @property
+    def largest_timestamp(self) -> int:
+        """What retention.ms compares with: the max timestamp, else the file's mtime."""
+        ts = self._load_max_timestamp()
+        if ts >= 0:
+            return ts
+        return self.log_path.stat().st_mtime_ns // 1_000_000 if self.log_path.exists() else -1
+
+    # ------------------------------------------------------------------------------- append
+
+    def append(
+        self,
+        data: bytes | bytearray | memoryview,
+        first_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+        offset_of_max_timestamp: int,
+        batches: Sequence[BatchInfo] | None = None,
+    ) -> int:
+        """Write ``data`` (whole batches, offsets assigned) at the end; returns its position.
+
+        ``batches`` describes each batch for the indexes; when omitted the headers in
+        ``data`` are read. Raises ``KafkaStorageError`` if the write fails, after cutting
+        off whatever part of it reached the file.
+        """
+        if first_offset < self.base_offset or last_offset - self.base_offset > _INT32_MAX:
+            raise ValueError(f"offsets {first_offset}..{last_offset} do not fit {self!r}")
+        self._ensure_indexes()
+        self._load_max_timestamp()
+        if self._rolling_based_timestamp is None and self._size == 0:
+            self._rolling_based_timestamp = max_timestamp
+        position = self._size
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError as exc:
+            self._cut_failed_write(position)
+            raise KafkaStorageError(f"append to {self.log_path} failed: {exc}") from exc
+        self._size = position + len(data)
+        if batches is None:
+            batches = [
+                (pos, h.size, h.base_offset, h.last_offset, h.max_timestamp)
+                for pos, h in iter_batches(data)
+            ]
+        for pos, size, base, last, ts in batches:
+            self._index_batch(position + pos, size, base, last, ts)
+        if max_timestamp > self._load_max_timestamp():
+            self._max_timestamp = max_timestamp
+            self._offset_of_max_timestamp = offset_of_max_timestamp
+        return position
+
+    def _cut_failed_write(self, position: int) -> None:
+        try:
+            os.ftruncate(self._fd, position)
+        except OSError:
+            logger.exception("cannot cut a failed write off %s", self.log_path)
+
+    def rolling_based_timestamp(self) -> int | None:
+        """The first batch's max timestamp, which segment.ms counts from (Kafka's rule)."""
+        if self._rolling_based_timestamp is None and self._size > 0:
+            header = read_batch_header(os.pread(self._fd, BATCH_OVERHEAD, 0))
+            self._rolling_based_timestamp = header.max_timestamp
+        return self._rolling_based_timestamp
+
+    def should_roll(
+        self, messages_size: int, max_timestamp: int, max_offset: int, now_ms: int
+    ) -> bool:
+        """Kafka's roll conditions for an append of ``messages_size`` bytes."""
+        if self._size > self.config.segment_bytes - messages_size:
+            return True
+        if self._size > 0:
+            first = self.rolling_based_timestamp()
+            waited = max_timestamp - first if first is not None and first >= 0 else (
+                now_ms - self.created_ms
+            )
+            if waited > self.config.segment_ms - self._roll_jitter_ms:
+                return True
+        self._ensure_indexes()
+        return (
+            self.offset_index.is_full
+            or self.time_index.is_full
+            or max_offset - self.base_offset > _INT32_MAX
+        )
+
+    def on_become_inactive(self) -> None:
+        """Seal the segment after a roll: the time index gets the segment's max timestamp."""
+        max_timestamp = self._load_max_timestamp()
+        if self._indexes_ready and max_timestamp >= 0:
+            self.time_index.maybe_append(
+                max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
+            )
+
+    # --------------------------------------------------------------------------------- read
+
+    def _scan_headers(self, position: int) -> Iterator[tuple[int, BatchHeader]]:
+        """Batch headers from ``position`` to the end, read in chunks, bodies skipped."""
+        end = self._size
+        buf = b""
+        buf_start = position
+        while position < end:
+            rel = position - buf_start
+            if rel + BATCH_OVERHEAD > len(buf):
+                buf = os.pread(self._fd, min(_SCAN_CHUNK, end - position), position)
+                buf_start, rel = position, 0
+            header = read_batch_header(buf, rel)
+            yield position, header
+            position += header.size
+
+    def translate_offset(
+        self, offset: int, start_position: int = 0
+    ) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset is >= ``offset``."""
+        self._ensure_indexes()
+        _, position = self.offset_index.lookup(offset)
+        for pos, header in self._scan_headers(max(position, start_position)):
+            if header.last_offset >= offset:
+                return pos, header
+        return None
+
+    def read(
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None = None,
+        min_one_batch: bool = False,
+    ) -> FileRegion | None:
+        """Whole batches from the one holding ``start_offset``, at most ``max_size`` bytes.
+
+        Stops before ``max_position`` (a batch boundary: the position of the high watermark
+        batch). With ``min_one_batch`` the first batch is returned even if larger than
+        ``max_size`` (KIP-74). ``None`` if no batch here reaches ``start_offset``; a region of
+        length 0 if not even one batch may be returned.
+        """
+        found = self.read_with_header(start_offset, max_size, max_position, min_one_batch)
+        return None if found is None else found[0]
+
+    def read_with_header(
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None = None,
+        min_one_batch: bool = False,
+    ) -> tuple[FileRegion, BatchHeader] | None:
+        """``read`` plus the header of the first batch of the region."""
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        start, header = found
+        limit = self._size if max_position is None else min(max_position, self._size)
+        budget = max(max_size, header.size) if min_one_batch else max_size
+        end_target = min(limit, start + budget)
+        first_end = start + header.size
+        if first_end > end_target:
+            return FileRegion(self._fd, start, 0), header
+        end = self._boundary_before(first_end, end_target)
+        return FileRegion(self._fd, start, end - start), header
+
+    def _boundary_before(self, low: int, high: int) -> int:
+        """The last batch boundary in [low, high]; ``low`` must be a boundary."""
+        if high >= self._size:
+            return self._size
+        _, position = self.offset_index.lookup_position(high)
+        position = max(position, low)
+        for pos, header in self._scan_headers(position):
+            if pos + header.size > high:
+                return pos
+        return self._size
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, start_offset: int = 0
+    ) -> tuple[int, int] | None:
+        """``(offset, batch max timestamp)`` of the first batch whose max timestamp is >=
+        ``timestamp`` and which holds offsets >= ``start_offset``.
+
+        Batch granularity: the offset is the batch's base offset (raised to ``start_offset``),
+        not that of the first record reaching ``timestamp``; a consumer seeking there receives
+        that record within the batch.
+        """
+        self._ensure_indexes()
+        _, offset = self.time_index.lookup(timestamp)
+        _, position = self.offset_index.lookup(max(offset, start_offset))
+        for _, header in self._scan_headers(position):
+            if header.max_timestamp >= timestamp and header.last_offset >= start_offset:
+                return max(header.base_offset, start_offset), header.max_timestamp
+        return None
+
+    def next_offset(self) -> int:
+        """One past the last offset in the segment (its base offset when empty)."""
+        self._ensure_indexes()
+        result = self.base_offset
+        for _, header in self._scan_headers(self.offset_index.last_position):
+            result = header.next_offset
+        return result
+
+    def iter_headers(self, start_offset: int = 0) -> Iterator[BatchHeader]:
+        """Headers of the batches holding offsets >= ``start_offset`` (no CRC check)."""
+        self._ensure_indexes()
+        _, position = self.offset_index.lookup(start_offset)
+        for _, header in self._scan_headers(position):
+            if header.last_offset >= start_offset:
+                yield header
+
+    # ----------------------------------------------------------------------------- recovery
+
+    def recover(
+        self,
+        max_batch_bytes: int,
+        on_batch: Callable[[BatchHeader], None] | None = None,
+    ) -> int:
+        """Validate every batch, rebuild both indexes, cut off an invalid tail.
+
+        Returns the number of bytes truncated. ``on_batch`` sees each valid header in order
+        (the log rebuilds its leader epoch cache with it).
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._indexes_ready = True
+        self._max_timestamp, self._offset_of_max_timestamp = -1, self.base_offset
+        self._bytes_since_last_index_entry = 0
+        self._rolling_based_timestamp = None
+        file_size = os.fstat(self._fd).st_size
+        position, want, next_offset = 0, _RECOVER_CHUNK, self.base_offset
+        reason = ""
+        while position < file_size:
+            buf = os.pread(self._fd, min(want, file_size - position), position)
+            valid_end, found = scan_valid_prefix(buf)
+            for pos, header in found:
+                if (
+                    header.base_offset < max(self.base_offset, next_offset)
+                    or header.last_offset - self.base_offset > _INT32_MAX
+                ):
+                    valid_end, reason = pos, f"batch offset {header.base_offset} out of order"
+                    break
+                self._index_batch(
+                    position + pos,
+                    header.size,
+                    header.base_offset,
+                    header.last_offset,
+                    header.max_timestamp,
+                )
+                next_offset = header.next_offset
+                if on_batch is not None:
+                    on_batch(header)
+            position += valid_end
+            if reason:
+                break
+            want = _RECOVER_CHUNK
+            if valid_end == len(buf):
+                continue
+            rest = len(buf) - valid_end
+            if rest < LOG_OVERHEAD:
+                if position + rest < file_size:
+                    continue  # the chunk cut the length field; read on from here
+                reason = "incomplete batch header"
+                break
+            size = _LENGTH_FIELD.unpack_from(buf, valid_end + 8)[0] + LOG_OVERHEAD
+            if size <= rest or size < BATCH_OVERHEAD or size > max_batch_bytes:
+                reason = f"invalid batch of {size} bytes (bad length, magic or CRC)"
+                break
+            if position + size > file_size:
+                reason = f"incomplete batch of {size} bytes"
+                break
+            want = size  # the chunk cut a batch: read it whole
+        truncated = file_size - position
+        if truncated:
+            logger.warning(
+                "%s: %s at position %d; truncating %d bytes, the segment now ends at offset %d",
+                self.log_path,
+                reason,
+                position,
+                truncated,
+                next_offset - 1,
+            )
+            os.ftruncate(self._fd, position)
+        self._size = position
+        if self._max_timestamp >= 0:
+            self.time_index.maybe_append(
+                self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
+            )
+        return truncated
+
+    def truncate_to(self, offset: int) -> tuple[int, int] | None:
+        """Remove the batch holding ``offset`` and everything after it.
+
+        Returns ``(bytes removed, base offset of the first removed batch)``, or ``None`` when
+        nothing in the segment reaches ``offset``.
+        """
+        found = self.translate_offset(offset)
+        if found is None:
+            return None
+        position, header = found
+        self.offset_index.truncate_to(header.base_offset)
+        self.time_index.truncate_to(header.base_offset)
+        removed = self._size - position
+        os.ftruncate(self._fd, position)
+        self._size = position
+        self._bytes_since_last_index_entry = position - self.offset_index.last_position
+        self._max_timestamp = None
+        self._load_max_timestamp()
+        if position == 0:
+            self.created_ms = self._clock.time_ms()
+            self._rolling_based_timestamp = None
+        return removed, header.base_offset
+
+    # ------------------------------------------------------------------------- file handling
+
+    def flush(self) -> None:
+        """fsync the log and its indexes; safe in a worker thread."""
+        with self._lock:
+            if self._closed:
+                return
+            os.fsync(self._fd)
+            self.offset_index.flush()
+            self.time_index.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._indexes_ready and self._load_max_timestamp() >= 0:
+                try:
+                    self.time_index.maybe_append(
+                        self._load_max_timestamp(),
+                        self._offset_of_max_timestamp,
+                        skip_full_check=True,
+                    )
+                except OSError:
+                    logger.exception("cannot finish the time index of %s", self.log_path)
+            self.offset_index.close_writer()
+            self.time_index.close_writer()
+            os.close(self._fd)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _paths(self) -> list[Path]:
+        return [self.log_path, self.offset_index.path, self.time_index.path]
+
+    def rename_dir(self, directory: Path) -> None:
+        """Follow a rename of the partition directory (open descriptors stay valid)."""
+        self.log_path = directory / self.log_path.name
+        self.offset_index.path = directory / self.offset_index.path.name
+        self.time_index.path = directory / self.time_index.path.name
+
+    def delete(self, scheduler: Scheduler | None = None) -> None:
+        """Rename the files to ``.deleted`` now; close and remove them after the delay."""
+        self.log_path = _rename_deleted(self.log_path)
+        self.offset_index.rename(self.offset_index.path.with_name(
+            self.offset_index.path.name + DELETED_SUFFIX
+        ))
+        self.time_index.rename(self.time_index.path.with_name(
+            self.time_index.path.name + DELETED_SUFFIX
+        ))
+        delay = self.config.file_delete_delay_ms
+        if scheduler is not None and delay > 0:
+            scheduler(delay, self._remove_files)
+        else:
+            self._remove_files()
+
+    def _remove_files(self) -> None:
+        self.close()
+        for path in self._paths():
+            path.unlink(missing_ok=True)
+
+
+def _rename_deleted(path: Path) -> Path:
+    target = path.with_name(path.name + DELETED_SUFFIX)
+    if path.exists():
+        path.rename(target)
+    return target
+
