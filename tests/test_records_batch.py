@@ -182,6 +182,9 @@ def test_records_batch_validate_several_batches() -> None:
     assert list(iter_batches(data)) == found
     assert scan_valid_prefix(data) == (len(data), found)
     assert [h.records_count for h in iter_batch_headers(data, len(batches[0]))] == [2, 3]
+    assert list(iter_batches(data, 0, len(batches[0]))) == found[:1]
+    with pytest.raises(CorruptRecordError):
+        list(iter_batches(data, 0, len(batches[0]) + 5))
 
 
 def test_records_batch_validate_empty_records_field() -> None:

@@ -28,7 +28,7 @@ import socket
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, overload
 
 from ads.broker.configdefs import (
     BROKER_CONFIG_DEFS,
@@ -188,8 +188,13 @@ class _Key(Generic[T]):
         self.key = key
         self.convert = convert
 
-    def __get__(self, obj: BrokerConfig, owner: type | None = None) -> T:
-        return self.convert(obj.get(self.key))
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> _Key[T]: ...
+    @overload
+    def __get__(self, obj: BrokerConfig, owner: type | None = None) -> T: ...
+
+    def __get__(self, obj: BrokerConfig | None, owner: type | None = None) -> T | _Key[T]:
+        return self if obj is None else self.convert(obj.get(self.key))
 
 
 def _definition(key: str) -> ConfigDef | None:
@@ -327,23 +332,23 @@ class BrokerConfig:
         """Typed value of every topic key for a topic without overrides."""
         return {k: list(v) if isinstance(v, list) else v for k, v in self._topic_defaults.items()}
 
-    num_partitions = _Key("num.partitions", int)
-    default_replication_factor = _Key("default.replication.factor", int)
-    message_max_bytes = _Key("message.max.bytes", int)
-    socket_request_max_bytes = _Key("socket.request.max.bytes", int)
-    queued_max_requests = _Key("queued.max.requests", int)
-    connections_max_idle_ms = _Key("connections.max.idle.ms", int)
-    log_retention_ms = _Key("log.retention.ms", int)
-    log_retention_bytes = _Key("log.retention.bytes", int)
-    log_segment_bytes = _Key("log.segment.bytes", int)
-    log_roll_ms = _Key("log.roll.ms", int)
-    min_insync_replicas = _Key("min.insync.replicas", int)
-    offsets_topic_num_partitions = _Key("offsets.topic.num.partitions", int)
-    offsets_topic_replication_factor = _Key("offsets.topic.replication.factor", int)
-    group_initial_rebalance_delay_ms = _Key("group.initial.rebalance.delay.ms", int)
-    group_min_session_timeout_ms = _Key("group.min.session.timeout.ms", int)
-    group_max_session_timeout_ms = _Key("group.max.session.timeout.ms", int)
-    group_max_size = _Key("group.max.size", int)
+    num_partitions = _Key("num.partitions", _as_int)
+    default_replication_factor = _Key("default.replication.factor", _as_int)
+    message_max_bytes = _Key("message.max.bytes", _as_int)
+    socket_request_max_bytes = _Key("socket.request.max.bytes", _as_int)
+    queued_max_requests = _Key("queued.max.requests", _as_int)
+    connections_max_idle_ms = _Key("connections.max.idle.ms", _as_int)
+    log_retention_ms = _Key("log.retention.ms", _as_int)
+    log_retention_bytes = _Key("log.retention.bytes", _as_int)
+    log_segment_bytes = _Key("log.segment.bytes", _as_int)
+    log_roll_ms = _Key("log.roll.ms", _as_int)
+    min_insync_replicas = _Key("min.insync.replicas", _as_int)
+    offsets_topic_num_partitions = _Key("offsets.topic.num.partitions", _as_int)
+    offsets_topic_replication_factor = _Key("offsets.topic.replication.factor", _as_int)
+    group_initial_rebalance_delay_ms = _Key("group.initial.rebalance.delay.ms", _as_int)
+    group_min_session_timeout_ms = _Key("group.min.session.timeout.ms", _as_int)
+    group_max_session_timeout_ms = _Key("group.max.session.timeout.ms", _as_int)
+    group_max_size = _Key("group.max.size", _as_int)
     auto_create_topics_enable = _Key("auto.create.topics.enable", bool)
     delete_topic_enable = _Key("delete.topic.enable", bool)
     compression_type = _Key("compression.type", str)

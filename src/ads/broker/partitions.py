@@ -105,10 +105,15 @@ class Partition:
                 if isinstance(exc, kind):
                     raise PartitionError(code, str(exc)) from exc
             raise PartitionError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
-        for _, header in headers:
-            if header.is_transactional or header.is_control:
-                raise PartitionError(
-                    ErrorCode.INVALID_TXN_STATE, "transactional produce is not supported yet")
+        if len(headers) != 1:
+            raise PartitionError(ErrorCode.INVALID_RECORD,
+                                 "a produce request must carry exactly one record batch")
+        header = headers[0][1]
+        if header.is_control:
+            raise PartitionError(ErrorCode.INVALID_RECORD, "clients may not write control batches")
+        if header.is_transactional:
+            raise PartitionError(ErrorCode.INVALID_TXN_STATE,
+                                 "transactional produce is not supported yet")
         if acks == -1 and len(self.isr) < self.config.min_insync_replicas:
             raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS)
         try:

@@ -21,7 +21,10 @@ records field goes through `write_records`, which may start a new chunk, so the 
 buffer is re-read after it.
 
 Wire layouts are those of `types.py`; nullable structs are one signed byte (-1 null,
-1 present) followed by the struct, as Kafka writes them.
+1 present) followed by the struct, as Kafka writes them. Tagged fields are written only when
+they differ from their default, in ascending tag order; unknown tags are skipped on decode.
+
+Crash recovery: nothing persists here; a decode either returns a whole object or raises.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from ads.protocol.errors import DecodeError, UnsupportedVersionError
 from ads.protocol.schema import MAX_VERSION, MISSING, Field
 from ads.protocol.types import (
     read_uvarint,
+    skip_tagged_fields,
     truncated,
     uvarint,
     write_records,
@@ -59,20 +63,6 @@ _NULL_MARKER = {False: b"\xff\xff", True: b"\xff\xff\xff\xff"}
 _SHARED: dict[tuple[Any, ...], Callable[..., Any]] = {}
 
 
-def _skip_tags(buf: memoryview, pos: int) -> int:
-    count, pos = read_uvarint(buf, pos)
-    end = len(buf)
-    if count > end - pos:
-        raise DecodeError(f"{count} tagged fields exceed the {end - pos} bytes left")
-    for _ in range(count):
-        _tag, pos = read_uvarint(buf, pos)
-        size, pos = read_uvarint(buf, pos)
-        pos += size
-        if pos > end:
-            raise truncated("tagged field")
-    return pos
-
-
 def _bad_length(n: int, what: str) -> DecodeError:
     return DecodeError(f"invalid length {n} for {what}")
 
@@ -88,7 +78,7 @@ def _bad_tag(tag: int) -> DecodeError:
 _BASE_NS: dict[str, Any] = {
     "_new": object.__new__,
     "_ruv": read_uvarint,
-    "_skip_tags": _skip_tags,
+    "_skip_tags": skip_tagged_fields,
     "_bad_length": _bad_length,
     "_too_many": _too_many,
     "_bad_tag": _bad_tag,
@@ -109,7 +99,8 @@ def _within(rng: tuple[int, int], version: int) -> bool:
 def check_version(cls: type[Struct], version: int) -> None:
     valid = getattr(cls, "VALID_VERSIONS", (0, MAX_VERSION))
     if not _within(valid, version):
-        raise UnsupportedVersionError(getattr(cls, "API_KEY", None) or -1, version)
+        api_key = getattr(cls, "API_KEY", None)
+        raise UnsupportedVersionError(-1 if api_key is None else api_key, version)
 
 
 class _Gen:
@@ -493,13 +484,20 @@ class _Gen:
         return f"{expr} != {self.literal(f.default)}"
 
 
+def _source(gen: _Gen, cls: type[Struct], decoder: bool) -> str:
+    if decoder:
+        gen.dec_struct(cls, "o")
+        return ("def _decode(buf, pos):\n    end = len(buf)\n" + "\n".join(gen.lines)
+                + "\n    return o, pos\n")
+    gen.enc_struct(cls, "o", "b")
+    return "def _encode(o, w):\n    b = w.buf\n" + "\n".join(gen.lines) + "\n"
+
+
 def build_encoder(cls: type[Struct], version: int) -> Callable[[Any, Any], None]:
     """Compile (or fetch) the encoder of `cls` at `version` and cache it on the class."""
     check_version(cls, version)
     gen = _Gen(cls, version)
-    gen.enc_struct(cls, "o", "b")
-    src = "def _encode(o, w):\n    b = w.buf\n" + "\n".join(gen.lines) + "\n"
-    fn = gen.compile(src, "_encode", cls)
+    fn = gen.compile(_source(gen, cls, False), "_encode", cls)
     cls._ENC[version] = fn
     return fn
 
@@ -508,21 +506,12 @@ def build_decoder(cls: type[Struct], version: int) -> Callable[[memoryview, int]
     """Compile (or fetch) the decoder of `cls` at `version` and cache it on the class."""
     check_version(cls, version)
     gen = _Gen(cls, version)
-    gen.dec_struct(cls, "o")
-    src = ("def _decode(buf, pos):\n    end = len(buf)\n" + "\n".join(gen.lines)
-           + "\n    return o, pos\n")
-    fn = gen.compile(src, "_decode", cls)
+    fn = gen.compile(_source(gen, cls, True), "_decode", cls)
     cls._DEC[version] = fn
     return fn
 
 
 def source_of(cls: type[Struct], version: int, *, decoder: bool) -> str:
-    """The generated source, for reading and debugging."""
+    """The generated source of a decoder or encoder, for reading and debugging."""
     check_version(cls, version)
-    gen = _Gen(cls, version)
-    if decoder:
-        gen.dec_struct(cls, "o")
-        head = "def _decode(buf, pos):\n    end = len(buf)\n"
-        return head + "\n".join(gen.lines) + "\n    return o, pos\n"
-    gen.enc_struct(cls, "o", "b")
-    return "def _encode(o, w):\n    b = w.buf\n" + "\n".join(gen.lines) + "\n"
+    return _source(_Gen(cls, version), cls, decoder)

@@ -31,13 +31,13 @@ escapes; the reader's position is then unspecified.
 from __future__ import annotations
 
 import struct
-import uuid
-from collections.abc import Iterable, Sized
+from collections.abc import Sized
 from typing import Any
+from uuid import UUID
 
 from ads.protocol.errors import DecodeError
 
-ZERO_UUID = uuid.UUID(int=0)
+ZERO_UUID = UUID(int=0)
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -133,6 +133,21 @@ def varlong(value: int) -> bytes:
     return uvarint(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
+def skip_tagged_fields(buf: memoryview | bytes, pos: int) -> int:
+    """Position after the tagged-field section at `pos` (its fields are not interpreted)."""
+    count, pos = read_uvarint(buf, pos)
+    end = len(buf)
+    if count > end - pos:
+        raise DecodeError(f"{count} tagged fields exceed the {end - pos} bytes left")
+    for _ in range(count):
+        _tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        pos += size
+        if pos > end:
+            raise truncated("tagged field")
+    return pos
+
+
 def write_tagged_fields(buf: bytearray, fields: list[tuple[int, BytesLike]]) -> None:
     """Append a tagged-field section; `fields` must already be in ascending tag order."""
     buf += uvarint(len(fields))
@@ -182,10 +197,10 @@ class Writer:
     def float64(self, value: float) -> None:
         self.buf += _F64.pack(value)
 
-    def bool(self, value: bool) -> None:
+    def boolean(self, value: bool) -> None:
         self.buf.append(1 if value else 0)
 
-    def uuid(self, value: uuid.UUID) -> None:
+    def uuid(self, value: UUID) -> None:
         self.buf += value.bytes
 
     def uvarint(self, value: int) -> None:
@@ -213,7 +228,7 @@ class Writer:
         self.buf += uvarint(len(data) + 1)
         self.buf += data
 
-    def bytes(self, value: BytesLike | None) -> None:
+    def bytes_(self, value: BytesLike | None) -> None:
         if value is None:
             self.buf += NULL_INT32
             return
@@ -336,11 +351,11 @@ class Reader:
     def float64(self) -> float:
         return float(self._fixed(_F64, "float64"))
 
-    def bool(self) -> bool:
+    def boolean(self) -> bool:
         return self._take(1, "bool")[0] != 0
 
-    def uuid(self) -> uuid.UUID:
-        return uuid.UUID(bytes=bytes(self._take(16, "uuid")))
+    def uuid(self) -> UUID:
+        return UUID(bytes=bytes(self._take(16, "uuid")))
 
     def uvarint(self) -> int:
         value, self.pos = read_uvarint(self.buf, self.pos)
@@ -394,7 +409,7 @@ class Reader:
     def _blob(self, n: int | None) -> memoryview | None:
         return None if n is None else self._take(n, "bytes")
 
-    def bytes(self) -> memoryview:
+    def bytes_(self) -> memoryview:
         return self._blob(self._length(False, True, False, "bytes"))  # type: ignore[return-value]
 
     def nullable_bytes(self) -> memoryview | None:
@@ -429,8 +444,3 @@ class Reader:
     def skip_tagged_fields(self) -> None:
         self.tagged_fields()
 
-
-def int_array(values: Iterable[int], code: str) -> bytes:
-    """Packed big-endian integers of one struct format code (b, h, i, q)."""
-    items = values if isinstance(values, (list, tuple)) else list(values)
-    return struct.pack(f">{len(items)}{code}", *items)

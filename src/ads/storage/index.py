@@ -66,24 +66,27 @@ class _IndexFile:
         self._fd = -1
         self._loaded = False
 
-    def _write(self, data: bytes) -> None:
+    def _writer(self) -> int:
         if self._fd < 0:
             self._fd = os.open(
                 self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | _O_CLOEXEC, 0o644
             )
-        os.write(self._fd, data)
+        return self._fd
+
+    def _write(self, data: bytes) -> None:
+        os.write(self._writer(), data)
 
     def _truncate_file(self, entries: int) -> None:
-        size = entries * self.entry_size
-        if self._fd >= 0:
-            os.ftruncate(self._fd, size)
-        elif self.path.exists():
-            os.truncate(self.path, size)
+        # Creates the file if missing: an index file always exists next to a written segment,
+        # so a missing one means it was lost and must be rebuilt.
+        os.ftruncate(self._writer(), entries * self.entry_size)
 
-    def _read_file(self) -> bytes:
+    def _read_file(self, required: bool) -> bytes:
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
+            if required:
+                raise CorruptIndexError(f"{self.path} is missing") from None
             return b""
         if len(data) % self.entry_size:
             raise CorruptIndexError(
@@ -130,7 +133,7 @@ class OffsetIndex(_IndexFile):
 
     def load(self, log_size: int) -> None:
         """Read the file into memory, raising ``CorruptIndexError`` if it is not sane."""
-        raw = array("i", self._read_file())
+        raw = array("i", self._read_file(required=log_size > 0))
         if not _BIG_ENDIAN_HOST:
             raw.byteswap()
         relative, positions = raw[0::2], raw[1::2]
@@ -173,9 +176,7 @@ class OffsetIndex(_IndexFile):
 
     def append(self, offset: int, position: int) -> None:
         relative = self._check_relative(offset)
-        if self._relative and (
-            relative <= self._relative[-1] or position <= self._positions[-1]
-        ):
+        if self._relative and (relative <= self._relative[-1] or position <= self._positions[-1]):
             raise ValueError(f"index entry ({offset}, {position}) is not past the last one")
         if self.is_full:
             raise ValueError(f"{self.path} is full")
@@ -216,16 +217,14 @@ class TimeIndex(_IndexFile):
         self._timestamps = array("q")
         self._relative = array("i")
 
-    def load(self) -> None:
-        data = self._read_file()
+    def load(self, log_size: int) -> None:
+        data = self._read_file(required=log_size > 0)
         timestamps, relative = array("q"), array("i")
         for ts, rel in _TIME_ENTRY.iter_unpack(data):
             timestamps.append(ts)
             relative.append(rel)
         if relative and (
-            relative[0] < 0
-            or not _strictly_increasing(timestamps)
-            or not _non_decreasing(relative)
+            relative[0] < 0 or not _strictly_increasing(timestamps) or not _non_decreasing(relative)
         ):
             raise CorruptIndexError(f"{self.path}: entries out of order")
         self._timestamps, self._relative = timestamps, relative

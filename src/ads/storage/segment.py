@@ -126,7 +126,9 @@ class LogSegment:
         self._size = os.fstat(fd).st_size
         self.log_path = directory / file_name(base_offset, LOG_SUFFIX)
         self.offset_index = OffsetIndex(
-            directory / file_name(base_offset, INDEX_SUFFIX), base_offset, config.segment_index_bytes
+            directory / file_name(base_offset, INDEX_SUFFIX),
+            base_offset,
+            config.segment_index_bytes,
         )
         self.time_index = TimeIndex(
             directory / file_name(base_offset, TIME_INDEX_SUFFIX),
@@ -158,9 +160,7 @@ class LogSegment:
         return segment
 
     @classmethod
-    def open(
-        cls, directory: Path, base_offset: int, config: LogConfig, clock: Clock
-    ) -> LogSegment:
+    def open(cls, directory: Path, base_offset: int, config: LogConfig, clock: Clock) -> LogSegment:
         """An existing segment; its indexes are loaded (and checked) on first use."""
         path = directory / file_name(base_offset, LOG_SUFFIX)
         fd = os.open(path, os.O_RDWR | os.O_APPEND | _O_CLOEXEC)
@@ -185,7 +185,7 @@ class LogSegment:
             return
         try:
             self.offset_index.load(self._size)
-            self.time_index.load()
+            self.time_index.load(self._size)
         except CorruptIndexError as exc:
             logger.warning("%s; rebuilding the indexes of %s", exc, self.log_path)
             self.recover(max(self.config.max_message_bytes, self.config.segment_bytes))
@@ -300,8 +300,10 @@ class LogSegment:
             return True
         if self._size > 0:
             first = self.rolling_based_timestamp()
-            waited = max_timestamp - first if first is not None and first >= 0 else (
-                now_ms - self.created_ms
+            waited = (
+                max_timestamp - first
+                if first is not None and first >= 0
+                else (now_ms - self.created_ms)
             )
             if waited > self.config.segment_ms - self._roll_jitter_ms:
                 return True
@@ -577,12 +579,12 @@ class LogSegment:
     def delete(self, scheduler: Scheduler | None = None) -> None:
         """Rename the files to ``.deleted`` now; close and remove them after the delay."""
         self.log_path = _rename_deleted(self.log_path)
-        self.offset_index.rename(self.offset_index.path.with_name(
-            self.offset_index.path.name + DELETED_SUFFIX
-        ))
-        self.time_index.rename(self.time_index.path.with_name(
-            self.time_index.path.name + DELETED_SUFFIX
-        ))
+        self.offset_index.rename(
+            self.offset_index.path.with_name(self.offset_index.path.name + DELETED_SUFFIX)
+        )
+        self.time_index.rename(
+            self.time_index.path.with_name(self.time_index.path.name + DELETED_SUFFIX)
+        )
         delay = self.config.file_delete_delay_ms
         if scheduler is not None and delay > 0:
             scheduler(delay, self._remove_files)
@@ -600,4 +602,3 @@ def _rename_deleted(path: Path) -> Path:
     if path.exists():
         path.rename(target)
     return target
-

@@ -8,7 +8,10 @@ refused with INVALID_REQUEST. Broker loggers are not supported.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ads.broker import config as bconfig
+from ads.broker.configdefs import TOPIC_CONFIG_DEFS, ConfigType
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
@@ -52,19 +55,21 @@ def handle_describe(ctx: RequestContext, req: m.DescribeConfigsRequest
         for e in entries:
             if keys is not None and e.name not in keys:
                 continue
-            synonyms = ([Synonym(name=n, value=v, source=s) for n, v, s in e.synonyms]
+            synonyms = ([Synonym(name=y.name, value=y.value, source=y.source) for y in e.synonyms]
                         if req.include_synonyms else [])
             out.configs.append(Entry(
                 name=e.name, value=e.value, read_only=e.read_only,
-                is_default=e.source == bconfig.DEFAULT_CONFIG, config_source=e.source,
+                is_default=e.source == bconfig.ConfigSource.DEFAULT_CONFIG, config_source=e.source,
                 is_sensitive=e.sensitive, synonyms=synonyms, config_type=e.type,
                 documentation=e.documentation if req.include_documentation else None))
         results.append(out)
     return m.DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
-def _alter(ctx: RequestContext, resource_type: int, name: str,
-           compute: "callable[[dict[str, str]], dict[str, str]]",  # type: ignore[valid-type]
+Compute = Callable[[dict[str, str]], dict[str, str]]
+
+
+def _alter(ctx: RequestContext, resource_type: int, name: str, compute: Compute,
            validate_only: bool) -> tuple[ErrorCode, str | None]:
     broker = ctx.broker
     if resource_type != TOPIC:
@@ -96,7 +101,14 @@ def handle_alter(ctx: RequestContext, req: m.AlterConfigsRequest) -> m.AlterConf
     return m.AlterConfigsResponse(throttle_time_ms=0, responses=out)
 
 
-def _incremental(ops: list[m.IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig]):  # type: ignore[no-untyped-def]
+def _default_string(broker_config: bconfig.BrokerConfig, name: str) -> str:
+    for entry in bconfig.describe_topic_configs(broker_config, {}):
+        if entry.name == name:
+            return entry.value or ""
+    return ""
+
+
+def _incremental(ops: list, broker_config: bconfig.BrokerConfig) -> Compute:  # type: ignore[type-arg]
     def compute(current: dict[str, str]) -> dict[str, str]:
         for op in ops:
             if op.config_operation == SET:
@@ -106,11 +118,12 @@ def _incremental(ops: list[m.IncrementalAlterConfigsRequest.AlterConfigsResource
             elif op.config_operation == DELETE:
                 current.pop(op.name, None)
             elif op.config_operation in (APPEND, SUBTRACT):
-                if not bconfig.is_list_topic_config(op.name):
+                definition = TOPIC_CONFIG_DEFS.get(op.name)
+                if definition is None or definition.type != ConfigType.LIST:
                     raise bconfig.ConfigError(
                         f"Config {op.name} is not a list: APPEND and SUBTRACT need a list")
-                items = [v for v in (current.get(op.name) or bconfig.topic_default_string(
-                    op.name)).split(",") if v]
+                items = [v for v in (current.get(op.name) or _default_string(
+                    broker_config, op.name)).split(",") if v]
                 change = [v for v in (op.value or "").split(",") if v]
                 if op.config_operation == APPEND:
                     items += [v for v in change if v not in items]
@@ -129,7 +142,8 @@ def handle_incremental_alter(ctx: RequestContext, req: m.IncrementalAlterConfigs
     out = []
     for res in req.resources:
         code, msg = _alter(ctx, res.resource_type, res.resource_name,
-                           _incremental(list(res.configs)), req.validate_only)
+                           _incremental(list(res.configs), ctx.broker.config),
+                           req.validate_only)
         out.append(R.AlterConfigsResourceResponse(
             error_code=code, error_message=msg, resource_type=res.resource_type,
             resource_name=res.resource_name))

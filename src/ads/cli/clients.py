@@ -1,0 +1,17 @@
+"""The client commands of `ads`: `topics`, `produce` and `consume`.
+
+They are clients like any other, built on confluent-kafka, so they work against any
+Kafka-protocol cluster; `ads.cli.main` registers them through `add_parsers`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ads.cli import consume, produce, topics
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    topics.add_parser(sub)
+    produce.add_parser(sub)
+    consume.add_parser(sub)

@@ -1,0 +1,179 @@
+"""What the client commands (`ads topics`, `ads produce`, `ads consume`) share.
+
+Each command is a function `(args) -> exit status`. It raises `UsageError` for a bad
+invocation (exit 2) and `CommandError` for a failed operation (exit 1); `run_command` turns
+both, and the client library's `KafkaException`, into one line on stderr, so an expected
+failure never shows a traceback.
+
+Client properties are layered as Kafka's tools do: built-in defaults, then the
+`--command-config` file, then the explicit flags of the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import logging
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from confluent_kafka import KafkaError, KafkaException
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+# How long a command waits for the cluster before it gives up with one clear line.
+TIMEOUT_S = 10.0
+
+# Kafka's own definition of an internal topic (`Topic.INTERNAL_TOPICS`).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+# Errors that mean "the cluster could not be reached", as opposed to a refusal.
+_UNREACHABLE = frozenset({
+    KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._RESOLVE, KafkaError._WAIT_COORD, KafkaError._TIMED_OUT_QUEUE,
+})
+
+# librdkafka logs every failed connection attempt; the command reports the outcome once.
+_client_log = logging.getLogger("ads.cli.client")
+_client_log.addHandler(logging.NullHandler())
+_client_log.propagate = False
+
+T = TypeVar("T")
+Command = Callable[[argparse.Namespace], int]
+
+
+class UsageError(Exception):
+    """The command line itself is wrong: exit status 2."""
+
+
+class CommandError(Exception):
+    """The operation failed: exit status 1."""
+
+
+def add_client_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
+                   help=f"broker(s) to connect to (default {DEFAULT_BOOTSTRAP})")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="properties file with client configs (librdkafka names)")
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """Java-style `.properties`: `key=value` or `key: value`, `#` and `!` comments."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read --command-config {path!r}: {exc.strerror}") from exc
+    props: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if cut <= 0:
+            raise UsageError(f"{path}:{number}: expected key=value, got {line!r}")
+        props[line[:cut].strip()] = line[cut + 1:].strip()
+    return props
+
+
+def client_config(args: argparse.Namespace, defaults: dict[str, Any] | None = None,
+                  overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    conf: dict[str, Any] = {"logger": _client_log}
+    conf.update(defaults or {})
+    if args.command_config:
+        conf.update(read_properties(args.command_config))
+    conf["bootstrap.servers"] = args.bootstrap_server
+    conf.update(overrides or {})
+    return conf
+
+
+def make_client(factory: Callable[[dict[str, Any]], T], conf: dict[str, Any]) -> T:
+    """Builds a client; a property the library refuses is the user's usage error."""
+    try:
+        return factory(conf)
+    except (KafkaException, ValueError, TypeError) as exc:
+        err = exc.args[0] if exc.args else exc
+        text = err.str() if isinstance(err, KafkaError) else str(err)
+        raise UsageError(f"invalid client configuration: {text}") from exc
+
+
+def parse_assignments(items: Iterable[str], flag: str) -> dict[str, str]:
+    """`k=v` strings into a dict; a missing `=` or an empty key is a usage error."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"invalid {flag} {item!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "0": "\0"}
+
+
+def unescape(text: str) -> str:
+    r"""Interprets `\n`, `\t`, `\r`, `\0` and `\\`, so they can be typed in a shell."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text) and text[i + 1] in _ESCAPES:
+            out.append(_ESCAPES[text[i + 1]])
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def describe_error(err: KafkaError, bootstrap: str, subject: str | None = None) -> str:
+    """One human line for a client error, in the words of Kafka's tools where they exist."""
+    code = err.code()
+    if code == KafkaError.TOPIC_ALREADY_EXISTS and subject:
+        return f"Topic '{subject}' already exists."
+    if code == KafkaError.UNKNOWN_TOPIC_OR_PART and subject:
+        return f"Topic '{subject}' does not exist."
+    if code in _UNREACHABLE:
+        return f"cannot reach {bootstrap} within {TIMEOUT_S:g} s ({err.str()})"
+    text = err.str()
+    name = err.name()
+    return text if name in text else f"{text} ({name})"
+
+
+def result(future: concurrent.futures.Future[Any], args: argparse.Namespace,
+           subject: str | None = None) -> Any:
+    """Waits for one admin future, turning its failure into a `CommandError`."""
+    try:
+        return future.result(timeout=TIMEOUT_S + 5)
+    except KafkaException as exc:
+        raise CommandError(describe_error(exc.args[0], args.bootstrap_server, subject)) from exc
+    except concurrent.futures.TimeoutError as exc:
+        raise CommandError(f"cannot reach {args.bootstrap_server} within "
+                           f"{TIMEOUT_S:g} s") from exc
+
+
+def kafka_error_code(exc: KafkaException) -> int | None:
+    err = exc.args[0] if exc.args else None
+    return err.code() if isinstance(err, KafkaError) else None
+
+
+def run_command(name: str, func: Command) -> Command:
+    """Wraps a command so expected failures become one line on stderr and an exit status."""
+
+    def wrapper(args: argparse.Namespace) -> int:
+        try:
+            return func(args)
+        except UsageError as exc:
+            print(f"ads {name}: {exc}", file=sys.stderr)
+            return 2
+        except CommandError as exc:
+            print(f"ads {name}: {exc}", file=sys.stderr)
+            return 1
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            line = (describe_error(err, args.bootstrap_server) if isinstance(err, KafkaError)
+                    else str(exc))
+            print(f"ads {name}: {line}", file=sys.stderr)
+            return 1
+
+    return wrapper

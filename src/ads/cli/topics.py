@@ -1,0 +1,255 @@
+"""`ads topics`: create, list, describe, delete, alter-config and add-partitions.
+
+The verbs and output follow `kafka-topics.sh` and `kafka-configs.sh`; every operation goes
+through confluent-kafka's `AdminClient`, so it works against any Kafka-protocol cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+)
+
+from ads.cli.common import (
+    INTERNAL_TOPICS,
+    TIMEOUT_S,
+    CommandError,
+    UsageError,
+    add_client_arguments,
+    client_config,
+    describe_error,
+    kafka_error_code,
+    make_client,
+    parse_assignments,
+    result,
+    run_command,
+)
+
+_REQUEST = {"request_timeout": TIMEOUT_S}
+_OPERATION = {"request_timeout": TIMEOUT_S, "operation_timeout": TIMEOUT_S}
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    topics = sub.add_parser("topics", help="create, list, describe, alter and delete topics")
+    verbs = topics.add_subparsers(dest="topics_command", required=True, metavar="VERB")
+
+    p = verbs.add_parser("create", help="create a topic")
+    p.add_argument("topic")
+    p.add_argument("--partitions", type=int, help="partition count (default: broker's)")
+    p.add_argument("--replication-factor", type=int,
+                   help="replicas per partition (default: broker's)")
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="topic config override (repeatable)")
+    p.add_argument("--if-not-exists", action="store_true",
+                   help="succeed quietly when the topic already exists")
+    _finish(p, "topics create", create)
+
+    p = verbs.add_parser("list", help="list topic names")
+    p.add_argument("--include-internal", action="store_true",
+                   help="also list internal topics such as __consumer_offsets")
+    _finish(p, "topics list", list_)
+
+    p = verbs.add_parser("describe", help="describe topics, their partitions and offsets")
+    p.add_argument("topics", nargs="*", metavar="TOPIC", help="default: all topics")
+    p.add_argument("--include-internal", action="store_true",
+                   help="with no TOPIC, also describe internal topics")
+    _finish(p, "topics describe", describe)
+
+    p = verbs.add_parser("delete", help="delete topics")
+    p.add_argument("topics", nargs="+", metavar="TOPIC")
+    p.add_argument("--if-exists", action="store_true",
+                   help="succeed quietly for topics that do not exist")
+    _finish(p, "topics delete", delete)
+
+    p = verbs.add_parser("alter-config", help="set or delete topic config overrides")
+    p.add_argument("topic")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="set a config override (repeatable)")
+    p.add_argument("--delete", action="append", default=[], metavar="KEY",
+                   help="remove a config override, back to the default (repeatable)")
+    _finish(p, "topics alter-config", alter_config)
+
+    p = verbs.add_parser("add-partitions", help="raise a topic's partition count")
+    p.add_argument("topic")
+    p.add_argument("--partitions", type=int, required=True,
+                   help="the new total partition count")
+    _finish(p, "topics add-partitions", add_partitions)
+
+
+def _finish(p: argparse.ArgumentParser, name: str, func: Any) -> None:
+    add_client_arguments(p)
+    p.set_defaults(func=run_command(name, func))
+
+
+def _admin(args: argparse.Namespace) -> AdminClient:
+    return make_client(AdminClient, client_config(args))
+
+
+def _topic_names(admin: AdminClient, args: argparse.Namespace, include_internal: bool
+                 ) -> list[str]:
+    try:
+        md = admin.list_topics(timeout=TIMEOUT_S)
+    except KafkaException as exc:
+        raise CommandError(describe_error(exc.args[0], args.bootstrap_server)) from exc
+    return sorted(name for name in md.topics
+                  if include_internal or name not in INTERNAL_TOPICS)
+
+
+def create(args: argparse.Namespace) -> int:
+    configs = parse_assignments(args.config, "--config")
+    if args.partitions is not None and args.partitions < 1:
+        raise UsageError("--partitions must be at least 1")
+    if args.replication_factor is not None and args.replication_factor < 1:
+        raise UsageError("--replication-factor must be at least 1")
+    # -1 asks the broker for its num.partitions / default.replication.factor.
+    topic = NewTopic(args.topic,
+                     num_partitions=-1 if args.partitions is None else args.partitions,
+                     replication_factor=(-1 if args.replication_factor is None
+                                         else args.replication_factor),
+                     config=configs)
+    admin = _admin(args)
+    future = admin.create_topics([topic], **_OPERATION)[args.topic]
+    try:
+        result(future, args, args.topic)
+    except CommandError:
+        if args.if_not_exists and _already_exists(future):
+            return 0
+        raise
+    print(f"Created topic {args.topic}.")
+    return 0
+
+
+def _already_exists(future: Any) -> bool:
+    exc = future.exception(timeout=0)
+    return isinstance(exc, KafkaException) and (
+        kafka_error_code(exc) == KafkaError.TOPIC_ALREADY_EXISTS)
+
+
+def list_(args: argparse.Namespace) -> int:
+    for name in _topic_names(_admin(args), args, args.include_internal):
+        print(name)
+    return 0
+
+
+def describe(args: argparse.Namespace) -> int:
+    admin = _admin(args)
+    names = list(dict.fromkeys(args.topics)) or _topic_names(admin, args,
+                                                             args.include_internal)
+    if not names:
+        return 0
+    futures = admin.describe_topics(TopicCollection(names), **_REQUEST)
+    descriptions = [result(futures[name], args, name) for name in names]
+
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, name) for name in names]
+    config_futures = admin.describe_configs(resources, **_REQUEST)
+    overrides: dict[str, list[str]] = {}
+    for res in resources:
+        entries = result(config_futures[res], args, res.name).values()
+        overrides[res.name] = sorted(
+            f"{e.name}={'<sensitive>' if e.is_sensitive else e.value}" for e in entries
+            if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+
+    partitions = [TopicPartition(d.name, p.id) for d in descriptions for p in d.partitions]
+    start = _offsets(admin, args, partitions, OffsetSpec.earliest())
+    end = _offsets(admin, args, partitions, OffsetSpec.latest())
+
+    lines: list[str] = []
+    for d in descriptions:
+        rf = len(d.partitions[0].replicas) if d.partitions else 0
+        lines.append(f"Topic: {d.name}\tTopicId: {d.topic_id}\t"
+                     f"PartitionCount: {len(d.partitions)}\tReplicationFactor: {rf}\t"
+                     f"Configs: {','.join(overrides[d.name])}")
+        for p in sorted(d.partitions, key=lambda p: p.id):
+            leader = p.leader.id if p.leader is not None else "none"
+            key = (d.name, p.id)
+            lines.append(
+                f"\tTopic: {d.name}\tPartition: {p.id}\tLeader: {leader}\t"
+                f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}\t"
+                f"LogStartOffset: {start.get(key, '?')}\tLogEndOffset: {end.get(key, '?')}")
+    print("\n".join(lines))
+    return 0
+
+
+def _ids(nodes: list[Any]) -> str:
+    return ",".join(str(n.id) for n in nodes)
+
+
+def _offsets(admin: AdminClient, args: argparse.Namespace, partitions: list[TopicPartition],
+             spec: OffsetSpec) -> dict[tuple[str, int], int]:
+    """One ListOffsets round for all partitions; a partition that fails shows as `?`."""
+    if not partitions:
+        return {}
+    futures = admin.list_offsets({tp: spec for tp in partitions}, **_REQUEST)
+    out: dict[tuple[str, int], int] = {}
+    for tp, future in futures.items():
+        try:
+            out[(tp.topic, tp.partition)] = result(future, args).offset
+        except CommandError:
+            continue
+    return out
+
+
+def delete(args: argparse.Namespace) -> int:
+    names = list(dict.fromkeys(args.topics))
+    admin = _admin(args)  # must outlive its futures: destroying it fails them
+    futures = admin.delete_topics(names, **_OPERATION)
+    failures: list[str] = []
+    for name in names:
+        try:
+            result(futures[name], args, name)
+        except CommandError as exc:
+            exc_cause = futures[name].exception(timeout=0)
+            if args.if_exists and isinstance(exc_cause, KafkaException) and (
+                    kafka_error_code(exc_cause) == KafkaError.UNKNOWN_TOPIC_OR_PART):
+                continue
+            failures.append(str(exc))
+            continue
+        print(f"Deleted topic {name}.")
+    if failures:
+        raise CommandError(" ".join(failures))
+    return 0
+
+
+def alter_config(args: argparse.Namespace) -> int:
+    sets = parse_assignments(args.set, "--set")
+    deletes = [key.strip() for key in args.delete]
+    if not sets and not deletes:
+        raise UsageError("nothing to change: give --set KEY=VALUE and/or --delete KEY")
+    if any(not key for key in deletes):
+        raise UsageError("--delete needs a config name")
+    both = sorted(set(sets) & set(deletes))
+    if both:
+        raise UsageError(f"config {both[0]!r} is both set and deleted")
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+               for k, v in sets.items()]
+    entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
+                for k in deletes]
+    resource = ConfigResource(ConfigResource.Type.TOPIC, args.topic,
+                              incremental_configs=entries)
+    admin = _admin(args)
+    futures = admin.incremental_alter_configs([resource], **_REQUEST)
+    result(futures[resource], args, args.topic)
+    print(f"Completed updating config for topic {args.topic}.")
+    return 0
+
+
+def add_partitions(args: argparse.Namespace) -> int:
+    if args.partitions < 1:
+        raise UsageError("--partitions must be at least 1")
+    admin = _admin(args)
+    futures = admin.create_partitions([NewPartitions(args.topic, args.partitions)],
+                                      **_OPERATION)
+    result(futures[args.topic], args, args.topic)
+    print(f"Topic {args.topic} now has {args.partitions} partitions.")
+    return 0

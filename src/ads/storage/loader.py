@@ -1,0 +1,106 @@
+"""Loading a partition directory: leftover files, interrupted swaps, segment discovery.
+
+Files a crash can leave behind, and what loading does with them (Kafka's rules):
+
+- ``*.deleted``: a segment or index already removed from the log; deleted.
+- ``*.cleaned``: output of a compaction that had not been swapped in; deleted.
+- ``*.tmp``: an unfinished atomic write (checkpoint, snapshot); deleted.
+- ``<base>.log.swap``: a compaction result whose swap-in had started. The swap is finished:
+  segments whose base offset lies in the swap file's offset range are deleted and the swap
+  file is renamed to ``<base>.log``. Index ``.swap`` files are deleted; the indexes of the
+  swapped segment are rebuilt from the log.
+- an ``.index``/``.timeindex`` with no ``.log``: deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from ads.records.batch import BATCH_OVERHEAD, read_batch_header
+from ads.records.errors import RecordError
+from ads.storage.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    file_name,
+)
+
+__all__ = ["CLEANED_SUFFIX", "SWAP_SUFFIX", "prepare_directory", "segment_base_offsets"]
+
+logger = logging.getLogger(__name__)
+
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+_TMP_SUFFIX = ".tmp"
+_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+
+
+def _base_offset(name: str, suffix: str) -> int | None:
+    if not name.endswith(suffix):
+        return None
+    stem = name[: -len(suffix)]
+    return int(stem) if len(stem) == 20 and stem.isdigit() else None  # noqa: PLR2004
+
+
+def segment_base_offsets(directory: Path) -> list[int]:
+    """Base offsets of the ``.log`` files in ``directory``, ascending."""
+    offsets = []
+    for path in directory.iterdir():
+        base = _base_offset(path.name, LOG_SUFFIX)
+        if base is not None:
+            offsets.append(base)
+    return sorted(offsets)
+
+
+def _next_offset_of_file(path: Path, base_offset: int) -> int:
+    """One past the last offset in a segment file, reading only headers."""
+    next_offset = base_offset
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size, position = os.fstat(fd).st_size, 0
+        while position < size:
+            try:
+                header = read_batch_header(os.pread(fd, BATCH_OVERHEAD, position))
+            except RecordError:
+                break
+            next_offset = header.next_offset
+            position += header.size
+    finally:
+        os.close(fd)
+    return next_offset
+
+
+def _complete_swap(directory: Path, swap: Path, base_offset: int) -> None:
+    end = _next_offset_of_file(swap, base_offset)
+    for other in segment_base_offsets(directory):
+        if base_offset <= other < end:
+            for suffix in (LOG_SUFFIX, *_INDEX_SUFFIXES):
+                (directory / file_name(other, suffix)).unlink(missing_ok=True)
+    swap.rename(directory / file_name(base_offset, LOG_SUFFIX))
+    logger.info("completed the interrupted swap of %s (offsets %d..%d)", swap, base_offset, end)
+
+
+def prepare_directory(directory: Path) -> None:
+    """Remove or finish what an interrupted operation left in ``directory``."""
+    swaps: list[tuple[Path, int]] = []
+    for path in list(directory.iterdir()):
+        name = path.name
+        if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, _TMP_SUFFIX)):
+            path.unlink(missing_ok=True)
+        elif name.endswith(SWAP_SUFFIX):
+            base = _base_offset(name[: -len(SWAP_SUFFIX)], LOG_SUFFIX)
+            if base is None:
+                path.unlink(missing_ok=True)  # an index swap: rebuilt from the log instead
+            else:
+                swaps.append((path, base))
+    for swap, base in swaps:
+        _complete_swap(directory, swap, base)
+    logs = set(segment_base_offsets(directory))
+    for path in list(directory.iterdir()):
+        for suffix in _INDEX_SUFFIXES:
+            base = _base_offset(path.name, suffix)
+            if base is not None and base not in logs:
+                path.unlink(missing_ok=True)

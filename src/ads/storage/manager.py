@@ -1,0 +1,260 @@
+"""The log manager: every partition log in the broker's ``log.dirs``.
+
+Each log directory holds one ``<topic>-<partition>`` directory per partition and these files
+(formats in ``ads.storage.checkpoint``):
+
+- ``recovery-point-offset-checkpoint``: per partition, the offset below which the log is
+  fsynced and validated; recovery after an unclean shutdown starts there.
+- ``log-start-offset-checkpoint``: per partition, the log start offset (DeleteRecords and
+  retention may leave it inside the first segment).
+- ``replication-offset-checkpoint``: per partition, the high watermark.
+- ``.kafka_cleanshutdown``: an empty marker written last by ``shutdown`` after every log was
+  flushed and closed. Present at startup: no log is scanned. It is removed as soon as the
+  directory is loaded, so a crash afterwards counts as unclean.
+
+Crash rule: checkpoints are replaced atomically; a checkpoint that cannot be read is treated
+as absent (recovery starts at offset 0, which is slow but safe). Partition directories
+renamed ``<topic>-<partition>.<id>-delete`` by a topic deletion are removed at startup.
+
+Threading: everything runs on the owner thread except ``flush_dirty`` and ``checkpoint``,
+which a worker thread may run concurrently with appends (they take the locks they need).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ads.storage.checkpoint import atomic_write, read_offset_checkpoint, write_offset_checkpoint
+from ads.storage.clock import Clock
+from ads.storage.config import LogConfig
+from ads.storage.errors import CheckpointError
+from ads.storage.log import Log, partition_dir_name
+from ads.storage.segment import Scheduler
+
+__all__ = [
+    "CLEAN_SHUTDOWN_FILE",
+    "LOG_START_OFFSET_CHECKPOINT",
+    "RECOVERY_POINT_CHECKPOINT",
+    "REPLICATION_OFFSET_CHECKPOINT",
+    "LogManager",
+    "parse_partition_dir",
+]
+
+logger = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+DELETE_DIR_SUFFIX = "-delete"
+
+TopicPartition = tuple[str, int]
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    """``("my.topic-x", 3)`` for ``my.topic-x-3``; ``None`` if the name is not a partition."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    try:
+        return read_offset_checkpoint(path)
+    except CheckpointError as exc:
+        logger.warning("ignoring unreadable checkpoint: %s", exc)
+        return {}
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: Sequence[Path],
+        *,
+        clock: Clock,
+        default_config: LogConfig,
+        scheduler: Scheduler | None = None,
+        topic_configs: Mapping[str, LogConfig] | None = None,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log directory is required")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.clock = clock
+        self.default_config = default_config
+        self._scheduler = scheduler
+        self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
+        self._logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        self._checkpoint_lock = threading.Lock()
+        self.recovered_logs = 0
+
+    # ------------------------------------------------------------------------------ startup
+
+    def startup(self) -> None:
+        """Open every partition directory, recovering after an unclean shutdown."""
+        started = time.monotonic()
+        for log_dir in self.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            self._load_dir(log_dir)
+        logger.info(
+            "loaded %d logs (%d recovered after an unclean shutdown) in %.1f ms",
+            len(self._logs),
+            self.recovered_logs,
+            (time.monotonic() - started) * 1000,
+        )
+
+    def _load_dir(self, log_dir: Path) -> None:
+        marker = log_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        recovery_points = _read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
+        log_starts = _read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        high_watermarks = _read_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT)
+        for path in sorted(log_dir.iterdir()):
+            if not path.is_dir():
+                continue
+            if path.name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            tp = parse_partition_dir(path.name)
+            if tp is None:
+                logger.warning("ignoring %s: not a <topic>-<partition> directory", path)
+                continue
+            if tp in self._logs:
+                raise RuntimeError(f"{tp} has directories in two log dirs: {path}")
+            log = Log.open(
+                path,
+                tp[0],
+                tp[1],
+                self.config_for(tp[0]),
+                clock=self.clock,
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=log_starts.get(tp, 0),
+                clean_shutdown=clean,
+                scheduler=self._scheduler,
+                high_watermark=high_watermarks.get(tp),
+            )
+            if not clean:
+                self.recovered_logs += 1
+            self._logs[tp] = log
+            self._dir_of[tp] = log_dir
+        marker.unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------------------ logs
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self._topic_configs.get(topic, self.default_config)
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def logs(self) -> list[Log]:
+        return list(self._logs.copy().values())
+
+    def create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """The partition's log, created in the least loaded log directory if missing."""
+        tp = (topic, partition)
+        existing = self._logs.get(tp)
+        if existing is not None:
+            return existing
+        if config is not None:
+            self._topic_configs[topic] = config
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] += 1
+        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+        path = log_dir / partition_dir_name(topic, partition)
+        log = Log.open(
+            path,
+            topic,
+            partition,
+            self.config_for(topic),
+            clock=self.clock,
+            recovery_point=0,
+            log_start_offset=0,
+            clean_shutdown=not path.exists(),
+            scheduler=self._scheduler,
+        )
+        self._logs[tp] = log
+        self._dir_of[tp] = log_dir
+        return log
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Rename the partition directory to ``...-delete`` now, remove it later."""
+        tp = (topic, partition)
+        log = self._logs.pop(tp, None)
+        self._dir_of.pop(tp, None)
+        if log is None:
+            return
+        log.rename_dir(
+            log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        )
+        delay = log.config.file_delete_delay_ms
+        if self._scheduler is not None and delay > 0:
+            self._scheduler(delay, log.delete)
+        else:
+            log.delete()
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        self._topic_configs[topic] = config
+        for (name, _), log in self._logs.copy().items():
+            if name == topic:
+                log.update_config(config)
+
+    # -------------------------------------------------------------------------- maintenance
+
+    def checkpoint(self) -> None:
+        """Write the three offset checkpoints of every log directory (atomically)."""
+        with self._checkpoint_lock:
+            logs = self._logs.copy()
+            dirs = self._dir_of.copy()
+            for log_dir in self.log_dirs:
+                mine = {tp: log for tp, log in logs.items() if dirs.get(tp) == log_dir}
+                write_offset_checkpoint(
+                    log_dir / RECOVERY_POINT_CHECKPOINT,
+                    {tp: log.recovery_point for tp, log in mine.items()},
+                )
+                write_offset_checkpoint(
+                    log_dir / LOG_START_OFFSET_CHECKPOINT,
+                    {tp: log.log_start_offset for tp, log in mine.items()},
+                )
+                write_offset_checkpoint(
+                    log_dir / REPLICATION_OFFSET_CHECKPOINT,
+                    {tp: log.high_watermark for tp, log in mine.items()},
+                )
+
+    def flush_dirty(self, now_ms: int) -> int:
+        """Flush the logs whose oldest unflushed write is ``flush.ms`` old; returns how many."""
+        flushed = 0
+        for log in self.logs():
+            if log.unflushed_messages > 0 and now_ms - log.last_flush_ms >= log.config.flush_ms:
+                log.flush()
+                flushed += 1
+        return flushed
+
+    def cleanup(self, now_ms: int) -> int:
+        """Apply retention to every log; returns the number of segments deleted."""
+        return sum(log.enforce_retention(now_ms) for log in self.logs())
+
+    def remove_expired_producers(self, now_ms: int, producer_id_expiration_ms: int) -> int:
+        return sum(
+            log.producer_state.remove_expired(now_ms, producer_id_expiration_ms)
+            for log in self.logs()
+        )
+
+    def shutdown(self) -> None:
+        """Flush and close every log, checkpoint, then write the clean-shutdown markers."""
+        logs = self.logs()
+        for log in logs:
+            log.flush()
+        for log in logs:
+            log.close()
+        self.checkpoint()
+        for log_dir in self.log_dirs:
+            atomic_write(log_dir / CLEAN_SHUTDOWN_FILE, b"")
