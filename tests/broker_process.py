@@ -34,8 +34,8 @@ class BrokerProcess:
                 "--host", "127.0.0.1", "--port", str(self.port)]
         for s in self.sets:
             args += ["--set", s]
-        log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:

@@ -139,7 +139,9 @@ def test_bad_input_produce_v2_unsupported(broker: EmbeddedBroker) -> None:
 
 
 def _peak_rss_kb(pid: int) -> int:
-    for line in open(f"/proc/{pid}/status"):  # noqa: PTH123
+    from pathlib import Path
+
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1])
     raise AssertionError("no VmHWM")

@@ -38,7 +38,8 @@ def test_message_size_limit(small_limit_broker) -> None:  # type: ignore[no-unty
     assert results[1][0] is not None and results[1][0].code() == KafkaError.MSG_SIZE_TOO_LARGE
 
     consumer = Consumer({"bootstrap.servers": bs, "group.id": "x", "enable.auto.commit": False,
-                         "fetch.max.bytes": 1024, "max.partition.fetch.bytes": 1024})
+                         "fetch.max.bytes": 1024, "max.partition.fetch.bytes": 1024,
+                         "message.max.bytes": 1000, "receive.message.max.bytes": 10_000_000})
     consumer.assign([TopicPartition("sizes", 0, 0)])
     msg = None
     for _ in range(40):

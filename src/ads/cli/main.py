@@ -1,23 +1,19 @@
-"""The `ads` command line: `ads broker`, `ads topics`, `ads produce`, `ads consume`."""
+"""The `ads` command line: `ads broker` and the client commands (`topics`, `produce`,
+`consume`, ...), which work against any Kafka-protocol broker."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from ads.cli import broker
+from ads.cli import broker, clients
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ads", description="ADS: a Kafka-compatible log")
     sub = parser.add_subparsers(dest="command", required=True)
     broker.add_parser(sub)
-    try:
-        from ads.cli import clients
-    except ImportError:  # pragma: no cover - the client commands are optional extras
-        pass
-    else:
-        clients.add_parsers(sub)
+    clients.add_parsers(sub)
     return parser
 
 
