@@ -63,6 +63,7 @@ class Broker:
         self.dispatcher = Dispatcher(self, all_handlers())
         self.listener: KafkaListener | None = None
         self.endpoint = BrokerEndpoint(self.node_id, "127.0.0.1", 0)
+        self.bound_address = ("", 0)
         self._tasks: list[asyncio.Task[None]] = []
         self._producer_ids = iter(())
         self.started = False
@@ -79,6 +80,7 @@ class Broker:
         self.listener = KafkaListener(
             self.dispatcher, host, port, self.config.socket_request_max_bytes)
         bound_host, bound_port = await self.listener.start()
+        self.bound_address = (bound_host, bound_port)
         adv_host, adv_port = self.config.advertised_listeners[0]
         if adv_port == 0 or adv_port == port:
             adv_port = bound_port if port == 0 or adv_port == 0 else adv_port
