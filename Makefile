@@ -35,6 +35,7 @@ lint: test-deps
 	$(VENV)/bin/lint-imports
 
 test: test-deps
+	$(VENV)/bin/ruff check src tests tools
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q
 

@@ -104,7 +104,7 @@ class Broker:
         self.started = False
         assert self.listener is not None
         self.listener.stop_accepting()
-        await self.listener.drain(timeout=5.0)
+        await self.listener.drain(grace_s=5.0)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -85,9 +85,8 @@ class EmbeddedMetadataStore:
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
         return self._by_id.get(topic_id)
 
-    def create_topic(
-        self, name: str, num_partitions: int, configs: dict[str, str], topic_id: uuid.UUID | None = None
-    ) -> TopicState:
+    def create_topic(self, name: str, num_partitions: int, configs: dict[str, str],
+                     topic_id: uuid.UUID | None = None) -> TopicState:
         topic = TopicState(
             name=name,
             topic_id=topic_id or uuid.uuid4(),

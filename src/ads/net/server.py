@@ -66,6 +66,7 @@ class KafkaConnection(asyncio.Protocol):
         self._pending: collections.deque[memoryview] = collections.deque()
         self._busy = False
         self._reading_paused = False
+        self._stopped = False
         self._drain_waiter: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._transport: asyncio.Transport | None = None
@@ -201,10 +202,18 @@ class KafkaConnection(asyncio.Protocol):
             transport.writelines(pending)
 
     def _maybe_resume_reading(self) -> None:
-        if self._reading_paused and len(self._pending) < 16 and len(self._buffer) < _MAX_READ_AHEAD:
+        if (self._reading_paused and not self._stopped and len(self._pending) < 16
+                and len(self._buffer) < _MAX_READ_AHEAD):
             self._reading_paused = False
             assert self._transport is not None
             self._transport.resume_reading()
+
+    def stop_reading(self) -> None:
+        """Shutdown: take no new requests; those already read are still answered."""
+        self._stopped = True
+        if self._transport is not None and not self._reading_paused:
+            self._reading_paused = True
+            self._transport.pause_reading()
 
     def _close(self) -> None:
         self.info.closed = True
@@ -247,12 +256,13 @@ class KafkaListener:
         if self._server is not None:
             self._server.close()
 
-    async def drain(self, timeout: float) -> None:
-        """Wait (bounded) for in-flight requests to be answered, then close connections."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while any(c._busy or c._pending for c in self._connections) and loop.time() < deadline:
-            await asyncio.sleep(0.01)
+    async def drain(self, grace_s: float) -> None:
+        """Answer the requests already received (bounded by `grace_s`), then close."""
+        for conn in self._connections:
+            conn.stop_reading()
+        in_flight = [c._task for c in self._connections if c._task is not None]
+        if in_flight:
+            await asyncio.wait(in_flight, timeout=grace_s)
         for conn in list(self._connections):
             conn._close()
         if self._server is not None:
