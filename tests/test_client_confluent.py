@@ -84,3 +84,18 @@ def test_confluent_idempotent_producer(bootstrap: str) -> None:
     got = _consume_all(bootstrap, "idem", 1, 500)
     assert [m.value() for m in got] == [f"v{i}".encode() for i in range(500)]
     assert [m.offset() for m in got] == list(range(500))
+
+
+def test_confluent_log_append_time_topic(bootstrap: str) -> None:
+    create_topic(bootstrap, "lat", partitions=1, **{"message.timestamp.type": "LogAppendTime"})
+    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": "lz4"})
+    before = int(time.time() * 1000)
+    for i in range(5):
+        producer.produce("lat", value=f"{i}".encode(), timestamp=1_000_000)  # far past
+    assert producer.flush(10) == 0
+    got = _consume_all(bootstrap, "lat", 1, 5)
+    assert [m.value() for m in got] == [f"{i}".encode() for i in range(5)]
+    for msg in got:
+        ts_type, ts = msg.timestamp()
+        assert ts_type == 2  # LogAppendTime
+        assert before - 1000 <= ts <= int(time.time() * 1000) + 1000

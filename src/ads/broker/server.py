@@ -93,6 +93,10 @@ class Broker:
                        self._flush)
         self._schedule("checkpoint", self.config.get("log.flush.offset.checkpoint.interval.ms"),
                        self.log_manager.checkpoint)
+        expiration_ms = int(self.config.get("producer.id.expiration.ms"))  # type: ignore[call-overload]
+        self._schedule("producer-expiration", min(expiration_ms, 600_000),
+                       lambda: self.log_manager.remove_expired_producers(
+                           self.clock.time_ms(), expiration_ms))
         self.started = True
         log.info("ADS broker %d listening on %s:%d (advertised %s:%d), data in %s",
                  self.node_id, bound_host, bound_port, adv_host, adv_port,
