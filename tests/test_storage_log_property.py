@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,7 +73,7 @@ OTHER = st.one_of(
 )
 # Appends and reads dominate so that most examples read from a multi-segment log.
 ops = st.lists(
-    st.integers(0, 9).flatmap(lambda k: APPEND if k < 4 else READ if k < 7 else OTHER),  # noqa: PLR2004
+    st.integers(0, 9).flatmap(lambda k: APPEND if k < 4 else READ if k < 7 else OTHER),
     min_size=10,
     max_size=80,
 )
@@ -91,9 +90,9 @@ def _open(path: Path, config: LogConfig, log: Log | None, model: Model, clean: b
         if clean:
             log.flush()
             log.close()
-        else:  # killed: no snapshot, no flush of the tail, files just closed
+        else:  # killed: no producer snapshot, no flush, files just closed
             for segment in log.segments:
-                os.close(segment.fd)
+                segment.close()
     return Log.open(path, "p", 0, config, clock=ManualClock(T0), recovery_point=recovery_point,
                     log_start_offset=model.log_start, clean_shutdown=clean,
                     high_watermark=model.hwm)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -164,8 +163,7 @@ def test_producer_state_rebuilt_after_unclean_stop(tmp_path: Path) -> None:
         produce(log, seq)
     assert log.num_segments > 2
     for segment in log.segments:
-        segment.flush()
-        os.close(segment.fd)
+        segment.close()
     # Crash: no final snapshot. The recovery point (as checkpointed) is behind the log end.
     reopened = open_log(tmp_path / "t-0", clean=False, recovery_point=5)
     assert reopened.log_end_offset == 40

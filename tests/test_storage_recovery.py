@@ -37,9 +37,7 @@ def write(log: Log, batches: int, records: int = 3) -> None:
 def crash(log: Log) -> None:
     """Close the files the way a killed process would leave them: no snapshot, no marker."""
     for segment in log.segments:
-        segment.flush()
-        os.close(segment.fd)
-        segment._closed = True  # noqa: SLF001
+        segment.close()
 
 
 def offsets(log: Log) -> list[int]:

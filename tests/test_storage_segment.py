@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from ads.records.batch import build_batch, iter_batches
 from ads.storage.clock import ManualClock
@@ -126,3 +129,18 @@ def test_segment_reopen_loads_indexes_lazily(tmp_path: Path) -> None:
     assert again.translate_offset(1041)[1].base_offset == 1040  # type: ignore[index]
     assert again.offset_index.loaded
     again.close()
+
+
+def test_segment_region_outlives_immediate_delete(tmp_path: Path) -> None:
+    segment = new_segment(tmp_path, file_delete_delay_ms=0)
+    fill(segment, 1000, 3)
+    region = segment.read(1000, 10**6)
+    assert region is not None
+    expected = region.read_bytes()
+    segment.delete(None)
+    assert not list(tmp_path.iterdir()) and segment.closed
+    assert region.read_bytes() == expected  # the region holds the descriptor open
+    fd = region.fd
+    del region
+    with pytest.raises(OSError):
+        os.fstat(fd)

@@ -14,21 +14,31 @@ Files a crash can leave behind, and what loading does with them (Kafka's rules):
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
-from ads.records.batch import BATCH_OVERHEAD, read_batch_header
+from ads.records.batch import BATCH_OVERHEAD, BatchHeader, read_batch_header
 from ads.records.errors import RecordError
+from ads.storage.epoch_cache import LeaderEpochCache
 from ads.storage.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    LogSegment,
     file_name,
 )
 
-__all__ = ["CLEANED_SUFFIX", "SWAP_SUFFIX", "prepare_directory", "segment_base_offsets"]
+__all__ = [
+    "CLEANED_SUFFIX",
+    "SWAP_SUFFIX",
+    "prepare_directory",
+    "recover_segments",
+    "segment_base_offsets",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -104,3 +114,43 @@ def prepare_directory(directory: Path) -> None:
             base = _base_offset(path.name, suffix)
             if base is not None and base not in logs:
                 path.unlink(missing_ok=True)
+
+
+def recover_segments(
+    segments: Sequence[LogSegment],
+    recovery_point: int,
+    max_batch_bytes: int,
+    epoch_cache: LeaderEpochCache,
+) -> Sequence[LogSegment]:
+    """Recover and fsync every segment from the one holding ``recovery_point`` on.
+
+    The first segment that loses bytes to a corrupt tail also loses every later segment
+    (deleted here), since offsets must stay contiguous; returns the segments kept. Leader
+    epochs found in the recovered batches are added to ``epoch_cache``.
+    """
+    bases = [s.base_offset for s in segments]
+    first = max(bisect.bisect_right(bases, recovery_point) - 1, 0)
+
+    def note_epoch(header: BatchHeader) -> None:
+        if header.partition_leader_epoch > epoch_cache.latest_epoch:
+            epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+
+    for i in range(first, len(segments)):
+        segment = segments[i]
+        truncated = segment.recover(max_batch_bytes, note_epoch)
+        segment.flush()
+        if truncated and i + 1 < len(segments):
+            doomed = segments[i + 1 :]
+            logger.warning(
+                "deleting %d segments after the corrupt tail of %s", len(doomed), segment.log_path
+            )
+            for later in doomed:
+                later.delete(None)
+            return segments[: i + 1]
+    logger.info(
+        "recovered %d segments of %s from offset %d",
+        len(segments) - first,
+        segments[0].log_path.parent if segments else "?",
+        recovery_point,
+    )
+    return segments

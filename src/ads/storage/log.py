@@ -36,7 +36,7 @@ from ads.storage.clock import Clock
 from ads.storage.config import LogConfig
 from ads.storage.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from ads.storage.errors import KafkaStorageError, OffsetOutOfRangeError, RecordBatchTooLargeError
-from ads.storage.loader import prepare_directory, segment_base_offsets
+from ads.storage.loader import prepare_directory, recover_segments, segment_base_offsets
 from ads.storage.producer_state import ProducerAppendInfo, ProducerStateManager
 from ads.storage.segment import BatchInfo, FileRegion, LogSegment, Scheduler
 
@@ -167,33 +167,13 @@ class Log:
         self._bases.append(segment.base_offset)
 
     def _recover_from(self, recovery_point: int) -> None:
-        first = max(bisect.bisect_right(self._bases, recovery_point) - 1, 0)
-        max_batch = max(self.config.max_message_bytes, self.config.segment_bytes)
-        cache = self.epoch_cache
-
-        def note_epoch(header: BatchHeader) -> None:
-            if header.partition_leader_epoch > cache.latest_epoch:
-                cache.assign(header.partition_leader_epoch, header.base_offset)
-
-        recovered = 0
-        for i in range(first, len(self._segments)):
-            segment = self._segments[i]
-            truncated = segment.recover(max_batch, note_epoch)
-            segment.flush()
-            recovered += 1
-            if truncated and i + 1 < len(self._segments):
-                doomed = self._segments[i + 1 :]
-                logger.warning(
-                    "%s: deleting %d segments after the corrupt tail of %r",
-                    self.dir,
-                    len(doomed),
-                    segment,
-                )
-                del self._segments[i + 1 :], self._bases[i + 1 :]
-                for later in doomed:
-                    later.delete(None)
-                break
-        logger.info("%s: recovered %d segments from offset %d", self.dir, recovered, recovery_point)
+        kept = recover_segments(
+            self._segments,
+            recovery_point,
+            max(self.config.max_message_bytes, self.config.segment_bytes),
+            self.epoch_cache,
+        )
+        del self._segments[len(kept) :], self._bases[len(kept) :]
 
     def _rebuild_producer_state(self) -> None:
         state = self.producer_state
@@ -427,9 +407,10 @@ class Log:
 
         -2 (earliest) and -4 (earliest local) give the log start offset, -1 (latest) the log
         end offset (the broker substitutes the high watermark or last stable offset for
-        clients), -3 the batch with the largest timestamp. A real timestamp gives the first
-        batch whose max timestamp is >= it: batch granularity, its base offset and max
-        timestamp, not the exact record (headers only, no record decoding).
+        clients), -3 the batch with the largest timestamp, other negative values ``None``.
+        A real timestamp gives the first batch whose max timestamp is >= it: batch
+        granularity, its base offset and max timestamp, not the exact record (headers only,
+        no record decoding).
         """
         with self._lock:
             cache = self.epoch_cache
@@ -448,7 +429,7 @@ class Log:
                 offset = max(best.offset_of_max_timestamp, self.log_start_offset)
                 return offset, best.max_timestamp, cache.epoch_for_offset(offset)
             if timestamp < 0:
-                raise ValueError(f"unsupported ListOffsets timestamp {timestamp}")
+                return None  # other special timestamps (tiered storage) have no answer here
             for segment in self._segments:
                 if segment.max_timestamp < timestamp:
                     continue

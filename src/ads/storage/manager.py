@@ -192,9 +192,7 @@ class LogManager:
         self._dir_of.pop(tp, None)
         if log is None:
             return
-        log.rename_dir(
-            log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
-        )
+        log.rename_dir(log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"))
         delay = log.config.file_delete_delay_ms
         if self._scheduler is not None and delay > 0:
             self._scheduler(delay, log.delete)

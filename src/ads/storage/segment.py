@@ -6,9 +6,9 @@ assigned); there is no segment header or footer. Every batch's offsets are >= th
 base offset and within int32 of it, which is what lets the indexes store relative offsets.
 ``.index`` and ``.timeindex`` are described in ``ads.storage.index``.
 
-Deletion renames the three files to ``<name>.deleted`` first; the files are removed, and the
-log file descriptor closed, ``file.delete.delay.ms`` later, so file regions handed to the
-network layer just before keep reading valid bytes.
+Deletion renames the three files to ``<name>.deleted`` first and removes them
+``file.delete.delay.ms`` later (Kafka's rule). File regions handed to the network layer keep
+the log's descriptor open, so they stay readable even after the files are unlinked.
 
 Crash rule: a segment past the recovery point is ``recover``-ed on an unclean start: batches
 are read from position 0 in chunks and checked (length, magic, CRC, offsets within the
@@ -28,7 +28,7 @@ import random
 import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ads.records.batch import (
@@ -85,13 +85,16 @@ def file_name(base_offset: int, suffix: str) -> str:
 class FileRegion:
     """``length`` bytes at ``offset`` of the open file ``fd``: whole batches for ``sendfile``.
 
-    The descriptor belongs to the segment; it stays open until the segment is closed, or
-    ``file.delete.delay.ms`` after the segment is deleted.
+    The descriptor belongs to the segment, but a region keeps it open: a segment that is
+    closed or deleted (retention, truncation) while a fetch response still holds its regions
+    closes the descriptor only once the last region is dropped, so the number is never reused
+    for another file under a pending ``sendfile``. Drop regions once sent.
     """
 
     fd: int
     offset: int
     length: int
+    _handle: object = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return self.length
@@ -105,6 +108,18 @@ class FileRegion:
                 raise KafkaStorageError(f"file region ends early ({len(data)}/{self.length})")
             data += more
         return data
+
+
+class _FileHandle:
+    """Owns a descriptor and closes it when the last holder (segment or region) lets go."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __del__(self) -> None:
+        os.close(self.fd)
 
 
 class LogSegment:
@@ -123,6 +138,7 @@ class LogSegment:
         self.config = config
         self._clock = clock
         self._fd = fd
+        self._handle: _FileHandle | None = _FileHandle(fd)
         self._size = os.fstat(fd).st_size
         self.log_path = directory / file_name(base_offset, LOG_SUFFIX)
         self.offset_index = OffsetIndex(
@@ -383,9 +399,9 @@ class LogSegment:
         end_target = min(limit, start + budget)
         first_end = start + header.size
         if first_end > end_target:
-            return FileRegion(self._fd, start, 0), header
+            return FileRegion(self._fd, start, 0, self._handle), header
         end = self._boundary_before(first_end, end_target)
-        return FileRegion(self._fd, start, end - start), header
+        return FileRegion(self._fd, start, end - start, self._handle), header
 
     def _boundary_before(self, low: int, high: int) -> int:
         """The last batch boundary in [low, high]; ``low`` must be a boundary."""
@@ -527,8 +543,14 @@ class LogSegment:
         os.ftruncate(self._fd, position)
         self._size = position
         self._bytes_since_last_index_entry = position - self.offset_index.last_position
-        self._max_timestamp = None
-        self._load_max_timestamp()
+        # The time index's last entry may now understate the maximum (its later entries held
+        # batches that survive); batches before its offset are all below it, so rescan after.
+        max_ts, offset_of_max = self.time_index.last_entry()
+        _, scan_from = self.offset_index.lookup(offset_of_max)
+        for _, kept in self._scan_headers(scan_from):
+            if kept.max_timestamp > max_ts:
+                max_ts, offset_of_max = kept.max_timestamp, kept.base_offset
+        self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max
         if position == 0:
             self.created_ms = self._clock.time_ms()
             self._rolling_based_timestamp = None
@@ -561,7 +583,7 @@ class LogSegment:
                     logger.exception("cannot finish the time index of %s", self.log_path)
             self.offset_index.close_writer()
             self.time_index.close_writer()
-            os.close(self._fd)
+            self._handle = None  # closes the descriptor unless a FileRegion still holds it
 
     @property
     def closed(self) -> bool:
