@@ -168,3 +168,13 @@ def test_bad_input_decompression_bomb_bounded(tmp_path) -> None:  # type: ignore
         _still_serves(proc.bootstrap)
     finally:
         proc.stop()
+
+
+def test_bad_input_batch_larger_than_segment(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with EmbeddedBroker(data_dir=tmp_path / "d") as b:
+        create_topic(b.bootstrap_servers, "t", **{"segment.bytes": "1000"})
+        with RawConnection(b.bootstrap_servers) as conn:
+            code = _code(_produce(conn, build_batch([(b"k", b"v" * 2000, ())])))
+            assert code == ErrorCode.RECORD_LIST_TOO_LARGE
+            assert _code(_produce(conn, build_batch([(b"k", b"small", ())]))) == ErrorCode.NONE
+        assert _log_end(b.bootstrap_servers) == 1

@@ -77,7 +77,7 @@ def test_restart_kill9_during_produce_keeps_acknowledged(tmp_path: Path) -> None
 
     def produce() -> None:
         producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 2,
-                             "acks": "1", "message.timeout.ms": 5000,
+                             "acks": "1", "message.timeout.ms": 5000, "batch.size": 65536,
                              "compression.type": "lz4"})
         i = 0
         while not stop.is_set():

@@ -26,9 +26,8 @@ from ads.records.errors import (
     UnsupportedCompressionError,
     UnsupportedMagicError,
 )
-from ads.storage import log as slog
-from ads.storage import producer_state as ps
 from ads.storage.config import LogConfig
+from ads.storage.errors import StorageError
 
 if TYPE_CHECKING:
     import uuid
@@ -120,12 +119,8 @@ class Partition:
             info = self.log.append(
                 records, headers, leader_epoch=self.leader_epoch, now_ms=now_ms,
                 log_append_time=self.config.message_timestamp_type == "LogAppendTime")
-        except ps.OutOfOrderSequenceError as exc:
-            raise PartitionError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, str(exc)) from exc
-        except ps.InvalidProducerEpochError as exc:
-            raise PartitionError(ErrorCode.INVALID_PRODUCER_EPOCH, str(exc)) from exc
-        except ps.UnknownProducerIdError as exc:
-            raise PartitionError(ErrorCode.UNKNOWN_PRODUCER_ID, str(exc)) from exc
+        except StorageError as exc:
+            raise PartitionError(ErrorCode[exc.kafka_error], str(exc)) from exc
         if not info.duplicate:
             # One replica: it is the whole ISR, so everything appended is committed.
             self.log.high_watermark = self.log.log_end_offset
@@ -138,8 +133,8 @@ class Partition:
         try:
             result = self.log.read(fetch_offset, max_bytes, max_offset=max_offset,
                                    min_one_batch=min_one_batch)
-        except slog.OffsetOutOfRangeError as exc:
-            raise PartitionError(ErrorCode.OFFSET_OUT_OF_RANGE, str(exc)) from exc
+        except StorageError as exc:
+            raise PartitionError(ErrorCode[exc.kafka_error], str(exc)) from exc
         if not result.regions:
             return None, 0
         # Like Kafka, one fetch reads from one segment; the consumer continues after it.
