@@ -57,13 +57,13 @@ def test_admin_offset_for_leader_epoch(bootstrap: str) -> None:
     for i in range(7):
         producer.produce("epochs", value=f"{i}".encode(), partition=0)
     assert producer.flush(10) == 0
-    O = m.OffsetForLeaderEpochRequest  # noqa: N806
+    OFE = m.OffsetForLeaderEpochRequest
     with RawConnection(bootstrap) as conn:
-        resp = conn.request(m.ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, O(replica_id=-1, topics=[
-            O.OffsetForLeaderTopic(topic="epochs", partitions=[
-                O.OffsetForLeaderTopic.OffsetForLeaderPartition(
+        resp = conn.request(m.ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, OFE(replica_id=-1, topics=[
+            OFE.OffsetForLeaderTopic(topic="epochs", partitions=[
+                OFE.OffsetForLeaderTopic.OffsetForLeaderPartition(
                     partition=0, current_leader_epoch=0, leader_epoch=0),
-                O.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                OFE.OffsetForLeaderTopic.OffsetForLeaderPartition(
                     partition=0, current_leader_epoch=5, leader_epoch=0)])]))
     first, fenced = resp.topics[0].partitions
     assert (first.error_code, first.leader_epoch, first.end_offset) == (ErrorCode.NONE, 0, 7)
