@@ -99,3 +99,15 @@ def test_confluent_log_append_time_topic(bootstrap: str) -> None:
         ts_type, ts = msg.timestamp()
         assert ts_type == 2  # LogAppendTime
         assert before - 1000 <= ts <= int(time.time() * 1000) + 1000
+
+
+@pytest.mark.parametrize("acks", ["0", "1", "all"])
+def test_confluent_acks_levels(bootstrap: str, acks: str) -> None:
+    topic = f"acks-{acks}"
+    create_topic(bootstrap, topic, partitions=1)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 2})
+    for i in range(200):
+        producer.produce(topic, value=f"{i}".encode())
+    assert producer.flush(10) == 0
+    got = _consume_all(bootstrap, topic, 1, 200)
+    assert [m.value() for m in got] == [f"{i}".encode() for i in range(200)]
