@@ -12,7 +12,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -e '.[spark]'
 	touch $@
 
 run: install
@@ -24,11 +24,15 @@ $(TEST_STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
-# Debian packages the tests drive: kcat (librdkafka's command-line client).
+# Debian packages the tests drive: kcat (librdkafka's command-line client) and zookeeper
+# (the offset import from ZooKeeper is tested against a real server).
 system-deps:
 	@command -v kcat >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq kcat; }
+	@test -f /usr/share/zookeeper/bin/zkServer.sh || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq zookeeper; }
 
 lint: test-deps
 	$(VENV)/bin/ruff check src tests

@@ -7,6 +7,7 @@ import os
 import struct
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
@@ -129,6 +130,17 @@ def test_bad_input_invalid_topic_name(broker: EmbeddedBroker) -> None:
         created = conn.request(m.ApiKey.CREATE_TOPICS, 7, C(topics=[C.CreatableTopic(
             name="x" * 250, num_partitions=1, replication_factor=1)], timeout_ms=1000))
         assert created.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+def test_bad_input_produce_to_internal_topic(broker: EmbeddedBroker) -> None:
+    # Make the coordinator create __consumer_offsets, then try to write into it.
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "g"})
+    consumer.list_topics(timeout=5)
+    consumer.committed([TopicPartition("t", 0)], timeout=10)
+    consumer.close()
+    with RawConnection(broker.bootstrap_servers) as conn:
+        resp = _produce(conn, build_batch([(b"k", b"v", ())]), topic="__consumer_offsets")
+    assert _code(resp) == ErrorCode.INVALID_TOPIC_EXCEPTION
 
 
 def test_bad_input_produce_v2_unsupported(broker: EmbeddedBroker) -> None:

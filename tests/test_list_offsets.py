@@ -51,3 +51,26 @@ def test_list_offsets_for_times_kafka_python(bootstrap: str) -> None:
     assert consumer.beginning_offsets([tp])[tp] == 0
     assert consumer.end_offsets([tp])[tp] == 5
     consumer.close()
+
+
+def test_list_offsets_inside_one_batch(bootstrap: str) -> None:
+    """Kafka answers with the first record at or after the timestamp, even mid-batch."""
+    create_topic(bootstrap, "one-batch")
+    base = 1_700_000_000_000
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1000,
+                         "compression.type": "zstd"})
+    stamps = [base + 10 * i for i in range(8)]
+    stamps[5] = base + 1000  # the largest timestamp sits in the middle of the batch
+    for i, ts in enumerate(stamps):
+        producer.produce("one-batch", value=f"r{i}".encode(), timestamp=ts, partition=0)
+    assert producer.flush(10) == 0
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    tp = TopicPartition("one-batch", 0)
+
+    def lookup(spec: OffsetSpec) -> tuple[int, int]:
+        found = admin.list_offsets({tp: spec})[tp].result(10)
+        return found.offset, found.timestamp
+
+    assert lookup(OffsetSpec.for_timestamp(base + 15)) == (2, base + 20)
+    assert lookup(OffsetSpec.for_timestamp(base + 61)) == (5, base + 1000)
+    assert lookup(OffsetSpec.max_timestamp()) == (5, base + 1000)

@@ -26,6 +26,7 @@ from ads.records.errors import (
     UnsupportedCompressionError,
     UnsupportedMagicError,
 )
+from ads.storage.cleaner import first_null_key
 from ads.storage.config import LogConfig
 from ads.storage.errors import StorageError
 
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
     from ads.storage.log import Log
 
 log = logging.getLogger("ads.broker")
+
+# Bound on a compressed batch's decompressed size when its keys are checked.
+_MAX_INFLATED_BYTES = 64 << 20
 
 _RECORD_ERRORS: list[tuple[type[RecordError], ErrorCode]] = [
     (RecordTooLargeError, ErrorCode.MESSAGE_TOO_LARGE),
@@ -113,6 +117,8 @@ class Partition:
         if header.is_transactional:
             raise PartitionError(ErrorCode.INVALID_TXN_STATE,
                                  "transactional produce is not supported yet")
+        if self.config.compact:
+            self._check_keys(records, header)
         if acks == -1 and len(self.isr) < self.config.min_insync_replicas:
             raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS)
         try:
@@ -126,6 +132,20 @@ class Partition:
             self.log.high_watermark = self.log.log_end_offset
             self._wake()
         return ProduceResult(info.first_offset, info.log_append_time_ms, info.log_start_offset)
+
+    def _check_keys(self, records: memoryview, header: rb.BatchHeader) -> None:
+        # Compaction keeps the last record per key, so a record without one could never be
+        # kept or removed correctly; Kafka rejects it. The one place produce decodes records.
+        try:
+            missing = first_null_key(
+                records, 0, header, max(_MAX_INFLATED_BYTES, 16 * self.config.max_message_bytes))
+        except RecordError as exc:
+            raise PartitionError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
+        if missing is not None:
+            raise PartitionError(
+                ErrorCode.INVALID_RECORD,
+                f"Compacted topic cannot accept message without key in topic partition "
+                f"{self.topic}-{self.index}.")
 
     def read(self, fetch_offset: int, max_bytes: int, min_one_batch: bool,
              max_offset: int) -> tuple[object | None, int]:

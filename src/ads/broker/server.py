@@ -11,16 +11,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 
 from ads.broker import config as bconfig
 from ads.broker.dispatch import Dispatcher
 from ads.broker.handlers import all_handlers
+from ads.broker.handlers import groups as group_handlers
 from ads.broker.partitions import Partition
 from ads.metadata.embedded import EmbeddedMetadataStore
 from ads.metadata.model import BrokerEndpoint, TopicState
 from ads.net.server import KafkaListener
+from ads.storage.cleaner import CleanerConfig, LogCleaner
 from ads.storage.clock import SystemClock
 from ads.storage.config import LogConfig
 from ads.storage.manager import LogManager
@@ -46,6 +48,26 @@ def log_config_from(effective: dict[str, object]) -> LogConfig:
         cleanup_policy=tuple(policy) if isinstance(policy, list) else (str(policy),),
         file_delete_delay_ms=int(effective["file.delete.delay.ms"]),  # type: ignore[call-overload]
         min_insync_replicas=int(effective["min.insync.replicas"]),  # type: ignore[call-overload]
+        delete_retention_ms=int(effective["delete.retention.ms"]),  # type: ignore[call-overload]
+        min_compaction_lag_ms=int(effective["min.compaction.lag.ms"]),  # type: ignore[call-overload]
+        max_compaction_lag_ms=int(effective["max.compaction.lag.ms"]),  # type: ignore[call-overload]
+        min_cleanable_dirty_ratio=float(
+            effective["min.cleanable.dirty.ratio"]),  # type: ignore[arg-type]
+    )
+
+
+def cleaner_config_from(config: bconfig.BrokerConfig) -> CleanerConfig:
+    """The broker's ``log.cleaner.*`` settings for the log cleaner."""
+    get = config.get
+    return CleanerConfig(
+        enable=bool(get("log.cleaner.enable")),
+        threads=int(get("log.cleaner.threads")),  # type: ignore[call-overload]
+        dedupe_buffer_size=int(get("log.cleaner.dedupe.buffer.size")),  # type: ignore[call-overload]
+        io_buffer_size=int(get("log.cleaner.io.buffer.size")),  # type: ignore[call-overload]
+        io_buffer_load_factor=float(get("log.cleaner.io.buffer.load.factor")),  # type: ignore[arg-type]
+        io_max_bytes_per_second=float(
+            get("log.cleaner.io.max.bytes.per.second")),  # type: ignore[arg-type]
+        backoff_ms=int(get("log.cleaner.backoff.ms")),  # type: ignore[call-overload]
     )
 
 
@@ -61,7 +83,9 @@ class Broker:
             default_config=log_config_from(bconfig.effective_topic_config(config, {})))
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.dispatcher = Dispatcher(self, all_handlers())
+        self.group_coordinator = group_handlers.create_coordinator(self)
         self.listener: KafkaListener | None = None
+        self.log_cleaner: LogCleaner | None = None
         self.endpoint = BrokerEndpoint(self.node_id, "127.0.0.1", 0)
         self.bound_address = ("", 0)
         self._tasks: list[asyncio.Task[None]] = []
@@ -76,6 +100,7 @@ class Broker:
         self.log_manager.startup()
         for topic in self.metadata.topics.values():
             self._open_partitions(topic)
+        group_handlers.start_coordinator(self)
         host, port = self.config.listeners[0]
         self.listener = KafkaListener(
             self.dispatcher, host, port, self.config.socket_request_max_bytes)
@@ -87,16 +112,20 @@ class Broker:
         if adv_host in ("", "0.0.0.0"):  # noqa: S104 - only a comparison
             adv_host = "127.0.0.1" if bound_host in ("0.0.0.0", "") else bound_host  # noqa: S104
         self.endpoint = BrokerEndpoint(self.node_id, adv_host, adv_port)
-        self._schedule("log-retention", self.config.get("log.retention.check.interval.ms"),
+        self.schedule("log-retention", self.config.get("log.retention.check.interval.ms"),
                        self._retention)
-        self._schedule("log-flush", self.config.get("log.flush.scheduler.interval.ms"),
+        self.schedule("log-flush", self.config.get("log.flush.scheduler.interval.ms"),
                        self._flush)
-        self._schedule("checkpoint", self.config.get("log.flush.offset.checkpoint.interval.ms"),
+        self.schedule("checkpoint", self.config.get("log.flush.offset.checkpoint.interval.ms"),
                        self.log_manager.checkpoint)
         expiration_ms = int(self.config.get("producer.id.expiration.ms"))  # type: ignore[call-overload]
-        self._schedule("producer-expiration", min(expiration_ms, 600_000),
+        self.schedule("producer-expiration", min(expiration_ms, 600_000),
                        lambda: self.log_manager.remove_expired_producers(
                            self.clock.time_ms(), expiration_ms))
+        self.log_cleaner = LogCleaner(
+            self.log_manager, cleaner_config_from(self.config), clock=self.clock,
+            submit_to_owner=asyncio.get_running_loop().call_soon_threadsafe)
+        self.log_cleaner.startup()
         self.started = True
         log.info("ADS broker %d listening on %s:%d (advertised %s:%d), data in %s",
                  self.node_id, bound_host, bound_port, adv_host, adv_port,
@@ -112,10 +141,19 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.group_coordinator.shutdown()
+        if self.log_cleaner is not None:
+            # Off the loop: a cleaner thread may be waiting for the loop to swap segments in.
+            await asyncio.to_thread(self.log_cleaner.shutdown)
         self.log_manager.shutdown()
         log.info("ADS broker %d stopped cleanly", self.node_id)
 
-    def _schedule(self, name: str, interval_ms: object, job: Callable[[], object]) -> None:
+    def spawn(self, work: Coroutine[object, object, None]) -> None:
+        """Runs `work` on the broker's loop; it is cancelled when the broker stops."""
+        self._tasks.append(asyncio.ensure_future(work))
+
+    def schedule(self, name: str, interval_ms: object, job: Callable[[], object]) -> None:
+        """Runs `job` every `interval_ms` on the broker's loop until the broker stops."""
         interval = max(int(interval_ms), 10) / 1000.0  # type: ignore[call-overload]
         max_interval = 3600.0
 
@@ -127,7 +165,7 @@ class Broker:
                 except Exception:
                     log.exception("background job %s failed", name)
 
-        self._tasks.append(asyncio.ensure_future(loop()))
+        self.spawn(loop())
 
     def _retention(self) -> None:
         self.log_manager.cleanup(self.clock.time_ms())

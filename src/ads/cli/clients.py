@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import argparse
 
-from ads.cli import consume, produce, topics
+from ads.cli import bench, consume, groups, logdump, pipeline, produce, topics
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     topics.add_parser(sub)
     produce.add_parser(sub)
     consume.add_parser(sub)
+    groups.add_parser(sub)
+    bench.add_parser(sub)
+    pipeline.add_parser(sub)
+    logdump.add_parser(sub)

@@ -10,7 +10,9 @@ read ahead, so a long-polling fetch delays only its own connection.
 
 A response is a list of chunks: bytes-like objects are written to the transport, other
 chunks are file regions (objects with `fd`, `offset` and `length`) sent with sendfile, so
-record data goes from the page cache to the socket without passing through Python.
+record data goes from the page cache to the socket without passing through Python. Regions
+up to `SENDFILE_MIN_BYTES` are read and written with the response's other bytes instead:
+for them a sendfile costs more than the copy it spares.
 """
 
 from __future__ import annotations
@@ -33,7 +35,15 @@ Response = Sequence[Chunk] | None
 Handler = Callable[[memoryview, "ConnectionInfo"], "Response | Awaitable[Response]"]
 
 _MAX_READ_AHEAD = 8 << 20  # stop reading a connection that has this much unprocessed input
+_SCRATCH_BYTES = 256 << 10  # receive buffer of a connection, reused for small requests
+# A request larger than this is received straight into a buffer of its own, so its bytes
+# are copied once, by the kernel, instead of once per buffer they pass through.
+_DIRECT_MIN_BYTES = 64 << 10
+_PRODUCE = 0
 _HIGH_WATER = 4 << 20
+# File regions up to this size are read and sent inline rather than with sendfile.
+SENDFILE_MIN_BYTES = 64 << 10
+_BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
 class FileRegion(Protocol):
@@ -56,20 +66,28 @@ class ConnectionInfo:
 _ids = itertools.count(1)
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, handler: Handler, max_request_size: int,
                  on_close: Callable[[ConnectionInfo], None] | None = None) -> None:
         self._handler = handler
         self._max_request_size = max_request_size
         self._on_close = on_close
-        self._buffer = bytearray()
+        # Unparsed input is scratch[_start:_end], or a large request being received into
+        # _frame (its first _frame_filled bytes are in).
+        self._scratch = bytearray(_SCRATCH_BYTES)
+        self._scratch_view = memoryview(self._scratch)
+        self._start = self._end = 0
+        self._frame: bytearray | None = None
+        self._frame_filled = 0
         self._pending: collections.deque[memoryview] = collections.deque()
+        self._pending_bytes = 0
         self._busy = False
         self._reading_paused = False
         self._stopped = False
         self._drain_waiter: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._transport: asyncio.Transport | None = None
+        self._sock_fd = -1  # for sendfile; -1 where the transport is not a plain socket
         self.info = ConnectionInfo(next(_ids), "?")
 
     # -- asyncio callbacks -------------------------------------------------------------
@@ -81,6 +99,8 @@ class KafkaConnection(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if transport.get_extra_info("sslcontext") is None:
+                self._sock_fd = sock.fileno()
         transport.set_write_buffer_limits(high=_HIGH_WATER)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -100,59 +120,126 @@ class KafkaConnection(asyncio.Protocol):
         if self._drain_waiter is not None and not self._drain_waiter.done():
             self._drain_waiter.set_result(None)
 
-    def data_received(self, data: bytes) -> None:
-        buf = self._buffer
-        buf += data
-        pos = 0
-        end = len(buf)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is not None:
+            return memoryview(self._frame)[self._frame_filled:]
+        if self._end == _SCRATCH_BYTES:
+            # Only the start of one small request is left: move it to the front.
+            n = self._end - self._start
+            self._scratch[:n] = bytes(self._scratch_view[self._start:self._end])
+            self._start, self._end = 0, n
+        return self._scratch_view[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._frame is not None:
+            self._frame_filled += nbytes
+            if self._frame_filled < len(self._frame):
+                return
+            frame, self._frame = self._frame, None
+            # Produce requests keep the buffer: the log patches offsets into its records in
+            # place and writes them as received. Others get immutable bytes, so decoded
+            # fields are hashable like any other.
+            view = (memoryview(frame)
+                    if int.from_bytes(frame[:2], "big") == _PRODUCE else memoryview(bytes(frame)))
+            self._queue(view)
+        else:
+            self._end += nbytes
+            if not self._split_frames():
+                return
+        if not self._busy:
+            self._process()
+        if (self._pending_bytes > _MAX_READ_AHEAD or len(self._pending) > 64) \
+                and not self._reading_paused and not self.info.closed:
+            self._reading_paused = True
+            assert self._transport is not None
+            self._transport.pause_reading()
+
+    def _queue(self, frame: memoryview) -> None:
+        self._pending.append(frame)
+        self._pending_bytes += len(frame)
+
+    def _split_frames(self) -> bool:
+        """Queues the whole requests in the scratch buffer; False if the connection closed."""
+        view = self._scratch_view
+        pos, end = self._start, self._end
         while end - pos >= 4:
-            size = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
+            size = int.from_bytes(view[pos:pos + 4], "big", signed=True)
             if size <= 0 or size > self._max_request_size:
                 log.warning(
                     "closing connection from %s: request size %d outside 1..%d "
                     "(socket.request.max.bytes)", self.info.peer, size, self._max_request_size)
                 self._close()
-                return
-            if end - pos - 4 < size:
-                break
-            # One copy per request: the frame must outlive the receive buffer, which is
-            # reused, because decoded fields are memoryview slices of it.
-            self._pending.append(memoryview(bytes(buf[pos + 4:pos + 4 + size])))
-            pos += 4 + size
-        if pos:
-            del buf[:pos]
-        if not self._busy:
-            self._process()
-        if (len(buf) > _MAX_READ_AHEAD or len(self._pending) > 64) and not self._reading_paused:
-            self._reading_paused = True
-            assert self._transport is not None
-            self._transport.pause_reading()
+                return False
+            if end - pos - 4 >= size:
+                # A copy: the frame must outlive the scratch buffer, which is reused,
+                # because decoded fields are memoryview slices of it.
+                self._queue(memoryview(bytes(view[pos + 4:pos + 4 + size])))
+                pos += 4 + size
+                continue
+            if size > _DIRECT_MIN_BYTES:
+                frame = bytearray(size)
+                have = end - pos - 4
+                frame[:have] = view[pos + 4:end]
+                self._frame, self._frame_filled = frame, have
+                pos = end
+            break
+        if pos == end:
+            self._start = self._end = 0
+        else:
+            self._start = pos
+        return True
 
     # -- request processing ------------------------------------------------------------
     def _process(self) -> None:
-        """Answer pending requests inline while handlers answer synchronously."""
+        """Answer pending requests inline while handlers answer synchronously.
+
+        The responses of one pass go out in one write: a client that pipelines requests
+        gets their answers with one send instead of one each.
+        """
+        out: list[Chunk] = []
+        out_bytes = 0
         while self._pending and not self.info.closed:
             frame = self._pending.popleft()
+            self._pending_bytes -= len(frame)
             try:
                 result = self._handler(frame, self.info)
             except CloseConnection:
+                self._write_bytes(out)
                 self._close()
                 return
-            if inspect.isawaitable(result) or (result is not None and self._has_regions(result)):
+            if result is not None and not inspect.isawaitable(result):
+                try:
+                    result, large = _inline_small_regions(result)
+                except OSError as exc:
+                    log.warning("connection %s: cannot read a file region: %s",
+                                self.info.peer, exc)
+                    self._write_bytes(out)
+                    self._close()
+                    return
+                if not large:
+                    out.extend(result)
+                    out_bytes += sum(map(len, result))
+                    result = None
+                    if out_bytes < _HIGH_WATER:
+                        continue
+                    self._write_bytes(out)
+                    out, out_bytes = [], 0
+            if result is not None:
+                self._write_bytes(out)
                 self._busy = True
                 self._task = asyncio.ensure_future(self._finish_async(result))
                 return
-            if result is not None:
-                self._write_bytes(result)
             if self._drain_waiter is not None and not self._drain_waiter.done():
                 self._busy = True
                 self._task = asyncio.ensure_future(self._finish_async(None))
                 return
+        self._write_bytes(out)
+        if (self._drain_waiter is not None and not self._drain_waiter.done()
+                and not self.info.closed):
+            self._busy = True
+            self._task = asyncio.ensure_future(self._finish_async(None))
+            return
         self._maybe_resume_reading()
-
-    @staticmethod
-    def _has_regions(chunks: Sequence[Chunk]) -> bool:
-        return any(not isinstance(c, (bytes, bytearray, memoryview)) for c in chunks)
 
     async def _finish_async(self, result: Response | Awaitable[Response]) -> None:
         try:
@@ -180,13 +267,15 @@ class KafkaConnection(asyncio.Protocol):
         self._process()
 
     def _write_bytes(self, chunks: Sequence[Chunk]) -> None:
-        assert self._transport is not None
-        self._transport.writelines(chunks)
+        if chunks:
+            assert self._transport is not None
+            self._transport.writelines(chunks)
 
     async def _write(self, chunks: Sequence[Chunk]) -> None:
         transport = self._transport
         assert transport is not None
         loop = asyncio.get_running_loop()
+        chunks, _ = _inline_small_regions(chunks)
         pending: list[Chunk] = []
         for chunk in chunks:
             if isinstance(chunk, (bytes, bytearray, memoryview)):
@@ -195,15 +284,37 @@ class KafkaConnection(asyncio.Protocol):
             if pending:
                 transport.writelines(pending)
                 pending = []
-            if chunk.length:
+            sent = self._sendfile_now(transport, chunk)
+            if sent < chunk.length:
                 with os.fdopen(chunk.fd, "rb", buffering=0, closefd=False) as f:
-                    await loop.sendfile(transport, f, chunk.offset, chunk.length)
+                    await loop.sendfile(transport, f, chunk.offset + sent, chunk.length - sent)
         if pending:
             transport.writelines(pending)
 
+    def _sendfile_now(self, transport: asyncio.Transport, region: FileRegion) -> int:
+        """Sends what the socket takes right now straight from the file; returns how much.
+
+        asyncio's sendfile, which sends the rest, costs a future and two selector updates
+        even when the socket takes the whole region at once. Only on a plain socket whose
+        transport holds nothing unsent, so bytes go out in order.
+        """
+        if self._sock_fd < 0 or transport.get_write_buffer_size():
+            return 0
+        sent = 0
+        try:
+            while sent < region.length:
+                n = os.sendfile(self._sock_fd, region.fd, region.offset + sent,
+                                region.length - sent)
+                if n == 0:
+                    break
+                sent += n
+        except (BlockingIOError, InterruptedError):
+            pass
+        return sent
+
     def _maybe_resume_reading(self) -> None:
         if (self._reading_paused and not self._stopped and len(self._pending) < 16
-                and len(self._buffer) < _MAX_READ_AHEAD):
+                and self._pending_bytes < _MAX_READ_AHEAD):
             self._reading_paused = False
             assert self._transport is not None
             self._transport.resume_reading()
@@ -218,8 +329,44 @@ class KafkaConnection(asyncio.Protocol):
     def _close(self) -> None:
         self.info.closed = True
         self._pending.clear()
+        self._pending_bytes = 0
+        self._frame = None
         if self._transport is not None:
             self._transport.close()
+
+
+def _inline_small_regions(chunks: Sequence[Chunk]) -> tuple[Sequence[Chunk], bool]:
+    """Replaces file regions of at most `SENDFILE_MIN_BYTES` by their bytes.
+
+    Returns the chunks and whether a (larger) region remains for sendfile. A small region
+    costs less read and sent with the response's other bytes than sendfile'd: asyncio's
+    sendfile needs a task, a drained transport and a syscall of its own per region
+    (docs/benchmarks.md has the measurements).
+    """
+    if all(isinstance(c, _BYTES_LIKE) for c in chunks):
+        return chunks, False
+    out: list[Chunk] = []
+    large = False
+    for chunk in chunks:
+        if isinstance(chunk, _BYTES_LIKE):
+            out.append(chunk)
+        elif chunk.length > SENDFILE_MIN_BYTES:
+            out.append(chunk)
+            large = True
+        elif chunk.length:
+            out.append(_pread_exactly(chunk.fd, chunk.length, chunk.offset))
+    return out, large
+
+
+def _pread_exactly(fd: int, length: int, offset: int) -> bytes:
+    data = os.pread(fd, length, offset)
+    while len(data) < length:
+        more = os.pread(fd, length - len(data), offset + len(data))
+        if not more:
+            # The size prefix already counts these bytes: the response cannot be finished.
+            raise ConnectionAbortedError(f"file region ends early ({len(data)}/{length})")
+        data += more
+    return data
 
 
 class KafkaListener:

@@ -19,6 +19,11 @@ Threading: every method runs on the owner thread (the broker's event loop) excep
 which a worker thread may run while the owner appends and reads; a lock guards the segment
 list and the offsets, and ``flush`` holds it only while choosing segments, not while it
 fsyncs. Scheduled tasks (flush after a roll, delayed file removal) are thread-safe too.
+
+Log cleaner: a cleaner thread writes a compacted copy of some segments as ``.cleaned`` files,
+then swaps it in with ``replace_segments`` (owner thread, since reads walk the segment list
+without the lock) and ``finish_replace`` (any thread). The crash states of a swap and how
+loading resolves them are in ``ads.storage.loader``.
 """
 
 from __future__ import annotations
@@ -32,11 +37,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ads.records.batch import BatchHeader, patch_base_offset, set_log_append_time
+from ads.storage.checkpoint import fsync_dir
 from ads.storage.clock import Clock
 from ads.storage.config import LogConfig
 from ads.storage.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from ads.storage.errors import KafkaStorageError, OffsetOutOfRangeError, RecordBatchTooLargeError
-from ads.storage.loader import prepare_directory, recover_segments, segment_base_offsets
+from ads.storage.loader import (
+    CLEANED_SUFFIX,
+    SWAP_SUFFIX,
+    prepare_directory,
+    recover_segments,
+    segment_base_offsets,
+)
 from ads.storage.producer_state import ProducerAppendInfo, ProducerStateManager
 from ads.storage.segment import BatchInfo, FileRegion, LogSegment, Scheduler
 
@@ -295,7 +307,10 @@ class Log:
                 if ts > max_timestamp:
                     max_timestamp, offset_of_max = ts, next_offset
                 next_offset = last + 1
-            buf = bytearray(memoryview(records)[:end])
+            # A writable buffer (a produce request received into a buffer of its own) is
+            # patched in place, so its bytes are copied once, into the page cache.
+            view = memoryview(records)[:end]
+            buf = view if not view.readonly else bytearray(view)
             for pos, _, base, _, _ in batches:
                 patch_base_offset(buf, pos, base, leader_epoch)
                 if log_append_time:
@@ -407,10 +422,9 @@ class Log:
 
         -2 (earliest) and -4 (earliest local) give the log start offset, -1 (latest) the log
         end offset (the broker substitutes the high watermark or last stable offset for
-        clients), -3 the batch with the largest timestamp, other negative values ``None``.
-        A real timestamp gives the first batch whose max timestamp is >= it: batch
-        granularity, its base offset and max timestamp, not the exact record (headers only,
-        no record decoding).
+        clients), -3 the record with the largest timestamp, other negative values ``None``.
+        A real timestamp gives the first record whose timestamp is >= it (only the batch
+        holding it is decoded).
         """
         with self._lock:
             cache = self.epoch_cache
@@ -424,10 +438,12 @@ class Log:
                 for segment in self._segments:
                     if best is None or segment.max_timestamp > best.max_timestamp:
                         best = segment
-                if best is None or best.max_timestamp < 0:
+                if best is None:
                     return None
-                offset = max(best.offset_of_max_timestamp, self.log_start_offset)
-                return offset, best.max_timestamp, cache.epoch_for_offset(offset)
+                found = best.find_max_timestamp_record(self.log_start_offset)
+                if found is None:
+                    return None
+                return found[0], found[1], cache.epoch_for_offset(found[0])
             if timestamp < 0:
                 return None  # other special timestamps (tiered storage) have no answer here
             for segment in self._segments:
@@ -601,6 +617,64 @@ class Log:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    # -------------------------------------------------------------------------- log cleaner
+
+    def replace_segments(
+        self, new: LogSegment, old: Sequence[LogSegment], old_sizes: Sequence[int]
+    ) -> bool:
+        """Put the cleaner's ``new`` segment (files ``.cleaned``, fsynced) in place of ``old``.
+
+        Owner thread only. ``old`` must still be a run of consecutive segments of this log,
+        none of them active, with the sizes ``old_sizes`` the cleaner read (retention,
+        truncation or a topic deletion may have got there first); otherwise ``new`` is
+        deleted and the result is False. On success ``new``'s files are renamed ``.swap`` and
+        it replaces ``old`` in the segment list, so reads see it at once; ``finish_replace``
+        completes the swap on disk.
+        """
+        with self._lock:
+            segments = self._segments
+            first = next((i for i, s in enumerate(segments) if old and s is old[0]), -1)
+            current = segments[first : first + len(old)] if first >= 0 else []
+            unchanged = (
+                len(current) == len(old) == len(old_sizes)
+                and all(a is b and a.size == size
+                        for a, b, size in zip(current, old, old_sizes, strict=True))
+            )
+            if (
+                self._closed
+                or not unchanged
+                or first + len(old) >= len(segments)
+                or new.base_offset != old[0].base_offset
+                or new.log_path.parent != self.dir
+            ):
+                new.delete(None)
+                return False
+            new.change_file_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+            kept = segments[:first] + [new] + segments[first + len(old) :]
+            self._segments, self._bases = kept, [s.base_offset for s in kept]
+            return True
+
+    def finish_replace(self, new: LogSegment, old: Sequence[LogSegment]) -> None:
+        """Second half of ``replace_segments``; any thread.
+
+        The ``.swap`` rename is made durable first, then ``old``'s files become ``.deleted``
+        (removed after ``file.delete.delay.ms``) and ``new``'s take the live names. If the log
+        was closed, moved or truncated past ``new`` meanwhile, ``old`` is only closed: the
+        ``.swap`` file left behind is finished by the next load, or goes with its directory.
+        """
+        directory = new.log_path.parent
+        fsync_dir(directory)
+        with self._lock:
+            if self._closed or self.dir != directory:
+                for segment in old:
+                    segment.close()
+                return
+            for segment in old:
+                segment.delete(self._scheduler)
+            if any(s is new for s in self._segments):
+                new.change_file_suffix(SWAP_SUFFIX, "")
+        fsync_dir(directory)
 
     def rename_dir(self, directory: Path) -> None:
         """Move the partition directory (files stay open and readable)."""

@@ -35,6 +35,8 @@ from ads.records.batch import (
     BATCH_OVERHEAD,
     LOG_OVERHEAD,
     BatchHeader,
+    Record,
+    decode_records,
     iter_batches,
     read_batch_header,
     scan_valid_prefix,
@@ -43,6 +45,9 @@ from ads.storage.clock import Clock
 from ads.storage.config import LogConfig
 from ads.storage.errors import CorruptIndexError, KafkaStorageError
 from ads.storage.index import OffsetIndex, TimeIndex
+
+# Bound on a batch decoded for a timestamp lookup (a compressed batch may inflate).
+_MAX_DECODED_BATCH = 256 << 20
 
 __all__ = [
     "DELETED_SUFFIX",
@@ -74,6 +79,8 @@ _INT32_MAX = 0x7FFFFFFF
 _SCAN_CHUNK = 8192
 _RECOVER_CHUNK = 1 << 20
 _LENGTH_FIELD = struct.Struct(">i")
+# base offset, batch length, last offset delta: all an offset lookup needs of a header
+_SPAN = struct.Struct(">qi11xi")
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
@@ -133,6 +140,7 @@ class LogSegment:
         clock: Clock,
         fd: int,
         created_ms: int,
+        file_suffix: str = "",
     ) -> None:
         self.base_offset = base_offset
         self.config = config
@@ -140,14 +148,14 @@ class LogSegment:
         self._fd = fd
         self._handle: _FileHandle | None = _FileHandle(fd)
         self._size = os.fstat(fd).st_size
-        self.log_path = directory / file_name(base_offset, LOG_SUFFIX)
+        self.log_path = directory / (file_name(base_offset, LOG_SUFFIX) + file_suffix)
         self.offset_index = OffsetIndex(
-            directory / file_name(base_offset, INDEX_SUFFIX),
+            directory / (file_name(base_offset, INDEX_SUFFIX) + file_suffix),
             base_offset,
             config.segment_index_bytes,
         )
         self.time_index = TimeIndex(
-            directory / file_name(base_offset, TIME_INDEX_SUFFIX),
+            directory / (file_name(base_offset, TIME_INDEX_SUFFIX) + file_suffix),
             base_offset,
             config.segment_index_bytes,
         )
@@ -164,12 +172,21 @@ class LogSegment:
 
     @classmethod
     def create(
-        cls, directory: Path, base_offset: int, config: LogConfig, clock: Clock
+        cls,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        clock: Clock,
+        *,
+        file_suffix: str = "",
     ) -> LogSegment:
-        """A new, empty segment; stale files with the same name are replaced."""
-        path = directory / file_name(base_offset, LOG_SUFFIX)
+        """A new, empty segment; stale files with the same name are replaced.
+
+        ``file_suffix`` is appended to the three file names (the cleaner writes ``.cleaned``
+        segments and renames them with ``change_file_suffix``)."""
+        path = directory / (file_name(base_offset, LOG_SUFFIX) + file_suffix)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | _O_CLOEXEC, 0o644)
-        segment = cls(directory, base_offset, config, clock, fd, clock.time_ms())
+        segment = cls(directory, base_offset, config, clock, fd, clock.time_ms(), file_suffix)
         segment.offset_index.reset()
         segment.time_index.reset()
         segment._indexes_ready = True
@@ -354,15 +371,33 @@ class LogSegment:
             yield position, header
             position += header.size
 
+    def _scan_spans(self, position: int) -> Iterator[tuple[int, int, int, bytes, int]]:
+        """(position, size, last offset, chunk, position in chunk) per batch from
+        ``position``: what lookups need, without the cost of a ``BatchHeader``."""
+        end = self._size
+        buf, buf_start, unpack = b"", position, _SPAN.unpack_from
+        while position < end:
+            rel = position - buf_start
+            if rel + BATCH_OVERHEAD > len(buf):
+                buf = os.pread(self._fd, min(_SCAN_CHUNK, end - position), position)
+                buf_start, rel = position, 0
+            fits = len(buf) - rel >= BATCH_OVERHEAD
+            base, length, delta = unpack(buf, rel) if fits else (0, 0, 0)
+            if length < BATCH_OVERHEAD - LOG_OVERHEAD:
+                read_batch_header(buf, rel)  # raises the matching CorruptRecordError
+            size = length + LOG_OVERHEAD
+            yield position, size, base + delta, buf, rel
+            position += size
+
     def translate_offset(
         self, offset: int, start_position: int = 0
     ) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset is >= ``offset``."""
         self._ensure_indexes()
         _, position = self.offset_index.lookup(offset)
-        for pos, header in self._scan_headers(max(position, start_position)):
-            if header.last_offset >= offset:
-                return pos, header
+        for pos, _, last_offset, buf, rel in self._scan_spans(max(position, start_position)):
+            if last_offset >= offset:
+                return pos, read_batch_header(buf, rel)
         return None
 
     def read(
@@ -409,28 +444,50 @@ class LogSegment:
             return self._size
         _, position = self.offset_index.lookup_position(high)
         position = max(position, low)
-        for pos, header in self._scan_headers(position):
-            if pos + header.size > high:
+        for pos, size, _, _, _ in self._scan_spans(position):
+            if pos + size > high:
                 return pos
         return self._size
 
     def find_offset_by_timestamp(
         self, timestamp: int, start_offset: int = 0
     ) -> tuple[int, int] | None:
-        """``(offset, batch max timestamp)`` of the first batch whose max timestamp is >=
-        ``timestamp`` and which holds offsets >= ``start_offset``.
+        """``(offset, timestamp)`` of the first record whose timestamp is >= ``timestamp``
+        at an offset >= ``start_offset``, as Kafka answers ListOffsets.
 
-        Batch granularity: the offset is the batch's base offset (raised to ``start_offset``),
-        not that of the first record reaching ``timestamp``; a consumer seeking there receives
-        that record within the batch.
+        The time index and batch headers find the first batch whose max timestamp reaches
+        the target; only that batch is decoded to find the record (ListOffsets is rare, so
+        this is the one lookup allowed to look inside a batch).
         """
         self._ensure_indexes()
         _, offset = self.time_index.lookup(timestamp)
         _, position = self.offset_index.lookup(max(offset, start_offset))
-        for _, header in self._scan_headers(position):
+        for pos, header in self._scan_headers(position):
             if header.max_timestamp >= timestamp and header.last_offset >= start_offset:
-                return max(header.base_offset, start_offset), header.max_timestamp
+                for record in self._records_at(pos, header):
+                    if record.offset >= start_offset and record.timestamp >= timestamp:
+                        return record.offset, record.timestamp
         return None
+
+    def find_max_timestamp_record(self, start_offset: int = 0) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record holding the segment's largest
+        timestamp (ListOffsets -3)."""
+        self._ensure_indexes()
+        if self.max_timestamp < 0:
+            return None
+        _, position = self.offset_index.lookup(max(self.offset_of_max_timestamp, start_offset))
+        for pos, header in self._scan_headers(position):
+            if header.max_timestamp == self.max_timestamp and header.last_offset >= start_offset:
+                for record in self._records_at(pos, header):
+                    if record.offset >= start_offset and record.timestamp == self.max_timestamp:
+                        return record.offset, record.timestamp
+        return None
+
+    def _records_at(self, position: int, header: BatchHeader) -> list[Record]:
+        data = os.pread(self._fd, header.size, position)
+        if header.is_control:
+            return []
+        return decode_records(data, max_uncompressed_bytes=_MAX_DECODED_BATCH)
 
     def next_offset(self) -> int:
         """One past the last offset in the segment (its base offset when empty)."""
@@ -598,6 +655,13 @@ class LogSegment:
         self.offset_index.path = directory / self.offset_index.path.name
         self.time_index.path = directory / self.time_index.path.name
 
+    def change_file_suffix(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename the three files from ``<name><old_suffix>`` to ``<name><new_suffix>``
+        (open descriptors stay valid): the cleaner's ``.cleaned`` -> ``.swap`` -> live."""
+        self.log_path = _rename_suffix(self.log_path, old_suffix, new_suffix)
+        for index in (self.offset_index, self.time_index):
+            index.rename(_with_suffix(index.path, old_suffix, new_suffix))
+
     def delete(self, scheduler: Scheduler | None = None) -> None:
         """Rename the files to ``.deleted`` now; close and remove them after the delay."""
         self.log_path = _rename_deleted(self.log_path)
@@ -617,6 +681,21 @@ class LogSegment:
         self.close()
         for path in self._paths():
             path.unlink(missing_ok=True)
+
+
+def _with_suffix(path: Path, old_suffix: str, new_suffix: str) -> Path:
+    name = path.name
+    if old_suffix:
+        if not name.endswith(old_suffix):
+            raise ValueError(f"{path} does not end with {old_suffix!r}")
+        name = name[: -len(old_suffix)]
+    return path.with_name(name + new_suffix)
+
+
+def _rename_suffix(path: Path, old_suffix: str, new_suffix: str) -> Path:
+    target = _with_suffix(path, old_suffix, new_suffix)
+    path.rename(target)
+    return target
 
 
 def _rename_deleted(path: Path) -> Path:

@@ -9,7 +9,10 @@ def all_handlers() -> list[ApiHandler]:
     from ads.broker.handlers import (
         api_versions,
         configs,
+        consumer_groups,
         fetch,
+        group_offsets,
+        groups,
         metadata,
         offsets,
         produce,
@@ -17,5 +20,6 @@ def all_handlers() -> list[ApiHandler]:
         topics,
     )
 
-    modules = [api_versions, metadata, produce, fetch, offsets, topics, configs, producer_id]
+    modules = [api_versions, metadata, produce, fetch, offsets, topics, configs, producer_id,
+               groups, group_offsets, consumer_groups]
     return [h for module in modules for h in module.HANDLERS]

@@ -3,9 +3,8 @@
 ListOffsets special timestamps: -2 earliest (log start offset), -1 latest (high watermark,
 or the last stable offset for read_committed), -3 the offset of the largest timestamp,
 -4 earliest local (same as earliest: there is no tiered storage), -5 earliest pending
-upload (none: -1). A timestamp lookup returns the first batch whose max timestamp is at
-or after the target, at batch granularity (producers batch by time, so this is the
-first record at or after the target except inside one batch).
+upload (none: -1). A timestamp lookup returns the first record whose timestamp is at or
+after the target, as Kafka does.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 librdkafka refuses to send compressed batches unless Produce's advertised minimum is 0
 (KAFKA-18659), so 0 is advertised and versions 0-2 are answered with UNSUPPORTED_VERSION
 per partition. acks=-1 behaves like acks=1 while this broker is the partition's whole ISR.
-Transactional batches are refused until the transaction coordinator exists.
+Transactional batches are refused until the transaction coordinator exists; clients may
+not write to internal topics (`__consumer_offsets`).
 With acks=0 no response is sent; if a partition fails, the connection is closed so the
 client notices, as Kafka does.
 """
@@ -14,7 +15,7 @@ import logging
 
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.broker.partitions import PartitionError
-from ads.metadata.model import InvalidTopicError, validate_topic_name
+from ads.metadata.model import INTERNAL_TOPICS, InvalidTopicError, validate_topic_name
 from ads.net.server import CloseConnection
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
@@ -40,6 +41,10 @@ def handle(ctx: RequestContext, req: m.ProduceRequest) -> m.ProduceResponse | No
                 resp.error_code = ErrorCode.UNSUPPORTED_VERSION
             elif acks not in (0, 1, -1):
                 resp.error_code = ErrorCode.INVALID_REQUIRED_ACKS
+            elif td.name in INTERNAL_TOPICS:
+                # Only the coordinators write their internal topics, as in Kafka.
+                resp.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+                resp.error_message = f"Cannot append to internal topic {td.name}"
             else:
                 part = partitions.get((td.name, pd.index))
                 if part is None:

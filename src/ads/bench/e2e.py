@@ -1,0 +1,182 @@
+"""`ads bench e2e`: end-to-end latency at a fixed rate, like Kafka's EndToEndLatency tool.
+
+A producer sends `num_records` records at `rate` records/s; each value starts with the send
+time (8 bytes, big-endian nanoseconds of this process's monotonic clock). A consumer in the
+same process, assigned to the partition at its end before the first send, subtracts it from
+the time the record reaches the application. A few warm-up records go first so connection
+setup is not measured. Only librdkafka (confluent-kafka) is used: both ends are timed in C
+threads, so the figure is the broker's and the network's, not the client's.
+
+`requests_per_s` counts the producer's requests from librdkafka's statistics (`tx`), which is
+the produce request rate when every request carries one record (`batch.num.messages=1`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from ads.bench.produce import CLIENT_LOG, BenchError, ensure_topic, random_payload
+from ads.bench.stats import Progress, latency_summary, rate
+
+_WARMUP = 10
+_TIMEOUT_S = 30.0
+_DRAIN_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class E2EOptions:
+    bootstrap: str
+    topic: str
+    num_records: int
+    rate: float = 10_000.0
+    record_size: int = 100
+    acks: str = "1"
+    linger_ms: float = 5.0
+    partition: int = 0
+    partitions: int | None = None  # create the topic with this many partitions if missing
+    producer_config: dict[str, str] = field(default_factory=dict)
+    consumer_config: dict[str, str] = field(default_factory=dict)
+    progress: bool = False
+
+
+class _Receiver(threading.Thread):
+    def __init__(self, consumer: Consumer) -> None:
+        super().__init__(name="e2e-consumer", daemon=True)
+        self.consumer = consumer
+        self.latencies = array("d")
+        self.warmup = 0
+        self.received = 0
+        self.error: str | None = None
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        clock = time.perf_counter_ns
+        append = self.latencies.append
+        while not self.stop_event.is_set():
+            # consume(n, timeout) would wait for n records: block for one, take the rest.
+            first = self.consumer.poll(0.05)
+            if first is None:
+                continue
+            now = clock()
+            msgs = [first, *self.consumer.consume(1000, 0)]
+            for m in msgs:
+                if m.error() is not None:
+                    if self.error is None and m.error().code() != KafkaError._PARTITION_EOF:
+                        self.error = m.error().str()
+                    continue
+                sent = int.from_bytes(m.value()[:8], "big")
+                if sent:
+                    append((now - sent) / 1e9)
+                    self.received += 1
+                else:
+                    self.warmup += 1
+
+
+class _RequestCounter:
+    """The producer's total requests sent, from librdkafka's statistics callback."""
+
+    def __init__(self) -> None:
+        self.tx = 0
+
+    def __call__(self, stats_json: str) -> None:
+        stats = json.loads(stats_json)
+        self.tx = sum(int(b.get("tx", 0)) for b in stats.get("brokers", {}).values()
+                      if b.get("nodeid", -1) >= 0)
+
+
+def run_e2e(opts: E2EOptions) -> dict[str, Any]:
+    """Runs the end-to-end latency benchmark and returns its report (JSON-ready)."""
+    if opts.num_records <= 0 or opts.rate <= 0:
+        raise BenchError("--num-records and --throughput must be positive")
+    if opts.record_size < 8:
+        raise BenchError("--record-size must be at least 8 (the timestamp)")
+    ensure_topic(opts.bootstrap, opts.topic, opts.partitions, opts.producer_config)
+    counter = _RequestCounter()
+    pconf: dict[str, Any] = {"bootstrap.servers": opts.bootstrap, "logger": CLIENT_LOG,
+                             "acks": opts.acks,
+                             "linger.ms": opts.linger_ms, "statistics.interval.ms": 200,
+                             "stats_cb": counter}
+    pconf.update(opts.producer_config)
+    cconf: dict[str, Any] = {"bootstrap.servers": opts.bootstrap, "logger": CLIENT_LOG,
+                             "group.id": f"ads-bench-e2e-{uuid.uuid4().hex[:8]}",
+                             "enable.auto.commit": False, "enable.partition.eof": False,
+                             # As Kafka's EndToEndLatency: no temporal batching in the broker.
+                             "fetch.wait.max.ms": 0}
+    cconf.update(opts.consumer_config)
+    producer = Producer(pconf)
+    consumer = Consumer(cconf)
+    tp = TopicPartition(opts.topic, opts.partition)
+    _, high = consumer.get_watermark_offsets(tp, timeout=_TIMEOUT_S)
+    consumer.assign([TopicPartition(opts.topic, opts.partition, high)])
+    receiver = _Receiver(consumer)
+    receiver.start()
+    padding = random_payload(opts.record_size - 8)
+    failed: list[str] = []
+
+    def delivered(err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            failed.append(err.str())
+
+    try:
+        for _ in range(_WARMUP):
+            producer.produce(opts.topic, bytes(8) + padding, partition=opts.partition,
+                             on_delivery=delivered)
+        producer.flush(_TIMEOUT_S)
+        deadline = time.monotonic() + _TIMEOUT_S
+        while receiver.warmup < _WARMUP and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if receiver.warmup < _WARMUP:
+            raise BenchError("warm-up records were not consumed back within "
+                             f"{_TIMEOUT_S:g} s")
+        tx_start = counter.tx
+        progress = Progress("e2e", opts.progress)
+        clock = time.perf_counter_ns
+        interval_ns = 1e9 / opts.rate
+        start = clock()
+        produce, poll, topic, part = producer.produce, producer.poll, opts.topic, opts.partition
+        sent = 0
+        while sent < opts.num_records:
+            due = min(int((clock() - start) / interval_ns) + 1, opts.num_records)
+            while sent < due:
+                try:
+                    produce(topic, clock().to_bytes(8, "big") + padding, partition=part,
+                            on_delivery=delivered)
+                except BufferError:
+                    poll(0.001)
+                    continue
+                sent += 1
+            poll(0)
+            progress.update(sent)
+            ahead = (start + sent * interval_ns - clock()) / 1e9
+            if ahead > 0.0002:
+                time.sleep(ahead)
+        send_elapsed = (clock() - start) / 1e9
+        producer.flush(_TIMEOUT_S)
+        deadline = time.monotonic() + _DRAIN_S
+        while receiver.received < sent and time.monotonic() < deadline:
+            time.sleep(0.01)
+            producer.poll(0)
+        elapsed = (clock() - start) / 1e9
+        time.sleep(0.25)  # one more statistics interval, so the request count is current
+        producer.poll(0)
+        requests = counter.tx - tx_start
+    finally:
+        receiver.stop_event.set()
+        receiver.join()
+        consumer.close()
+    return {
+        "tool": "e2e", "topic": opts.topic, "target_rate": opts.rate,
+        "records": opts.num_records, "sent": sent, "received": receiver.received,
+        "failed": len(failed), "first_error": failed[0] if failed else receiver.error,
+        "elapsed_s": round(elapsed, 4), "send_rate": round(rate(sent, send_elapsed), 1),
+        "requests_per_s": round(rate(requests, elapsed), 1),
+        "latency_ms": latency_summary(receiver.latencies),
+    }

@@ -1,0 +1,605 @@
+"""`ads bench suite`: the same workloads against an ADS broker and librdkafka's mock broker.
+
+Both brokers run as subprocesses of the suite: ADS from this checkout (`python -m
+ads.cli.main broker`, writing segments to a real data directory) and the mock in its helper
+(`ads.bench.mock`). Each workload runs against both, alternating ADS, mock, ADS, mock, ...
+for `reps` repetitions, each on a fresh topic; the suite reports medians, min-max and the
+ratio ADS / mock of each workload's main metric, with the broker's CPU time and peak
+resident memory sampled while the workload's measured part ran.
+
+Workloads (sizes of a full run; `--quick` shrinks them to seconds):
+- W1-W3 produce (`ads bench produce`): 100 B on 1 partition, 1,000 B on 1, 100 B over 16;
+  acks=1, linger.ms=5. Topics nothing reads later are deleted after their run, so the
+  page cache does not fill with dirty segments over the suite.
+- W4 consume the last records W1 wrote, re-read in rounds; W5 consume 10,000 B records over 8
+  partitions, versus the loopback bandwidth measured in the same run. Both are sized to what
+  the mock keeps (about 5 MiB per partition), so both brokers serve the same data.
+- W6 end-to-end latency at 10,000 records/s with linger.ms=5; W7 the same with linger.ms=0
+  and one record per request (`batch.num.messages=1`).
+- W8 a 1,000-partition topic: Metadata latency, then produce spread over every partition.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer, libversion
+from confluent_kafka.admin import AdminClient
+
+from ads.bench import report
+from ads.bench.consume import ConsumeOptions, run_consume
+from ads.bench.e2e import E2EOptions, run_e2e
+from ads.bench.mock import MockBroker
+from ads.bench.produce import CLIENT_LOG, BenchError, ProduceOptions, ensure_topic, run_produce
+from ads.bench.stats import ResourceSampler, median
+
+SIDES = ("ads", "mock")
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    w1_records: int = 1_000_000
+    w2_records: int = 500_000
+    w3_records: int = 1_000_000
+    w4_last: int = 40_000  # 100 B records: about 4.4 MB, inside the mock's 5 MiB
+    w4_rounds: int = 25
+    w5_partitions: int = 8
+    w5_per_partition: int = 450  # 10,000 B records: about 4.5 MB per partition
+    w5_rounds: int = 15
+    e2e_records: int = 30_000
+    w8_partitions: int = 1000
+    w8_records: int = 200_000
+    loopback_bytes: int = 1 << 30
+
+
+QUICK = Sizes(w1_records=3000, w2_records=1000, w3_records=3000, w4_last=1000, w4_rounds=2,
+              w5_partitions=2, w5_per_partition=20, w5_rounds=1, e2e_records=300,
+              w8_partitions=20, w8_records=2000, loopback_bytes=16 << 20)
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteOptions:
+    output_dir: Path = Path("bench-results")
+    workloads: tuple[str, ...] = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8")
+    reps: int = 3
+    sizes: Sizes = field(default_factory=Sizes)
+    quick: bool = False
+    profile: bool = False
+    docs: Path | None = None  # update this file's results block
+    keep_data: bool = False
+    ads_sets: tuple[str, ...] = ()
+    command: str = "ads bench suite"
+    progress: bool = True
+
+
+# -------------------------------------------------------------------------- brokers
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class AdsBrokerProcess:
+    """`ads broker` from this checkout, in a subprocess, on a free loopback port."""
+
+    def __init__(self, data_dir: Path, log_path: Path, sets: tuple[str, ...] = ()) -> None:
+        self.data_dir = data_dir
+        self.log_path = log_path
+        self.port = _free_port()
+        self.sets = sets
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None
+        return self._proc.pid
+
+    def start(self, timeout_s: float = 30.0) -> AdsBrokerProcess:
+        args = [sys.executable, "-m", "ads.cli.main", "broker", "--data-dir",
+                str(self.data_dir), "--host", "127.0.0.1", "--port", str(self.port)]
+        for s in self.sets:
+            args += ["--set", s]
+        with self.log_path.open("ab") as log:
+            self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise BenchError(f"ADS broker exited with {self._proc.returncode}; "
+                                 f"see {self.log_path}")
+            with contextlib.suppress(OSError), \
+                    socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise BenchError(f"ADS broker did not listen within {timeout_s:g} s")
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        ensure_topic(self.bootstrap, name, partitions)
+
+    def delete_topic(self, name: str) -> None:
+        """Best effort: frees the disk (and the page cache's dirty pages) between runs."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "logger": CLIENT_LOG})
+        with contextlib.suppress(Exception):
+            admin.delete_topics([name], operation_timeout=30)[name].result(timeout=30)
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+# ------------------------------------------------------------------------ measuring
+
+class _Profiler:
+    """py-spy attached to the ADS broker for one measured run (collapsed stacks)."""
+
+    def __init__(self, pid: int, out: Path) -> None:
+        exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        if not Path(exe).exists():
+            raise BenchError("--profile needs py-spy (pip install 'ads[bench]')")
+        self.out = out
+        self._proc = subprocess.Popen(  # noqa: S603 - the profiler, fixed arguments
+            [exe, "record", "--pid", str(pid), "--rate", "200", "--function", "--format",
+             "raw", "--output", str(out)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)  # py-spy attaches asynchronously
+
+    def stop(self) -> None:
+        self._proc.send_signal(signal.SIGINT)
+        try:
+            self._proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(10)
+
+
+@dataclass(slots=True)
+class _Target:
+    side: str
+    bootstrap: str
+    pid: int
+    create_topic: Callable[[str, int], None]
+    delete_topic: Callable[[str], None]
+
+
+@dataclass(slots=True)
+class _Context:
+    opts: SuiteOptions
+    run_dir: Path
+    loopback_mb_per_s: float | None = None
+    profiles: dict[str, list[Path]] = field(default_factory=dict)
+    topics: set[tuple[str, str]] = field(default_factory=set)
+
+    def measure(self, target: _Target, workload: str, rep: int,
+                fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        profiler = None
+        if self.opts.profile and target.side == "ads":
+            out = self.run_dir / "profiles" / f"{workload}-r{rep}.txt"
+            out.parent.mkdir(exist_ok=True)
+            profiler = _Profiler(target.pid, out)
+        load = os.getloadavg()[0]
+        sampler = ResourceSampler(target.pid).start()
+        try:
+            result = fn()
+        finally:
+            usage = sampler.stop()
+            if profiler is not None:
+                profiler.stop()
+                self.profiles.setdefault(workload, []).append(profiler.out)
+        result["broker"] = usage.as_dict() if usage else None
+        result["load_average"] = round(max(load, os.getloadavg()[0]), 2)
+        return result
+
+
+# ------------------------------------------------------------------------ workloads
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    label: str
+    path: tuple[str, ...]  # keys into a run's report
+    unit: str
+    higher_is_better: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    id: str
+    title: str
+    run: Callable[[_Context, _Target, int], dict[str, Any]]
+    metric: Metric
+    extras: tuple[Metric, ...] = ()
+    latency_path: tuple[str, ...] | None = None  # percentiles to plot
+    latency_label: str = ""
+    note: Callable[[Sizes], str] = lambda _s: ""
+
+
+def _produce_opts(target: _Target, topic: str, n: int, size: int = 100,
+                  **kw: Any) -> ProduceOptions:
+    return ProduceOptions(bootstrap=target.bootstrap, topic=topic, num_records=n,
+                          record_size=size, acks="1", linger_ms=5.0, **kw)
+
+
+def _produce_workload(wl: str, size: int, partitions: int,
+                      count: Callable[[Sizes], int]) -> Callable[[_Context, _Target, int],
+                                                                dict[str, Any]]:
+    def run(ctx: _Context, target: _Target, rep: int) -> dict[str, Any]:
+        topic = f"{wl.lower()}-r{rep}"
+        target.create_topic(topic, partitions)
+        opts = _produce_opts(target, topic, count(ctx.opts.sizes), size)
+        result = ctx.measure(target, wl, rep, lambda: run_produce(opts))
+        if wl == "W1":  # W4 reads it
+            ctx.topics.add((target.side, topic))
+        else:
+            target.delete_topic(topic)
+        return result
+
+    return run
+
+
+def _check_complete(result: dict[str, Any], what: str) -> None:
+    if result.get("failed"):
+        raise BenchError(f"{what}: {result['failed']} records failed ({result['first_error']})")
+
+
+def _w4(ctx: _Context, target: _Target, rep: int) -> dict[str, Any]:
+    sizes = ctx.opts.sizes
+    topic = f"w1-r{rep}"
+    if (target.side, topic) not in ctx.topics:  # W1 not run: write its kind of data here
+        topic = f"w4-r{rep}"
+        target.create_topic(topic, 1)
+        _check_complete(run_produce(_produce_opts(target, topic, sizes.w4_last)), "W4 preload")
+    opts = ConsumeOptions(bootstrap=target.bootstrap, topic=topic, num_records=sizes.w4_last,
+                          last=sizes.w4_last, rounds=sizes.w4_rounds)
+    result = ctx.measure(target, "W4", rep, lambda: run_consume(opts))
+    target.delete_topic(topic)
+    return result
+
+
+def _w5(ctx: _Context, target: _Target, rep: int) -> dict[str, Any]:
+    sizes = ctx.opts.sizes
+    topic = f"w5-r{rep}"
+    target.create_topic(topic, sizes.w5_partitions)
+    total = sizes.w5_partitions * sizes.w5_per_partition
+    _check_complete(run_produce(_produce_opts(target, topic, total, 10_000, round_robin=True)),
+                    "W5 preload")
+    opts = ConsumeOptions(bootstrap=target.bootstrap, topic=topic, num_records=total,
+                          rounds=sizes.w5_rounds)
+    result = ctx.measure(target, "W5", rep, lambda: run_consume(opts))
+    target.delete_topic(topic)
+    if ctx.loopback_mb_per_s:
+        result["loopback_pct"] = round(100.0 * result["mb_per_s"] / ctx.loopback_mb_per_s, 1)
+    return result
+
+
+def _e2e_workload(wl: str, linger_ms: float,
+                  producer_config: dict[str, str]) -> Callable[[_Context, _Target, int],
+                                                               dict[str, Any]]:
+    def run(ctx: _Context, target: _Target, rep: int) -> dict[str, Any]:
+        topic = f"{wl.lower()}-r{rep}"
+        target.create_topic(topic, 1)
+        opts = E2EOptions(bootstrap=target.bootstrap, topic=topic,
+                          num_records=ctx.opts.sizes.e2e_records, rate=10_000.0,
+                          linger_ms=linger_ms, producer_config=producer_config)
+        return ctx.measure(target, wl, rep, lambda: run_e2e(opts))
+
+    return run
+
+
+def _w8(ctx: _Context, target: _Target, rep: int) -> dict[str, Any]:
+    sizes = ctx.opts.sizes
+    topic = f"w8-r{rep}"
+    t0 = time.perf_counter()
+    target.create_topic(topic, sizes.w8_partitions)
+    create_s = time.perf_counter() - t0
+    opts = _produce_opts(target, topic, sizes.w8_records, round_robin=True)
+
+    def run() -> dict[str, Any]:
+        client = Producer({"bootstrap.servers": target.bootstrap, "logger": CLIENT_LOG})
+        client.list_topics(topic, timeout=30)  # connect first: time requests, not setup
+        times = []
+        for _ in range(10):
+            start = time.perf_counter()
+            md = client.list_topics(topic, timeout=30)
+            times.append(time.perf_counter() - start)
+            if len(md.topics[topic].partitions) != sizes.w8_partitions:
+                raise BenchError(f"W8: metadata lists {len(md.topics[topic].partitions)} "
+                                 f"partitions, expected {sizes.w8_partitions}")
+        result = run_produce(opts)
+        result["metadata_ms"] = round(median(times) * 1000, 3)
+        return result
+
+    result = ctx.measure(target, "W8", rep, run)
+    target.delete_topic(topic)
+    result["create_topic_s"] = round(create_s, 3)
+    return result
+
+
+def _produce_metrics() -> tuple[Metric, tuple[Metric, ...]]:
+    return (Metric("records/s", ("records_per_s",), "records/s", True),
+            (Metric("MB/s", ("mb_per_s",), "MB/s", True),
+             Metric("ack latency p99 ms", ("latency_ms", "p99"), "ms", False)))
+
+
+_P_MAIN, _P_EXTRA = _produce_metrics()
+_E2E_P99 = Metric("e2e p99 ms", ("latency_ms", "p99"), "ms", False)
+_E2E_P50 = Metric("e2e p50 ms", ("latency_ms", "p50"), "ms", False)
+
+WORKLOADS: dict[str, Workload] = {w.id: w for w in (
+    Workload("W1", "produce 100 B, 1 partition", _produce_workload(
+        "W1", 100, 1, lambda s: s.w1_records), _P_MAIN, _P_EXTRA,
+        ("latency_ms",), "ack latency"),
+    Workload("W2", "produce 1,000 B, 1 partition", _produce_workload(
+        "W2", 1000, 1, lambda s: s.w2_records), _P_MAIN, _P_EXTRA),
+    Workload("W3", "produce 100 B, 16 partitions", _produce_workload(
+        "W3", 100, 16, lambda s: s.w3_records), _P_MAIN, _P_EXTRA),
+    Workload("W4", "consume W1's records", _w4,
+             Metric("records/s", ("records_per_s",), "records/s", True),
+             (Metric("time to first record ms", ("time_to_first_record_ms",), "ms", False),),
+             note=lambda s: f"last {s.w4_last:,} records read {s.w4_rounds}×: the mock keeps "
+                            "only ~5 MiB per partition"),
+    Workload("W5", "consume 10,000 B records", _w5,
+             Metric("MB/s", ("mb_per_s",), "MB/s", True),
+             (Metric("% of loopback", ("loopback_pct",), "%", True),),
+             note=lambda s: f"{s.w5_partitions} partitions × {s.w5_per_partition} records "
+                            f"read {s.w5_rounds}×; the mock returns one batch per partition "
+                            "per fetch"),
+    Workload("W6", "e2e at 10k records/s, linger 5 ms", _e2e_workload("W6", 5.0, {}),
+             _E2E_P99, (_E2E_P50,), ("latency_ms",), "end-to-end"),
+    Workload("W7", "e2e at 10k records/s, linger 0, 1 record/request",
+             _e2e_workload("W7", 0.0, {"batch.num.messages": "1"}), _E2E_P99,
+             (_E2E_P50, Metric("requests/s", ("requests_per_s",), "requests/s", True)),
+             ("latency_ms",), "end-to-end"),
+    Workload("W8", "1,000 partitions: metadata + produce", _w8,
+             Metric("records/s", ("records_per_s",), "records/s", True),
+             (Metric("Metadata ms", ("metadata_ms",), "ms", False),
+              Metric("CreateTopics s (mock: C API)", ("create_topic_s",), "s", False)),
+             note=lambda s: f"{s.w8_partitions:,} partitions, records spread round robin"),
+)}
+
+
+# ------------------------------------------------------------------------ the suite
+
+def measure_loopback(total_bytes: int, chunk: int = 1 << 20) -> float:
+    """MB/s of one TCP connection over loopback, Python sender and receiver."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        received = [0]
+
+        def receive() -> None:
+            conn, _ = server.accept()
+            buf = bytearray(chunk)
+            with conn:
+                while received[0] < total_bytes:
+                    n = conn.recv_into(buf)
+                    if not n:
+                        break
+                    received[0] += n
+
+        thread = threading.Thread(target=receive, daemon=True)
+        thread.start()
+        data = bytes(chunk)
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            start = time.perf_counter()
+            sent = 0
+            while sent < total_bytes:
+                s.sendall(data)
+                sent += chunk
+            thread.join()
+            elapsed = time.perf_counter() - start
+    return received[0] / elapsed / 1e6
+
+
+def machine() -> dict[str, Any]:
+    model = "?"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    memory = "?"
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        kb = int(Path("/proc/meminfo").read_text().split("MemTotal:")[1].split()[0])
+        memory = f"{kb / 1024 / 1024:.0f}"
+    return {"cpu_model": model, "cores": os.cpu_count(), "memory_gb": memory,
+            "kernel": platform.release(), "python": platform.python_version(),
+            "librdkafka": libversion()[0]}
+
+
+def _value(result: dict[str, Any], path: tuple[str, ...]) -> float | None:
+    value: Any = result
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _summarize(runs: dict[str, list[dict[str, Any]]], metric: Metric) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for side in SIDES:
+        ok = [r for r in runs[side] if "error" not in r]
+        values = [v for v in (_value(r, metric.path) for r in ok) if v is not None]
+        if not values:
+            out[side] = None
+            continue
+        cpu = [r["broker"]["cpu_s"] for r in ok if r.get("broker")]
+        rss = [r["broker"]["rss_max_mb"] for r in ok if r.get("broker")]
+        out[side] = {"median": median(values), "min": min(values), "max": max(values),
+                     "n": len(values), "cpu_s": median(cpu) if cpu else None,
+                     "rss_max_mb": max(rss) if rss else None}
+    a, b = out.get("ads"), out.get("mock")
+    out["ratio"] = (a["median"] / b["median"] if a and b and b["median"] else None)
+    return out
+
+
+def _median_run(runs: list[dict[str, Any]], metric: Metric) -> dict[str, Any] | None:
+    scored = [(v, r) for r in runs if "error" not in r
+              if (v := _value(r, metric.path)) is not None]
+    if not scored:
+        return None
+    scored.sort(key=lambda vr: vr[0])
+    return scored[len(scored) // 2][1]
+
+
+@contextlib.contextmanager
+def _brokers(opts: SuiteOptions, run_dir: Path) -> Iterator[dict[str, _Target]]:
+    ads = AdsBrokerProcess(run_dir / "ads-data", run_dir / "ads-broker.log", opts.ads_sets)
+    mock = MockBroker()
+    try:
+        ads.start()
+        mock.start()
+        yield {"ads": _Target("ads", ads.bootstrap, ads.pid, ads.create_topic,
+                              ads.delete_topic),
+               # The mock keeps 5 MiB per partition in memory: nothing to free.
+               "mock": _Target("mock", mock.bootstrap, mock.pid, mock.create_topic,
+                               lambda _name: None)}
+    finally:
+        mock.stop()
+        ads.stop()
+        if not opts.keep_data:
+            shutil.rmtree(run_dir / "ads-data", ignore_errors=True)
+
+
+def _say(opts: SuiteOptions, text: str) -> None:
+    if opts.progress:
+        print(text, file=sys.stderr, flush=True)
+
+
+def run_suite(opts: SuiteOptions) -> tuple[dict[str, Any], Path]:
+    """Runs the suite; returns the results and the directory holding them."""
+    unknown = [w for w in opts.workloads if w not in WORKLOADS]
+    if unknown:
+        raise BenchError(f"unknown workloads {', '.join(unknown)} (W1..W8)")
+    started = time.strftime("%Y-%m-%dT%H-%M-%S")
+    run_dir = opts.output_dir / started
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ctx = _Context(opts, run_dir)
+    results: dict[str, Any] = {"started": started, "machine": machine(),
+                               "command": opts.command, "reps": opts.reps,
+                               "quick": opts.quick, "profile": opts.profile,
+                               "sizes": {k: getattr(opts.sizes, k)
+                                         for k in Sizes.__dataclass_fields__},
+                               "workloads": []}
+    if "W5" in opts.workloads:
+        samples = [measure_loopback(opts.sizes.loopback_bytes) for _ in range(3)]
+        ctx.loopback_mb_per_s = median(samples)
+        results["loopback_mb_per_s"] = round(ctx.loopback_mb_per_s, 1)
+        _say(opts, f"loopback: {ctx.loopback_mb_per_s:,.0f} MB/s")
+    with _brokers(opts, run_dir) as targets:
+        for wid in opts.workloads:
+            wl = WORKLOADS[wid]
+            runs: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
+            for rep in range(opts.reps):
+                for side in SIDES:
+                    try:
+                        result = wl.run(ctx, targets[side], rep)
+                    except Exception as exc:  # noqa: BLE001 - one failed run is reported
+                        result = {"error": f"{type(exc).__name__}: {exc}"}
+                    runs[side].append(result)
+                    value = _value(result, wl.metric.path)
+                    _say(opts, f"{wid} rep {rep + 1} {side}: "
+                               f"{result.get('error') or f'{value:,.2f} {wl.metric.unit}'}")
+            results["workloads"].append(_workload_result(wl, runs, opts.sizes))
+    results["finished"] = time.strftime("%Y-%m-%dT%H-%M-%S")
+    loads = [r["load_average"] for w in results["workloads"] for side in SIDES
+             for r in w["runs"][side] if "load_average" in r]
+    if loads:
+        results["load_average"] = {"min": min(loads), "max": max(loads)}
+    _write_outputs(ctx, results)
+    return results, run_dir
+
+
+def _workload_result(wl: Workload, runs: dict[str, list[dict[str, Any]]],
+                     sizes: Sizes) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "id": wl.id, "title": wl.title, "metric_label": wl.metric.label,
+        "unit": wl.metric.unit, "higher_is_better": wl.metric.higher_is_better,
+        "note": wl.note(sizes), "summary": _summarize(runs, wl.metric),
+        "extra_metrics": [{"label": m.label, "unit": m.unit,
+                           "higher_is_better": m.higher_is_better,
+                           "summary": _summarize(runs, m)} for m in wl.extras],
+        "runs": runs,
+    }
+    if wl.latency_path is not None:
+        entry["latency_label"] = wl.latency_label
+        entry["latency"] = {}
+        for side in SIDES:
+            run = _median_run(runs[side], wl.metric)
+            lat = run
+            for key in wl.latency_path:
+                lat = lat.get(key) if isinstance(lat, dict) else None
+            entry["latency"][side] = lat
+    return entry
+
+
+def _write_outputs(ctx: _Context, results: dict[str, Any]) -> None:
+    run_dir = ctx.run_dir
+    if ctx.profiles:
+        results["profiles"] = _write_profiles(ctx)
+    (run_dir / "results.json").write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    block = report.results_markdown(results)
+    (run_dir / "results.md").write_text(block)
+    try:
+        results["plots"] = [p.name for p in report.plot_results(results, run_dir)]
+    except ImportError:
+        _say(ctx.opts, "matplotlib is not installed: no plots (pip install 'ads[bench]')")
+    if ctx.opts.docs is not None and ctx.opts.docs.exists():
+        if report.update_docs(ctx.opts.docs, block):
+            _say(ctx.opts, f"updated {ctx.opts.docs}")
+        else:
+            _say(ctx.opts, f"{ctx.opts.docs} has no {report.DOCS_BEGIN} block: not updated")
+    (run_dir / "results.json").write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+
+
+def _write_profiles(ctx: _Context) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    lines = ["# Top frames of the ADS broker per workload (py-spy, self time)", ""]
+    for wid, files in ctx.profiles.items():
+        stacks: Counter[tuple[str, ...]] = Counter()
+        for path in files:
+            if path.exists():
+                with path.open() as f:
+                    stacks.update(report.read_collapsed(f))
+        svg = ctx.run_dir / "profiles" / f"{wid}.svg"
+        svg.write_text(report.flame_graph_svg(stacks, f"ADS broker, {wid}"))
+        top = report.top_frames(stacks)
+        out[wid] = {"flame_graph": str(svg.relative_to(ctx.run_dir)),
+                    "samples": sum(stacks.values()),
+                    "top": [{"frame": t.frame, "self_pct": round(t.self_pct, 1),
+                             "total_pct": round(t.total_pct, 1)} for t in top]}
+        lines += [f"## {wid} ({sum(stacks.values())} samples)", "",
+                  "| self % | total % | frame |", "|---|---|---|"]
+        lines += [f"| {t.self_pct:.1f} | {t.total_pct:.1f} | `{t.frame}` |" for t in top]
+        lines.append("")
+    (ctx.run_dir / "profiles" / "top-frames.md").write_text("\n".join(lines))
+    return out
+
+
+def quick_options(opts: SuiteOptions) -> SuiteOptions:
+    return replace(opts, sizes=QUICK, quick=True, reps=1)

@@ -1,0 +1,122 @@
+"""Committed offsets: OffsetCommit (key 8) v2-9, OffsetFetch (key 9) v1-9, OffsetDelete
+(key 47) v0.
+
+Commits are answered only after their record is appended to `__consumer_offsets`.
+OffsetCommit v2-v4 retention times set a per-offset expire timestamp; from v5 the broker's
+`offsets.retention.minutes` alone applies. OffsetFetch v8+ takes several groups; v9 checks
+the member id and epoch of KIP-848 consumers. Offsets are answered from the coordinator's
+cache; a partition without a committed offset gets offset -1 and no error.
+Gaps: `require_stable` (v7+) has nothing to wait for until transactional offset commits
+exist; it is accepted and ignored.
+"""
+
+from __future__ import annotations
+
+from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.coordinator.group.coordinator import OffsetCommit
+from ads.coordinator.records import CommittedOffset
+from ads.protocol import messages as m
+from ads.protocol.errors import ErrorCode
+
+CR = m.OffsetCommitResponse
+FR = m.OffsetFetchResponse
+ByTopic = dict[str, list[tuple[int, CommittedOffset | None]]]
+
+
+def handle_offset_commit(ctx: RequestContext, req: m.OffsetCommitRequest
+                         ) -> m.OffsetCommitResponse:
+    v = ctx.api_version
+    commits = [
+        OffsetCommit(t.name, p.partition_index, p.committed_offset,
+                     p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata)
+        for t in req.topics for p in t.partitions]
+    errors = iter(ctx.broker.group_coordinator.commit_offsets(
+        req.group_id, req.generation_id_or_member_epoch, req.member_id,
+        req.group_instance_id if v >= 7 else None,
+        req.retention_time_ms if 2 <= v <= 4 else -1, commits))
+    return m.OffsetCommitResponse(topics=[
+        CR.OffsetCommitResponseTopic(name=t.name, partitions=[
+            CR.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
+                partition_index=p.partition_index, error_code=next(errors))
+            for p in t.partitions])
+        for t in req.topics])
+
+
+def _fetch_group(ctx: RequestContext, group_id: str,
+                 topics: list[tuple[str, list[int]]] | None, member_id: str | None,
+                 member_epoch: int) -> tuple[ErrorCode, ByTopic]:
+    wanted = None if topics is None else [(t, p) for t, parts in topics for p in parts]
+    error, found = ctx.broker.group_coordinator.fetch_offsets(
+        group_id, wanted, member_id, member_epoch)
+    by_topic: ByTopic = {}
+    if error is ErrorCode.NONE:
+        for (topic, partition), committed in found:
+            by_topic.setdefault(topic, []).append((partition, committed))
+    elif topics is not None:
+        for topic, parts in topics:
+            by_topic[topic] = [(p, None) for p in parts]
+    return error, by_topic
+
+
+def _partition_fields(partition: int, committed: CommittedOffset | None, error: ErrorCode
+                      ) -> dict[str, object]:
+    if committed is None:
+        return {"partition_index": partition, "committed_offset": -1,
+                "committed_leader_epoch": -1, "metadata": "", "error_code": error}
+    return {"partition_index": partition, "committed_offset": committed.offset,
+            "committed_leader_epoch": committed.leader_epoch, "metadata": committed.metadata,
+            "error_code": error}
+
+
+def handle_offset_fetch(ctx: RequestContext, req: m.OffsetFetchRequest
+                        ) -> m.OffsetFetchResponse:
+    v = ctx.api_version
+    if v >= 8:
+        G = FR.OffsetFetchResponseGroup  # noqa: N806
+        P = G.OffsetFetchResponseTopics.OffsetFetchResponsePartitions  # noqa: N806
+        groups = []
+        for g in req.groups:
+            topics = None if g.topics is None else [(t.name, list(t.partition_indexes))
+                                                    for t in g.topics]
+            member_id = g.member_id if v >= 9 and g.member_id else None
+            error, by_topic = _fetch_group(ctx, g.group_id, topics, member_id,
+                                           g.member_epoch if v >= 9 else -1)
+            groups.append(G(group_id=g.group_id, error_code=error, topics=[] if error else [
+                G.OffsetFetchResponseTopics(name=t, partitions=[
+                    P(**_partition_fields(p, c, ErrorCode.NONE)) for p, c in parts])  # type: ignore[arg-type]
+                for t, parts in by_topic.items()]))
+        return m.OffsetFetchResponse(groups=groups)
+    topics = None if req.topics is None else [(t.name, list(t.partition_indexes))
+                                              for t in req.topics]
+    error, by_topic = _fetch_group(ctx, req.group_id, topics, None, -1)
+    # v1 has no top-level error: a group error goes on every partition.
+    part_error = error if v < 2 else ErrorCode.NONE
+    T = FR.OffsetFetchResponseTopic  # noqa: N806
+    return m.OffsetFetchResponse(error_code=error, topics=[
+        T(name=t, partitions=[
+            T.OffsetFetchResponsePartition(**_partition_fields(p, c, part_error))  # type: ignore[arg-type]
+            for p, c in parts])
+        for t, parts in by_topic.items()])
+
+
+def handle_offset_delete(ctx: RequestContext, req: m.OffsetDeleteRequest
+                         ) -> m.OffsetDeleteResponse:
+    wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    error, results = ctx.broker.group_coordinator.delete_offsets(req.group_id, wanted)
+    if error is not ErrorCode.NONE:
+        return m.OffsetDeleteResponse(error_code=error)
+    codes = iter(results)
+    T = m.OffsetDeleteResponse.OffsetDeleteResponseTopic  # noqa: N806
+    return m.OffsetDeleteResponse(error_code=ErrorCode.NONE, topics=[
+        T(name=t.name, partitions=[
+            T.OffsetDeleteResponsePartition(partition_index=p.partition_index,
+                                            error_code=next(codes))
+            for p in t.partitions])
+        for t in req.topics])
+
+
+HANDLERS = [
+    ApiHandler(m.ApiKey.OFFSET_COMMIT, 2, 9, handle_offset_commit),
+    ApiHandler(m.ApiKey.OFFSET_FETCH, 1, 9, handle_offset_fetch),
+    ApiHandler(m.ApiKey.OFFSET_DELETE, 0, 0, handle_offset_delete),
+]

@@ -1,0 +1,326 @@
+"""Group membership APIs and the wiring of the group coordinator into the broker.
+
+FindCoordinator (key 10) v0-5: single keys (v0-3) and batches (v4+); group keys create
+`__consumer_offsets` on first use; transaction keys name this broker too; share-group keys
+(v6) are not advertised.
+JoinGroup (key 11) v2-9, SyncGroup (key 14) v0-5, Heartbeat (key 12) v0-4, LeaveGroup
+(key 13) v0-5 (batched members from v3), DescribeGroups (key 15) v0-5, ListGroups (key 16)
+v0-5 (state filter v4, type filter v5), DeleteGroups (key 42) v0-2.
+
+The protocol rules live in `ads.coordinator.group`; this module maps requests to its calls
+and results back to responses. JoinGroup and SyncGroup responses wait on the coordinator
+(join phase, leader's assignment); the others answer at once. Gap: authorized operations
+are never computed (no authorizer yet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.broker.partitions import PartitionError
+from ads.coordinator.group.classic import JoinResult, SyncResult
+from ads.coordinator.group.coordinator import GroupConfig, GroupCoordinator
+from ads.coordinator.group.rebalance import JoinRequest
+from ads.coordinator.log import OFFSETS_TOPIC, AppendError
+from ads.metadata.model import INTERNAL_TOPICS
+from ads.protocol import messages as m
+from ads.protocol.errors import ErrorCode
+from ads.records.batch import iter_batches
+
+if TYPE_CHECKING:
+    from ads.broker.server import Broker
+
+log = logging.getLogger("ads.broker.groups")
+T = TypeVar("T")
+TICK_MS = 50
+
+
+# -- wiring -------------------------------------------------------------------------------
+class OffsetsTopicLog:
+    """`CoordinatorLog` over this broker's `__consumer_offsets` and topic metadata."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def _int(self, key: str) -> int:
+        return int(self.broker.config.get(key))  # type: ignore[call-overload]
+
+    def exists(self) -> bool:
+        return OFFSETS_TOPIC in self.broker.metadata.topics
+
+    def partition_count(self) -> int:
+        topic = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        if topic is not None:
+            return len(topic.partitions)
+        return self._int("offsets.topic.num.partitions")
+
+    def ensure_created(self) -> None:
+        if self.exists():
+            return
+        # One broker: replication factor 1 whatever offsets.topic.replication.factor says.
+        self.broker.create_topic(OFFSETS_TOPIC, self._int("offsets.topic.num.partitions"), {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(self._int("offsets.topic.segment.bytes")),
+            "compression.type": "producer",
+        })
+
+    def append(self, partition: int, batch: bytes) -> int:
+        part = self.broker.partitions.get((OFFSETS_TOPIC, partition))
+        if part is None:
+            raise AppendError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        try:
+            return part.append(memoryview(batch), -1, self.broker.clock.time_ms()).base_offset
+        except PartitionError as exc:
+            raise AppendError(exc.code, str(exc)) from exc
+        except OSError as exc:
+            raise AppendError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from exc
+
+    def read_batches(self, partition: int) -> Iterator[bytes]:
+        part = self.broker.partitions.get((OFFSETS_TOPIC, partition))
+        if part is None:
+            return
+        plog = part.log
+        offset, end = plog.log_start_offset, plog.log_end_offset
+        chunk = max(self._int("offsets.load.buffer.size"), 1)
+        while offset < end:
+            data = plog.read(offset, chunk, max_offset=end, min_one_batch=True).read_bytes()
+            if not data:
+                return
+            next_offset = offset
+            for pos, header in iter_batches(data):
+                yield data[pos:pos + header.size]
+                next_offset = header.next_offset
+            if next_offset <= offset:
+                return
+            offset = next_offset
+
+    def topic_partitions(self, topic: str) -> int | None:
+        state = self.broker.metadata.topics.get(topic)
+        return None if state is None else len(state.partitions)
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        state = self.broker.metadata.topics.get(topic)
+        return None if state is None else state.topic_id
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        state = self.broker.metadata.topic_by_id(topic_id)
+        return None if state is None else state.name
+
+    def topic_names(self) -> list[str]:
+        return [t for t in self.broker.metadata.topics if t not in INTERNAL_TOPICS]
+
+
+def group_config(config: Any) -> GroupConfig:
+    def get(key: str, default: int) -> int:
+        value = config.get(key)
+        return default if value is None else int(value)
+
+    assignors = tuple(config.get("group.consumer.assignors")) or ("uniform", "range")
+    d = GroupConfig()
+    return GroupConfig(
+        initial_rebalance_delay_ms=get("group.initial.rebalance.delay.ms",
+                                       d.initial_rebalance_delay_ms),
+        min_session_timeout_ms=get("group.min.session.timeout.ms", d.min_session_timeout_ms),
+        max_session_timeout_ms=get("group.max.session.timeout.ms", d.max_session_timeout_ms),
+        max_size=get("group.max.size", d.max_size),
+        offsets_retention_ms=get("offsets.retention.minutes", 10080) * 60_000,
+        offsets_retention_check_interval_ms=get("offsets.retention.check.interval.ms",
+                                                d.offsets_retention_check_interval_ms),
+        offset_metadata_max_bytes=get("offset.metadata.max.bytes", d.offset_metadata_max_bytes),
+        consumer_session_timeout_ms=get("group.consumer.session.timeout.ms",
+                                        d.consumer_session_timeout_ms),
+        consumer_heartbeat_interval_ms=get("group.consumer.heartbeat.interval.ms",
+                                           d.consumer_heartbeat_interval_ms),
+        consumer_max_size=get("group.consumer.max.size", d.consumer_max_size),
+        consumer_assignors=tuple(a.rsplit(".", 1)[-1].lower().removesuffix("assignor")
+                                 for a in assignors),
+    )
+
+
+def create_coordinator(broker: Broker) -> GroupCoordinator:
+    return GroupCoordinator(OffsetsTopicLog(broker), broker.clock, group_config(broker.config))
+
+
+def start_coordinator(broker: Broker) -> None:
+    """Loads the existing `__consumer_offsets` partitions in the background (their groups
+    answer COORDINATOR_LOAD_IN_PROGRESS meanwhile) and starts the coordinator's timers."""
+    coordinator = broker.group_coordinator
+    partitions = coordinator.startup()
+
+    async def load() -> None:
+        for p in partitions:
+            await asyncio.sleep(0)  # requests for loaded partitions are served in between
+            if coordinator.is_loading(p):
+                try:
+                    coordinator.load_partition(p)
+                except Exception:
+                    log.exception("loading __consumer_offsets-%d failed", p)
+
+    broker.spawn(load())
+    broker.schedule("group-coordinator", TICK_MS, coordinator.tick)
+
+
+async def wait_for(start: Callable[[Callable[[T], None]], None]) -> T:
+    """Starts a coordinator call that answers through a callback and awaits the answer."""
+    fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+    def resolve(value: T) -> None:
+        if not fut.done():
+            fut.set_result(value)
+
+    start(resolve)
+    return await fut
+
+
+def client_host(ctx: RequestContext) -> str:
+    return "/" + ctx.connection.peer.rsplit(":", 1)[0].strip("[]")
+
+
+# -- FindCoordinator ----------------------------------------------------------------------
+def handle_find_coordinator(ctx: RequestContext, req: m.FindCoordinatorRequest
+                            ) -> m.FindCoordinatorResponse:
+    broker = ctx.broker
+    keys = req.coordinator_keys if ctx.api_version >= 4 else [req.key]
+    key_type = req.key_type if ctx.api_version >= 1 else 0
+    ep = broker.endpoint
+    found = []
+    for key in keys:
+        error, message = ErrorCode.NONE, None
+        if key_type == 0:
+            try:
+                broker.group_coordinator.log.ensure_created()
+            except Exception:
+                log.exception("creating %s failed", OFFSETS_TOPIC)
+                error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif key_type != 1:
+            error, message = ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}"
+        ok = error is ErrorCode.NONE
+        found.append(m.FindCoordinatorResponse.Coordinator(
+            key=key, node_id=ep.node_id if ok else -1, host=ep.host if ok else "",
+            port=ep.port if ok else -1, error_code=error,
+            error_message=message))
+    if ctx.api_version >= 4:
+        return m.FindCoordinatorResponse(coordinators=found)
+    one = found[0]
+    return m.FindCoordinatorResponse(
+        error_code=one.error_code, error_message=one.error_message, node_id=one.node_id,
+        host=one.host, port=one.port)
+
+
+# -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ------------------------------------------
+async def handle_join_group(ctx: RequestContext, req: m.JoinGroupRequest
+                            ) -> m.JoinGroupResponse:
+    v = ctx.api_version
+    join = JoinRequest(
+        group_id=req.group_id, member_id=req.member_id,
+        group_instance_id=req.group_instance_id if v >= 5 else None,
+        client_id=ctx.client_id or "", client_host=client_host(ctx),
+        session_timeout_ms=req.session_timeout_ms,
+        rebalance_timeout_ms=req.rebalance_timeout_ms,
+        protocol_type=req.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+        require_known_member_id=v >= 4, supports_skip_assignment=v >= 9,
+        reason=req.reason if v >= 8 else None)
+    coordinator = ctx.broker.group_coordinator
+    r: JoinResult = await wait_for(lambda cb: coordinator.join_group(join, cb))
+    Member = m.JoinGroupResponse.JoinGroupResponseMember  # noqa: N806
+    return m.JoinGroupResponse(
+        error_code=r.error, generation_id=r.generation_id, protocol_type=r.protocol_type,
+        protocol_name=r.protocol_name if v >= 7 else (r.protocol_name or ""),
+        leader=r.leader, skip_assignment=r.skip_assignment, member_id=r.member_id,
+        members=[Member(member_id=mid, group_instance_id=iid, metadata=md)
+                 for mid, iid, md in r.members])
+
+
+async def handle_sync_group(ctx: RequestContext, req: m.SyncGroupRequest
+                            ) -> m.SyncGroupResponse:
+    v = ctx.api_version
+    coordinator = ctx.broker.group_coordinator
+    assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
+    r: SyncResult = await wait_for(lambda cb: coordinator.sync_group(
+        req.group_id, req.generation_id, req.member_id,
+        req.group_instance_id if v >= 3 else None,
+        req.protocol_type if v >= 5 else None, req.protocol_name if v >= 5 else None,
+        assignments, cb))
+    return m.SyncGroupResponse(error_code=r.error, protocol_type=r.protocol_type,
+                               protocol_name=r.protocol_name, assignment=r.assignment)
+
+
+def handle_heartbeat(ctx: RequestContext, req: m.HeartbeatRequest) -> m.HeartbeatResponse:
+    error = ctx.broker.group_coordinator.heartbeat(
+        req.group_id, req.generation_id, req.member_id,
+        req.group_instance_id if ctx.api_version >= 3 else None)
+    return m.HeartbeatResponse(error_code=error)
+
+
+def handle_leave_group(ctx: RequestContext, req: m.LeaveGroupRequest) -> m.LeaveGroupResponse:
+    v = ctx.api_version
+    if v >= 3:
+        leaving = [(mem.member_id, mem.group_instance_id) for mem in req.members]
+    else:
+        leaving = [(req.member_id, None)]
+    error, results = ctx.broker.group_coordinator.leave_group(req.group_id, leaving)
+    if v < 3:
+        return m.LeaveGroupResponse(error_code=error if results == [] else results[0])
+    R = m.LeaveGroupResponse.MemberResponse  # noqa: N806
+    return m.LeaveGroupResponse(error_code=error, members=[
+        R(member_id=mid, group_instance_id=iid, error_code=code)
+        for (mid, iid), code in zip(leaving, results, strict=False)])
+
+
+# -- DescribeGroups, ListGroups, DeleteGroups ---------------------------------------------
+def handle_describe_groups(ctx: RequestContext, req: m.DescribeGroupsRequest
+                           ) -> m.DescribeGroupsResponse:
+    D = m.DescribeGroupsResponse.DescribedGroup  # noqa: N806
+    out = []
+    for group_id in req.groups:
+        d = ctx.broker.group_coordinator.describe_group(group_id)
+        out.append(D(
+            error_code=d.error, group_id=group_id, group_state=d.state,
+            protocol_type=d.protocol_type, protocol_data=d.protocol_data,
+            members=[D.DescribedGroupMember(
+                member_id=mem.member_id, group_instance_id=mem.group_instance_id,
+                client_id=mem.client_id, client_host=mem.client_host,
+                member_metadata=mem.metadata, member_assignment=mem.assignment)
+                for mem in d.members]))
+    return m.DescribeGroupsResponse(groups=out)
+
+
+def handle_list_groups(ctx: RequestContext, req: m.ListGroupsRequest) -> m.ListGroupsResponse:
+    coordinator = ctx.broker.group_coordinator
+    v = ctx.api_version
+    states = req.states_filter if v >= 4 else []
+    types = req.types_filter if v >= 5 else []
+    listed = coordinator.list_groups(states, types)
+    loading = any(coordinator.is_loading(p) for p in range(coordinator.log.partition_count())
+                  ) if coordinator.log.exists() else False
+    L = m.ListGroupsResponse.ListedGroup  # noqa: N806
+    return m.ListGroupsResponse(
+        error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE,
+        groups=[L(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
+                  group_type=g.group_type) for g in listed])
+
+
+def handle_delete_groups(ctx: RequestContext, req: m.DeleteGroupsRequest
+                         ) -> m.DeleteGroupsResponse:
+    errors = ctx.broker.group_coordinator.delete_groups(list(req.groups_names))
+    R = m.DeleteGroupsResponse.DeletableGroupResult  # noqa: N806
+    return m.DeleteGroupsResponse(results=[
+        R(group_id=g, error_code=e) for g, e in zip(req.groups_names, errors, strict=True)])
+
+
+HANDLERS = [
+    ApiHandler(m.ApiKey.FIND_COORDINATOR, 0, 5, handle_find_coordinator),
+    ApiHandler(m.ApiKey.JOIN_GROUP, 2, 9, handle_join_group),
+    ApiHandler(m.ApiKey.SYNC_GROUP, 0, 5, handle_sync_group),
+    ApiHandler(m.ApiKey.HEARTBEAT, 0, 4, handle_heartbeat),
+    ApiHandler(m.ApiKey.LEAVE_GROUP, 0, 5, handle_leave_group),
+    ApiHandler(m.ApiKey.DESCRIBE_GROUPS, 0, 5, handle_describe_groups),
+    ApiHandler(m.ApiKey.LIST_GROUPS, 0, 5, handle_list_groups),
+    ApiHandler(m.ApiKey.DELETE_GROUPS, 0, 2, handle_delete_groups),
+]

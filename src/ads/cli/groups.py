@@ -1,0 +1,482 @@
+"""`ads groups`: list, describe, delete, reset-offsets, delete-offsets and
+import-zookeeper-offsets, like `kafka-consumer-groups.sh`.
+
+Everything goes through confluent-kafka's AdminClient, except OffsetDelete, which that
+library does not expose and which is sent over a plain connection to the group's
+coordinator. `describe` shows, per partition, the committed offset, the log end offset and
+their difference (LAG), with the member that owns the partition. `reset-offsets` prints the
+plan and changes nothing unless given `--execute`; like Kafka it needs the group to have no
+active members. The ZooKeeper import reads the layout old consumers wrote,
+`/consumers/<group>/offsets/<topic>/<partition>` holding the next offset as decimal text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import struct
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from ads.cli.common import (
+    TIMEOUT_S,
+    CommandError,
+    UsageError,
+    add_client_arguments,
+    client_config,
+    make_client,
+    result,
+    run_command,
+)
+from ads.protocol import codec
+from ads.protocol import messages as m
+from ads.protocol.errors import ErrorCode
+
+_REQUEST = {"request_timeout": TIMEOUT_S}
+_HEADER = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+           "CONSUMER-ID", "HOST", "CLIENT-ID")
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    groups = sub.add_parser("groups", help="list, describe and manage consumer groups")
+    verbs = groups.add_subparsers(dest="groups_command", required=True, metavar="VERB")
+
+    p = verbs.add_parser("list", help="list consumer groups")
+    p.add_argument("--state", action="append", default=[],
+                   help="only groups in this state, e.g. Stable or Empty (repeatable)")
+    p.add_argument("--type", action="append", default=[], choices=["classic", "consumer"],
+                   help="only groups of this protocol type (repeatable)")
+    _finish(p, "groups list", list_)
+
+    p = verbs.add_parser("describe", help="committed offsets, lag and members of groups")
+    p.add_argument("groups", nargs="+", metavar="GROUP")
+    p.add_argument("--members", action="store_true", help="list the members instead")
+    _finish(p, "groups describe", describe)
+
+    p = verbs.add_parser("delete", help="delete groups that have no members")
+    p.add_argument("groups", nargs="+", metavar="GROUP")
+    _finish(p, "groups delete", delete)
+
+    p = verbs.add_parser("reset-offsets", help="move a group's committed offsets")
+    p.add_argument("--group", required=True)
+    scope = p.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--topic", action="append", metavar="TOPIC[:P,P...]")
+    scope.add_argument("--all-topics", action="store_true",
+                       help="every topic the group has committed offsets for")
+    to = p.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true")
+    to.add_argument("--to-latest", action="store_true")
+    to.add_argument("--to-offset", type=int, metavar="N")
+    to.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS[.sss][+hh:mm]")
+    to.add_argument("--shift-by", type=int, metavar="N")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="only show the plan (default)")
+    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    _finish(p, "groups reset-offsets", reset_offsets)
+
+    p = verbs.add_parser("delete-offsets", help="delete a group's committed offsets")
+    p.add_argument("--group", required=True)
+    p.add_argument("--topic", action="append", required=True, metavar="TOPIC[:P,P...]")
+    _finish(p, "groups delete-offsets", delete_offsets)
+
+    p = verbs.add_parser("import-zookeeper-offsets",
+                         help="commit the offsets old consumers kept in ZooKeeper")
+    p.add_argument("--zookeeper", required=True, metavar="HOST:PORT")
+    p.add_argument("--group", action="append", default=[],
+                   help="only this group (repeatable; default: every group found)")
+    p.add_argument("--dry-run", action="store_true", help="only show what would be imported")
+    p.add_argument("--force", action="store_true",
+                   help="also import groups whose consumers are still registered")
+    _finish(p, "groups import-zookeeper-offsets", import_zookeeper_offsets)
+
+
+def _finish(p: argparse.ArgumentParser, name: str, func: Any) -> None:
+    add_client_arguments(p)
+    p.set_defaults(func=run_command(name, func))
+
+
+def _admin(args: argparse.Namespace) -> AdminClient:
+    return make_client(AdminClient, client_config(args))
+
+
+def _print_table(rows: list[tuple[object, ...]]) -> None:
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print(" ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+# -- list, describe, delete ---------------------------------------------------------------
+def list_(args: argparse.Namespace) -> int:
+    from confluent_kafka import ConsumerGroupState, ConsumerGroupType
+
+    kwargs: dict[str, Any] = dict(_REQUEST)
+    try:
+        if args.state:
+            kwargs["states"] = {ConsumerGroupState[s.upper().replace("-", "_")]
+                                for s in args.state}
+        if args.type:
+            kwargs["types"] = {ConsumerGroupType[t.upper()] for t in args.type}
+    except KeyError as exc:
+        raise UsageError(f"unknown group state {exc.args[0]!r}") from exc
+    admin = _admin(args)
+    # ListGroups goes to every known broker; a fresh client knows none until it has
+    # fetched metadata, and would report no groups at all.
+    try:
+        admin.list_topics(timeout=TIMEOUT_S)
+    except KafkaException as exc:
+        raise CommandError(f"cannot reach {args.bootstrap_server}: {exc.args[0].str()}") from exc
+    listed = result(admin.list_consumer_groups(**kwargs), args)
+    groups = sorted(listed.valid, key=lambda g: g.group_id)
+    if args.state or args.type:
+        rows: list[tuple[object, ...]] = [("GROUP", "STATE", "TYPE")]
+        rows += [(g.group_id, _name(g.state), _name(g.type)) for g in groups]
+        _print_table(rows)
+    else:
+        for g in groups:
+            print(g.group_id)
+    return 0
+
+
+def _name(value: Any) -> str:
+    name = getattr(value, "name", str(value))
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def _committed(admin: AdminClient, args: argparse.Namespace, group: str
+               ) -> dict[tuple[str, int], TopicPartition]:
+    futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                **_REQUEST)
+    found = result(futures[group], args, group)
+    return {(tp.topic, tp.partition): tp for tp in found.topic_partitions}
+
+
+def _log_end_offsets(admin: AdminClient, args: argparse.Namespace,
+                     partitions: Iterable[tuple[str, int]], spec: OffsetSpec | None = None
+                     ) -> dict[tuple[str, int], int]:
+    wanted = {TopicPartition(t, p): spec or OffsetSpec.latest() for t, p in partitions}
+    if not wanted:
+        return {}
+    out = {}
+    for tp, future in admin.list_offsets(wanted, **_REQUEST).items():
+        try:
+            out[(tp.topic, tp.partition)] = result(future, args).offset
+        except CommandError:
+            continue
+    return out
+
+
+def describe(args: argparse.Namespace) -> int:
+    admin = _admin(args)
+    names = list(dict.fromkeys(args.groups))
+    futures = admin.describe_consumer_groups(names, **_REQUEST)
+    for n, group in enumerate(names):
+        d = result(futures[group], args, group)
+        owners: dict[tuple[str, int], Any] = {}
+        for member in d.members:
+            for tp in member.assignment.topic_partitions:
+                owners[(tp.topic, tp.partition)] = member
+        state = _name(d.state)
+        if n:
+            print()
+        if args.members:
+            rows: list[tuple[object, ...]] = [("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID",
+                                               "#PARTITIONS")]
+            rows += [(group, mem.member_id, mem.host, mem.client_id,
+                      len(mem.assignment.topic_partitions)) for mem in d.members]
+            if not d.members:
+                print(f"Consumer group '{group}' has no active members.")
+            else:
+                _print_table(rows)
+            continue
+        committed = _committed(admin, args, group)
+        keys = sorted(set(committed) | set(owners))
+        if not keys:
+            print(f"Consumer group '{group}' has no active members and no committed offsets."
+                  f" (state {state})")
+            continue
+        if not d.members:
+            print(f"Consumer group '{group}' has no active members.")
+        end = _log_end_offsets(admin, args, keys)
+        rows = [_HEADER]
+        for key in keys:
+            tp = committed.get(key)
+            current = tp.offset if tp is not None and tp.offset >= 0 else None
+            leo = end.get(key)
+            lag = leo - current if leo is not None and current is not None else "-"
+            owner = owners.get(key)
+            rows.append((group, key[0], key[1], "-" if current is None else current,
+                         "-" if leo is None else leo, lag,
+                         owner.member_id if owner else "-", owner.host if owner else "-",
+                         owner.client_id if owner else "-"))
+        _print_table(rows)
+    return 0
+
+
+def delete(args: argparse.Namespace) -> int:
+    admin = _admin(args)
+    names = list(dict.fromkeys(args.groups))
+    futures = admin.delete_consumer_groups(names, **_REQUEST)
+    failed = False
+    for group in names:
+        try:
+            result(futures[group], args, group)
+            print(f"Deletion of group '{group}' succeeded.")
+        except CommandError as exc:
+            failed = True
+            print(f"Deletion of group '{group}' failed: {exc}")
+    return 1 if failed else 0
+
+
+# -- reset-offsets ------------------------------------------------------------------------
+def _parse_topics(items: list[str]) -> list[tuple[str, list[int] | None]]:
+    out = []
+    for item in items:
+        topic, sep, parts = item.partition(":")
+        if not topic:
+            raise UsageError(f"invalid --topic {item!r}")
+        try:
+            out.append((topic, [int(p) for p in parts.split(",")] if sep else None))
+        except ValueError as exc:
+            raise UsageError(f"invalid partitions in --topic {item!r}") from exc
+    return out
+
+
+def _topic_partitions(admin: AdminClient, args: argparse.Namespace,
+                      topics: list[tuple[str, list[int] | None]]) -> list[tuple[str, int]]:
+    md = admin.list_topics(timeout=TIMEOUT_S)
+    out = []
+    for topic, parts in topics:
+        t = md.topics.get(topic)
+        if t is None or t.error is not None:
+            raise CommandError(f"Topic '{topic}' does not exist.")
+        for p in parts if parts is not None else sorted(t.partitions):
+            if p not in t.partitions:
+                raise CommandError(f"Partition {p} of topic '{topic}' does not exist.")
+            out.append((topic, p))
+    return out
+
+
+def _parse_datetime(text: str) -> int:
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise UsageError(f"invalid --to-datetime {text!r}") from exc
+    if when.tzinfo is None:
+        when = when.astimezone()  # local time, as Kafka's tool reads it
+    return int(when.timestamp() * 1000)
+
+
+def reset_offsets(args: argparse.Namespace) -> int:
+    admin = _admin(args)
+    group = args.group
+    committed = _committed(admin, args, group)
+    if args.all_topics:
+        keys = sorted(committed)
+    else:
+        keys = _topic_partitions(admin, args, _parse_topics(args.topic))
+    if args.execute:
+        d = result(admin.describe_consumer_groups([group], **_REQUEST)[group], args, group)
+        if d.members:
+            raise CommandError(f"Assignments can only be reset if the group '{group}' is "
+                               f"inactive, but the current state is {_name(d.state)}.")
+    earliest = _log_end_offsets(admin, args, keys, OffsetSpec.earliest())
+    latest = _log_end_offsets(admin, args, keys, OffsetSpec.latest())
+    if args.to_datetime is not None:
+        at = _log_end_offsets(admin, args, keys,
+                              OffsetSpec.for_timestamp(_parse_datetime(args.to_datetime)))
+    plan: list[tuple[str, int, int]] = []
+    for key in keys:
+        low, high = earliest.get(key, 0), latest.get(key, 0)
+        current = committed[key].offset if key in committed and committed[key].offset >= 0 \
+            else None
+        if args.to_earliest:
+            target = low
+        elif args.to_latest:
+            target = high
+        elif args.to_offset is not None:
+            target = args.to_offset
+        elif args.shift_by is not None:
+            target = (low if current is None else current) + args.shift_by
+        else:
+            target = at.get(key, -1)
+            target = high if target < 0 else target
+        plan.append((key[0], key[1], min(max(target, low), high)))
+    rows: list[tuple[object, ...]] = [("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")]
+    rows += [(group, t, p, o) for t, p, o in plan]
+    if args.execute and plan:
+        futures = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+            group, [TopicPartition(t, p, o) for t, p, o in plan])], **_REQUEST)
+        result(futures[group], args, group)
+    _print_table(rows)
+    return 0
+
+
+# -- delete-offsets -----------------------------------------------------------------------
+class _Wire:
+    """One request at a time over a plain connection, for what the AdminClient lacks."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.sock = socket.create_connection((host, port), timeout=TIMEOUT_S)
+        self.correlation = 0
+
+    def request(self, api_key: int, version: int, body: Any) -> Any:
+        self.correlation += 1
+        self.sock.sendall(codec.encode_request(api_key, version, self.correlation, "ads-cli",
+                                               body))
+        (size,) = struct.unpack(">i", self._read(4))
+        _, response = codec.decode_response(api_key, version, self._read(size))
+        return response
+
+    def _read(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise CommandError("the broker closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _coordinator(args: argparse.Namespace, group: str) -> _Wire:
+    first = args.bootstrap_server.split(",")[0]
+    host, _, port = first.rpartition(":")
+    try:
+        wire = _Wire(host.strip("[]"), int(port))
+        found = wire.request(10, 3, m.FindCoordinatorRequest(key=group, key_type=0))
+    except (OSError, ValueError) as exc:
+        raise CommandError(f"cannot reach {args.bootstrap_server}: {exc}") from exc
+    if found.error_code != ErrorCode.NONE:
+        wire.close()
+        raise CommandError(f"no coordinator for group '{group}': "
+                           f"{ErrorCode(found.error_code).name}")
+    if (found.host, found.port) != (host.strip("[]"), int(port)):
+        wire.close()
+        wire = _Wire(found.host, found.port)
+    return wire
+
+
+def delete_offsets(args: argparse.Namespace) -> int:
+    admin = _admin(args)
+    keys = _topic_partitions(admin, args, _parse_topics(args.topic))
+    by_topic: dict[str, list[int]] = {}
+    for t, p in keys:
+        by_topic.setdefault(t, []).append(p)
+    T = m.OffsetDeleteRequest.OffsetDeleteRequestTopic  # noqa: N806
+    req = m.OffsetDeleteRequest(group_id=args.group, topics=[
+        T(name=t, partitions=[T.OffsetDeleteRequestPartition(partition_index=p) for p in ps])
+        for t, ps in by_topic.items()])
+    wire = _coordinator(args, args.group)
+    try:
+        resp = wire.request(47, 0, req)
+    finally:
+        wire.close()
+    if resp.error_code != ErrorCode.NONE:
+        raise CommandError(f"Deleting offsets of group '{args.group}' failed: "
+                           f"{ErrorCode(resp.error_code).name}")
+    rows: list[tuple[object, ...]] = [("TOPIC", "PARTITION", "STATUS")]
+    failed = False
+    for t in resp.topics:
+        for p in t.partitions:
+            ok = p.error_code == ErrorCode.NONE
+            failed |= not ok
+            rows.append((t.name, p.partition_index,
+                         "Successful" if ok else f"Error: {ErrorCode(p.error_code).name}"))
+    print(f"Request succeeded for deleting offsets from group {args.group}.")
+    _print_table(rows)
+    return 1 if failed else 0
+
+
+# -- import-zookeeper-offsets -------------------------------------------------------------
+ZkGroups = dict[str, tuple[bool, dict[tuple[str, int], int]]]
+
+
+def _read_zookeeper(zk: Any, groups: list[str]) -> ZkGroups:
+    """Per group: (has registered consumers, {(topic, partition): offset})."""
+    from kazoo.exceptions import NoNodeError
+
+    try:
+        names = groups or sorted(zk.get_children("/consumers"))
+    except NoNodeError:
+        return {}
+    out = {}
+    for group in names:
+        base = f"/consumers/{group}"
+        try:
+            live = bool(zk.get_children(f"{base}/ids"))
+        except NoNodeError:
+            live = False
+        offsets: dict[tuple[str, int], int] = {}
+        try:
+            topics = zk.get_children(f"{base}/offsets")
+        except NoNodeError:
+            topics = []
+        for topic in sorted(topics):
+            for partition in sorted(zk.get_children(f"{base}/offsets/{topic}"), key=str):
+                data, _ = zk.get(f"{base}/offsets/{topic}/{partition}")
+                try:
+                    offsets[(topic, int(partition))] = int(data.decode().strip())
+                except ValueError:
+                    continue  # not an old consumer's offset node
+        out[group] = (live, offsets)
+    return out
+
+
+def import_zookeeper_offsets(args: argparse.Namespace) -> int:
+    from kazoo.client import KazooClient
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    zk = KazooClient(hosts=args.zookeeper, timeout=TIMEOUT_S)
+    try:
+        zk.start(timeout=TIMEOUT_S)
+    except KazooTimeoutError as exc:
+        raise CommandError(f"cannot reach ZooKeeper at {args.zookeeper}") from exc
+    try:
+        found = _read_zookeeper(zk, list(dict.fromkeys(args.group)))
+    finally:
+        zk.stop()
+        zk.close()
+    if not found:
+        print("No consumer offsets found in ZooKeeper.")
+        return 0
+    admin = None if args.dry_run else _admin(args)
+    failed = False
+    for group, (live, offsets) in found.items():
+        if not offsets:
+            print(f"Group '{group}': no offsets in ZooKeeper, skipped.")
+            continue
+        if live and not args.force:
+            print(f"Group '{group}': consumers are still registered in ZooKeeper, skipped "
+                  f"(use --force to import anyway).")
+            continue
+        summary = ", ".join(f"{t}-{p}={o}" for (t, p), o in sorted(offsets.items()))
+        if admin is None:
+            print(f"Group '{group}': would import {len(offsets)} offsets: {summary}")
+            continue
+        futures = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+            group, [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())])],
+            **_REQUEST)
+        try:
+            done = futures[group].result(timeout=TIMEOUT_S + 5)
+            errors = [tp for tp in done.topic_partitions if tp.error is not None]
+        except KafkaException as exc:
+            failed = True
+            print(f"Group '{group}': import failed: {exc.args[0].str()}")
+            continue
+        if errors:
+            failed = True
+            print(f"Group '{group}': import failed for " + ", ".join(
+                f"{tp.topic}-{tp.partition} ({tp.error.str()})" for tp in errors))
+        else:
+            print(f"Group '{group}': imported {len(offsets)} offsets: {summary}")
+    return 1 if failed else 0

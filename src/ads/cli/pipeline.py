@@ -1,0 +1,157 @@
+"""`ads pipeline load` and `ads pipeline status`: exactly-once loading of topics into a
+Parquet dataset on Spark (see `ads.spark.pipeline`).
+
+PySpark is an optional extra (`pip install ads[spark]`); it is imported only when a
+pipeline command runs, so the rest of the command line works without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ads.cli.common import DEFAULT_BOOTSTRAP, CommandError, UsageError, parse_assignments
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from ads.spark.pipeline import LoadOptions
+
+_NEEDS_SPARK = "needs the spark extra: pip install 'ads[spark]'"
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("pipeline", help="load topics into Parquet with Spark, exactly once")
+    verbs = p.add_subparsers(dest="pipeline_command", required=True)
+
+    load = verbs.add_parser("load", help="copy topics into a Parquet dataset, exactly once")
+    load.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
+                      help=f"broker(s) to read from (default {DEFAULT_BOOTSTRAP})")
+    load.add_argument("--topic", action="append", required=True, metavar="TOPIC",
+                      help="topic to load (repeat for several)")
+    load.add_argument("--output", required=True, metavar="PATH",
+                      help="dataset directory; holds the loaded offsets in PATH/_ads")
+    load.add_argument("--format", default="parquet", choices=["parquet"])
+    load.add_argument("--master", default="local[*]",
+                      help="Spark master: local[*] (default), local[N], spark://host:port")
+    load.add_argument("--trigger", default="available-now", metavar="WHEN",
+                      help="once | available-now (default) | an interval such as 30s or 5m "
+                           "to keep loading until stopped")
+    load.add_argument("--max-records-per-batch", type=int, default=5_000_000, metavar="N",
+                      help="records per committed batch (default 5000000)")
+    load.add_argument("--starting-offsets", default="earliest",
+                      choices=["earliest", "latest"],
+                      help="where partitions never loaded before start (default earliest)")
+    load.add_argument("--fail-on-data-loss", default="true", choices=["true", "false"],
+                      help="fail when records were deleted before they were loaded")
+    load.add_argument("--min-partitions", type=int, metavar="N",
+                      help="split large partitions so at least N Spark tasks read")
+    load.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                      help="extra Spark configuration (repeatable)")
+    load.set_defaults(func=_load)
+
+    stat = verbs.add_parser("status", help="what a dataset holds and its lag per partition")
+    stat.add_argument("--output", required=True, metavar="PATH")
+    stat.add_argument("--bootstrap-server", metavar="HOST:PORT",
+                      help="cluster to measure lag against (default: the one loaded from)")
+    stat.set_defaults(func=_status)
+
+
+def _session(master: str, conf: dict[str, str]) -> SparkSession:
+    # Executors must run this interpreter, which has ads installed.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master(master).appName("ads pipeline load")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.session.timeZone", "UTC"))
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def _load(args: argparse.Namespace) -> int:
+    try:
+        from ads.spark.pipeline import load
+    except ImportError as exc:
+        print(f"ads pipeline: {_NEEDS_SPARK} ({exc})", file=sys.stderr)
+        return 1
+    from ads.spark.options import SourceOptionError
+    from ads.spark.output import OutputError
+    from ads.spark.planning import DataLossError
+    from ads.spark.wire import KafkaWireError
+
+    try:
+        options, conf = _load_options(args)
+    except (UsageError, SourceOptionError) as exc:
+        print(f"ads pipeline load: {exc}", file=sys.stderr)
+        return 2
+    spark = _session(args.master, conf)
+    try:
+        result = load(spark, options, report=lambda line: print(line, flush=True))
+    except (OutputError, DataLossError, KafkaWireError, SourceOptionError,
+            CommandError) as exc:
+        print(f"ads pipeline load: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        spark.stop()
+    rate = result.records / result.seconds if result.seconds else 0.0
+    print(f"loaded {result.records} records in {result.batches} batches, "
+          f"{result.seconds:.1f} s ({rate:,.0f} records/s)", flush=True)
+    return 0
+
+
+def _load_options(args: argparse.Namespace) -> tuple[LoadOptions, dict[str, str]]:
+    from ads.spark.options import duration_ms
+    from ads.spark.pipeline import LoadOptions
+
+    if args.trigger not in ("once", "available-now"):
+        duration_ms(args.trigger, "--trigger")
+    if args.max_records_per_batch <= 0:
+        raise UsageError("--max-records-per-batch must be positive")
+    if args.min_partitions is not None and args.min_partitions <= 0:
+        raise UsageError("--min-partitions must be positive")
+    options = LoadOptions(
+        bootstrap_servers=args.bootstrap_server, topics=tuple(args.topic),
+        output=Path(args.output), trigger=args.trigger,
+        max_records_per_batch=args.max_records_per_batch,
+        starting=args.starting_offsets, fail_on_data_loss=args.fail_on_data_loss == "true",
+        min_partitions=args.min_partitions)
+    return options, parse_assignments(args.spark_conf, "--spark-conf")
+
+
+def _status(args: argparse.Namespace) -> int:
+    try:
+        from ads.spark.output import OutputError
+        from ads.spark.pipeline import status
+        from ads.spark.wire import KafkaWireError
+    except ImportError as exc:
+        print(f"ads pipeline: {_NEEDS_SPARK} ({exc})", file=sys.stderr)
+        return 1
+    try:
+        last, rows = status(args.output, args.bootstrap_server)
+    except (OutputError, KafkaWireError) as exc:
+        print(f"ads pipeline status: {exc}", file=sys.stderr)
+        return 1
+    if last is None:
+        print(f"{args.output}: nothing loaded yet")
+        return 0
+    print(f"{args.output}: batch {last.batch} committed, {len(last.files)} files in it")
+    header = ("TOPIC", "PARTITION", "LOADED-TO", "RECORDS", "END", "LAG")
+    lines = [header] + [
+        (r.topic, str(r.partition), _dash(r.loaded_to), str(r.records), _dash(r.end),
+         _dash(r.lag)) for r in rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    for line in lines:
+        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+    return 0
+
+
+def _dash(value: int | None) -> str:
+    return "-" if value is None else str(value)

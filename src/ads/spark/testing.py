@@ -1,0 +1,43 @@
+"""A local SparkSession for tests: one per process, ``local[2]``, UI off, few shuffle
+partitions, UTC, and executors on this interpreter (which has ads installed).
+
+The ``ads`` format is not registered explicitly: tests go through PySpark's automatic
+discovery of ``pyspark_ads``, as users do."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["local_session"]
+
+_session: SparkSession | None = None
+
+
+def local_session() -> SparkSession:
+    global _session
+    if _session is not None:
+        return _session
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import ads.spark  # noqa: F401 - the default save mode for the ads sink
+
+    spark = (SparkSession.builder.master("local[2]").appName("ads tests")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.default.parallelism", "2")
+             .config("spark.sql.session.timeZone", "UTC")
+             .config("spark.python.worker.reuse", "true")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    atexit.register(spark.stop)
+    _session = spark
+    return spark

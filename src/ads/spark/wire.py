@@ -1,0 +1,379 @@
+"""A small blocking Kafka-protocol client: metadata, offsets and raw fetches.
+
+The Spark source runs it on the driver (planning: partitions, leaders, offset lookups) and
+in each task (fetching one offset range). It speaks the wire protocol through
+``ads.protocol`` to any Kafka-protocol broker, negotiating versions with ApiVersions, and
+hands fetched record sets to ``ads.spark.columns`` as bytes, never decoding records itself.
+
+Versions used (the highest both sides support, at most): ApiVersions 3, Metadata 12,
+ListOffsets 7, Fetch 12 (v13 names topics by id only). Only PLAINTEXT connections: TLS and
+SASL are not implemented here yet.
+
+Thread safety: none; each task and the driver make their own ``Cluster``.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+
+from ads.protocol import messages as m
+from ads.protocol.base import Message
+from ads.protocol.codec import decode_response, encode_request
+from ads.protocol.errors import ErrorCode, ProtocolError
+
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "BrokerConnection",
+    "Cluster",
+    "FetchedPartition",
+    "KafkaWireError",
+    "PartitionInfo",
+    "TopicPartition",
+]
+
+LATEST = -1
+EARLIEST = -2
+_SIZE = struct.Struct(">i")
+_WANTED = {
+    m.ApiKey.API_VERSIONS: 3,
+    m.ApiKey.METADATA: 12,
+    m.ApiKey.LIST_OFFSETS: 7,
+    m.ApiKey.FETCH: 12,
+}
+_MIN_WANTED = {m.ApiKey.METADATA: 1, m.ApiKey.LIST_OFFSETS: 1, m.ApiKey.FETCH: 4}
+_MAX_FRAME = 1 << 30
+_RETRIABLE_LEADER = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.REPLICA_NOT_AVAILABLE,
+}
+
+
+class KafkaWireError(Exception):
+    """A broker answered with an error, or could not be reached or understood."""
+
+    def __init__(self, message: str, code: ErrorCode | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    partition: int
+    leader: int
+    error: ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedPartition:
+    """One partition of a Fetch response; ``records`` views the response frame."""
+
+    error: ErrorCode
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted: list[tuple[int, int]] | None
+    records: memoryview
+
+
+def _code(value: int) -> ErrorCode:
+    try:
+        return ErrorCode(value)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def parse_servers(servers: str) -> list[tuple[str, int]]:
+    out = []
+    for item in servers.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if "://" in item:
+            item = item.split("://", 1)[1]
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"bootstrap server {item!r} is not host:port")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise ValueError("no bootstrap servers given")
+    return out
+
+
+class BrokerConnection:
+    """One TCP connection to one broker; requests may be pipelined (``send`` several, then
+    ``receive`` in the same order)."""
+
+    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float) -> None:
+        self.address = f"{host}:{port}"
+        try:
+            self._sock = socket.create_connection((host, port), timeout=timeout_s)
+        except OSError as exc:
+            raise KafkaWireError(f"cannot connect to broker {self.address}: {exc}") from exc
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._client_id = client_id
+        self._correlation = 0
+        self._inflight: list[tuple[int, int, int]] = []
+        self.versions: dict[int, int] = {}
+        self._negotiate()
+
+    def _negotiate(self) -> None:
+        body = m.ApiVersionsRequest(client_software_name="ads-spark",
+                                    client_software_version="1")
+        # v0 is understood by every broker; its response lists the ranges.
+        response = self.request(m.ApiKey.API_VERSIONS, 0, body)
+        assert isinstance(response, m.ApiVersionsResponse)
+        if response.error_code:
+            raise KafkaWireError(f"ApiVersions failed on {self.address}",
+                                 _code(response.error_code))
+        ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+        for key, wanted in _WANTED.items():
+            if key not in ranges:
+                continue
+            lo, hi = ranges[key]
+            version = min(hi, wanted)
+            if version >= max(lo, _MIN_WANTED.get(key, 0)):
+                self.versions[key] = version
+
+    def version(self, api_key: int) -> int:
+        version = self.versions.get(api_key)
+        if version is None:
+            raise KafkaWireError(
+                f"broker {self.address} supports no usable version of API {api_key}")
+        return version
+
+    def send(self, api_key: int, version: int, body: Message) -> None:
+        self._correlation += 1
+        frame = encode_request(api_key, version, self._correlation, self._client_id, body)
+        try:
+            self._sock.sendall(frame)
+        except OSError as exc:
+            raise KafkaWireError(f"broker {self.address} connection failed: {exc}") from exc
+        self._inflight.append((api_key, version, self._correlation))
+
+    def receive(self) -> Message:
+        api_key, version, correlation = self._inflight.pop(0)
+        size = _SIZE.unpack(self._read_exactly(4))[0]
+        if not 4 <= size <= _MAX_FRAME:
+            raise KafkaWireError(f"broker {self.address} sent a frame of {size} bytes")
+        frame = self._read_exactly(size)
+        try:
+            got, body = decode_response(api_key, version, frame)
+        except ProtocolError as exc:
+            raise KafkaWireError(f"undecodable response from {self.address}: {exc}") from exc
+        if got != correlation:
+            raise KafkaWireError(
+                f"broker {self.address} answered correlation id {got}, expected {correlation}")
+        return body
+
+    def request(self, api_key: int, version: int, body: Message) -> Message:
+        self.send(api_key, version, body)
+        return self.receive()
+
+    def _read_exactly(self, n: int) -> memoryview:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        try:
+            while got < n:
+                read = self._sock.recv_into(view[got:], n - got)
+                if read == 0:
+                    raise KafkaWireError(f"broker {self.address} closed the connection")
+                got += read
+        except OSError as exc:
+            raise KafkaWireError(f"broker {self.address} connection failed: {exc}") from exc
+        return view
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+class Cluster:
+    """Metadata and connections for one cluster, reached through its bootstrap servers."""
+
+    def __init__(self, bootstrap_servers: str, *, client_id: str = "ads-spark",
+                 timeout_s: float = 30.0) -> None:
+        self._bootstrap = parse_servers(bootstrap_servers)
+        self._client_id = client_id
+        self._timeout_s = timeout_s
+        self._brokers: dict[int, tuple[str, int]] = {}
+        self._connections: dict[int, BrokerConnection] = {}
+        self._any: BrokerConnection | None = None
+        self.topics: dict[str, list[PartitionInfo]] = {}
+        self.topic_errors: dict[str, ErrorCode] = {}
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for conn in {id(c): c for c in [*self._connections.values(), self._any] if c}.values():
+            conn.close()
+        self._connections.clear()
+        self._any = None
+
+    def _bootstrap_connection(self) -> BrokerConnection:
+        if self._any is not None:
+            return self._any
+        errors = []
+        for host, port in self._bootstrap:
+            try:
+                self._any = BrokerConnection(host, port, client_id=self._client_id,
+                                             timeout_s=self._timeout_s)
+                return self._any
+            except KafkaWireError as exc:
+                errors.append(str(exc))
+        raise KafkaWireError("no bootstrap server reachable: " + "; ".join(errors))
+
+    def refresh(self, topics: Iterable[str] | None = None) -> None:
+        """Reload metadata, for the named topics or for all (without creating topics)."""
+        conn = self._bootstrap_connection()
+        version = conn.version(m.ApiKey.METADATA)
+        wanted = None if topics is None else [
+            m.MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
+        body = m.MetadataRequest(topics=wanted, allow_auto_topic_creation=False)
+        response = conn.request(m.ApiKey.METADATA, version, body)
+        assert isinstance(response, m.MetadataResponse)
+        self._brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+        for t in response.topics:
+            if t.name is None:
+                continue
+            error = _code(t.error_code)
+            if error != ErrorCode.NONE:
+                self.topic_errors[t.name] = error
+                self.topics.pop(t.name, None)
+                continue
+            self.topic_errors.pop(t.name, None)
+            self.topics[t.name] = sorted(
+                (PartitionInfo(p.partition_index, p.leader_id, _code(p.error_code))
+                 for p in t.partitions), key=lambda p: p.partition)
+
+    def partitions(self, topic: str) -> list[int]:
+        return [p.partition for p in self.topics.get(topic, [])]
+
+    def leader(self, tp: TopicPartition) -> int:
+        for p in self.topics.get(tp.topic, []):
+            if p.partition == tp.partition:
+                if p.leader < 0:
+                    raise KafkaWireError(f"{tp} has no leader", ErrorCode.LEADER_NOT_AVAILABLE)
+                return p.leader
+        raise KafkaWireError(f"{tp} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+    def connection(self, node_id: int) -> BrokerConnection:
+        conn = self._connections.get(node_id)
+        if conn is None:
+            if node_id not in self._brokers:
+                raise KafkaWireError(f"broker {node_id} is not in the metadata")
+            host, port = self._brokers[node_id]
+            conn = BrokerConnection(host, port, client_id=self._client_id,
+                                    timeout_s=self._timeout_s)
+            self._connections[node_id] = conn
+        return conn
+
+    def forget(self, conn: BrokerConnection) -> None:
+        """Closes a connection that failed, so the next request opens a new one."""
+        for node, known in list(self._connections.items()):
+            if known is conn:
+                del self._connections[node]
+        if self._any is conn:
+            self._any = None
+        conn.close()
+
+    def list_offsets(self, wanted: Mapping[TopicPartition, int], *,
+                     read_committed: bool = False) -> dict[TopicPartition, tuple[int, int]]:
+        """``(offset, timestamp)`` per partition for each target timestamp (or EARLIEST /
+        LATEST); offset -1 when no record has a timestamp at or after the target."""
+        result: dict[TopicPartition, tuple[int, int]] = {}
+        todo = dict(wanted)
+        for attempt in range(5):
+            if attempt:
+                self.refresh({tp.topic for tp in todo})
+            by_leader: dict[int, list[TopicPartition]] = {}
+            for tp in todo:
+                by_leader.setdefault(self.leader(tp), []).append(tp)
+            retry: dict[TopicPartition, int] = {}
+            for node, tps in by_leader.items():
+                for tp, answer in self._list_offsets_on(node, tps, todo, read_committed):
+                    if isinstance(answer, ErrorCode):
+                        if answer not in _RETRIABLE_LEADER or attempt == 4:
+                            raise KafkaWireError(f"ListOffsets for {tp} failed: {answer.name}",
+                                                 answer)
+                        retry[tp] = todo[tp]
+                    else:
+                        result[tp] = answer
+            if not retry:
+                return result
+            todo = retry
+        raise AssertionError("unreachable")
+
+    def _list_offsets_on(self, node: int, tps: list[TopicPartition],
+                         targets: Mapping[TopicPartition, int], read_committed: bool
+                         ) -> list[tuple[TopicPartition, tuple[int, int] | ErrorCode]]:
+        conn = self.connection(node)
+        version = conn.version(m.ApiKey.LIST_OFFSETS)
+        req = m.ListOffsetsRequest
+        by_topic: dict[str, list[req.ListOffsetsTopic.ListOffsetsPartition]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp.topic, []).append(req.ListOffsetsTopic.ListOffsetsPartition(
+                partition_index=tp.partition, timestamp=targets[tp]))
+        body = req(replica_id=-1, isolation_level=1 if read_committed else 0,
+                   topics=[req.ListOffsetsTopic(name=t, partitions=ps)
+                           for t, ps in by_topic.items()])
+        response = conn.request(m.ApiKey.LIST_OFFSETS, version, body)
+        assert isinstance(response, m.ListOffsetsResponse)
+        out: list[tuple[TopicPartition, tuple[int, int] | ErrorCode]] = []
+        for t in response.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
+                error = _code(p.error_code)
+                out.append((tp, error if error != ErrorCode.NONE else (p.offset, p.timestamp)))
+        return out
+
+    def send_fetch(self, tp: TopicPartition, offset: int, *, max_bytes: int,
+                   max_wait_ms: int, read_committed: bool) -> BrokerConnection:
+        """Sends a Fetch for one partition to its leader; ``receive_fetch`` reads the answer
+        (so the next fetch can be in flight while the last one is decoded)."""
+        conn = self.connection(self.leader(tp))
+        req = m.FetchRequest
+        body = req(
+            replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
+            isolation_level=1 if read_committed else 0, session_id=0, session_epoch=-1,
+            topics=[req.FetchTopic(topic=tp.topic, partitions=[req.FetchTopic.FetchPartition(
+                partition=tp.partition, fetch_offset=offset, partition_max_bytes=max_bytes)])],
+        )
+        conn.send(m.ApiKey.FETCH, conn.version(m.ApiKey.FETCH), body)
+        return conn
+
+    @staticmethod
+    def receive_fetch(conn: BrokerConnection) -> FetchedPartition:
+        response = conn.receive()
+        assert isinstance(response, m.FetchResponse)
+        if response.error_code:
+            code = _code(response.error_code)
+            raise KafkaWireError(f"Fetch failed on {conn.address}: {code.name}", code)
+        if len(response.responses) != 1 or len(response.responses[0].partitions) != 1:
+            raise KafkaWireError(f"broker {conn.address} answered a fetch for other partitions")
+        p = response.responses[0].partitions[0]
+        aborted = None
+        if p.aborted_transactions is not None:
+            aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions]
+        records = p.records if p.records is not None else memoryview(b"")
+        return FetchedPartition(_code(p.error_code), p.high_watermark, p.last_stable_offset,
+                                p.log_start_offset, aborted, memoryview(records))

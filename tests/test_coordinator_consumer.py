@@ -1,0 +1,130 @@
+"""KIP-848 consumer groups and the server-side assignors, with a manual clock."""
+
+from __future__ import annotations
+
+import uuid
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ads.coordinator.group.assignors import RangeAssignor, UniformAssignor
+from ads.coordinator.group.consumer import HeartbeatRequest, HeartbeatResult
+from ads.protocol.errors import ErrorCode
+from coordinator_fakes import make
+
+T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
+
+
+def test_coordinator_range_assignor_gives_contiguous_ranges() -> None:
+    out = RangeAssignor().assign({"a": {T1}, "b": {T1}, "c": {T1}}, {T1: 7}, {})
+    assert out == {"a": {T1: {0, 1, 2}}, "b": {T1: {3, 4}}, "c": {T1: {5, 6}}}
+
+
+def test_coordinator_uniform_assignor_is_sticky() -> None:
+    uniform = UniformAssignor()
+    first = uniform.assign({"a": {T1}, "b": {T1}}, {T1: 6}, {})
+    second = uniform.assign({"a": {T1}, "b": {T1}, "c": {T1}}, {T1: 6}, first)
+    assert sorted(len(second[m][T1]) for m in second) == [2, 2, 2]
+    for m in ("a", "b"):
+        assert second[m][T1] <= first[m][T1]  # nobody gains while someone must give up
+
+
+@given(st.dictionaries(st.sampled_from("abcdef"), st.sets(st.sampled_from([T1, T2]), min_size=1),
+                       min_size=1),
+       st.integers(1, 12), st.integers(1, 12))
+def test_coordinator_assignors_assign_each_partition_once(
+        subs: dict[str, set[uuid.UUID]], n1: int, n2: int) -> None:
+    partitions = {T1: n1, T2: n2}
+    for assignor in (UniformAssignor(), RangeAssignor()):
+        out = assignor.assign(subs, partitions, {})
+        seen = [(t, p) for m in out for t, ps in out[m].items() for p in ps]
+        wanted = {(t, p) for t in set().union(*subs.values()) for p in range(partitions[t])}
+        assert sorted(seen, key=str) == sorted(wanted, key=str)
+        for m, owned in out.items():
+            assert set(owned) <= subs[m]
+    uniform = UniformAssignor().assign(subs, partitions, {})
+    if all(s == {T1} for s in subs.values()):
+        loads = [len(uniform[m].get(T1, ())) for m in subs]
+        assert max(loads) - min(loads) <= 1
+
+
+def hb(coord, member: str, epoch: int, owned: dict[uuid.UUID, set[int]] | None = None,
+       topics: list[str] | None = None, **kw: object) -> HeartbeatResult:
+    req = HeartbeatRequest(
+        group_id=str(kw.pop("group", "g")), member_id=member, member_epoch=epoch,
+        instance_id=kw.pop("instance", None), rack_id=None,  # type: ignore[arg-type]
+        rebalance_timeout_ms=int(kw.pop("rebalance", 30_000)) if epoch == 0 else -1,
+        subscribed_topic_names=topics if topics is not None else (["t"] if epoch == 0 else None),
+        subscribed_topic_regex=kw.pop("regex", None),  # type: ignore[arg-type]
+        server_assignor=kw.pop("assignor", None),  # type: ignore[arg-type]
+        topic_partitions=owned if owned is not None else ({} if epoch == 0 else None))
+    return coord.consumer.heartbeat(req, 1)
+
+
+def test_coordinator_consumer_group_hands_partitions_over_after_revocation() -> None:
+    coord, mlog, _ = make()
+    t = mlog.ids["t"]
+    a = hb(coord, "a", 0)
+    assert a.error == ErrorCode.NONE and a.member_epoch == 1
+    assert a.assignment == {t: set(range(6))}
+    b = hb(coord, "b", 0)
+    assert b.member_epoch == 2 and b.assignment == {}  # nothing is free yet
+    a2 = hb(coord, "a", 1, {t: set(range(6))})
+    assert a2.member_epoch == 1 and len(a2.assignment[t]) == 3  # revoke first
+    kept = a2.assignment[t]
+    assert coord.groups["g"].state_name == "Reconciling"
+    a3 = hb(coord, "a", 1, {t: kept})
+    assert a3.member_epoch == 2 and a3.assignment is None
+    b2 = hb(coord, "b", 2, {})
+    assert b2.assignment == {t: set(range(6)) - kept}
+    assert coord.groups["g"].state_name == "Stable"
+
+
+def test_coordinator_consumer_group_fencing_leave_and_expiry() -> None:
+    coord, mlog, clock = make(consumer_session_timeout_ms=10_000)
+    t = mlog.ids["t"]
+    hb(coord, "a", 0)
+    assert hb(coord, "a", 5, {t: set()}).error == ErrorCode.FENCED_MEMBER_EPOCH
+    assert hb(coord, "zz", 1).error == ErrorCode.UNKNOWN_MEMBER_ID
+    assert coord.commit_offsets("g", 1, "a", None, -1, []) == []
+    hb(coord, "b", 0)
+    assert hb(coord, "b", -1).error == ErrorCode.NONE
+    assert set(coord.groups["g"].members) == {"a"}
+    clock.advance(10_001)
+    coord.tick()
+    assert coord.groups["g"].members == {} and coord.groups["g"].state_name == "Empty"
+
+
+def test_coordinator_consumer_group_bad_requests() -> None:
+    coord, _, _ = make()
+    assert hb(coord, "a", 0, group="").error == ErrorCode.INVALID_REQUEST
+    assert hb(coord, "", 0).error == ErrorCode.INVALID_REQUEST
+    assert hb(coord, "a", -3).error == ErrorCode.INVALID_REQUEST
+    assert hb(coord, "a", 0, {uuid.uuid4(): {1}}).error == ErrorCode.INVALID_REQUEST
+    assert hb(coord, "a", 0, assignor="magic").error == ErrorCode.UNSUPPORTED_ASSIGNOR
+    assert hb(coord, "a", 0, regex="(").error == ErrorCode.INVALID_REQUEST
+    assert coord.groups == {}
+
+
+def test_coordinator_consumer_group_regex_and_static_rejoin() -> None:
+    coord, mlog, _ = make()
+    r = hb(coord, "a", 0, topics=[], regex="t|u", instance="i1", assignor="range")
+    assert r.assignment == {mlog.ids["t"]: set(range(6)), mlog.ids["u"]: {0, 1}}
+    assert hb(coord, "a", r.member_epoch, None, instance="i1").error == ErrorCode.NONE
+    assert hb(coord, "a2", 0, instance="i1").error == ErrorCode.UNRELEASED_INSTANCE_ID
+    hb(coord, "a", -2, instance="i1")
+    again = hb(coord, "a2", 0, topics=[], regex="t|u", instance="i1")
+    assert again.error == ErrorCode.NONE and again.member_epoch == r.member_epoch
+    assert again.assignment == r.assignment
+
+
+def test_coordinator_group_protocols_do_not_mix() -> None:
+    from coordinator_fakes import join, join_new
+
+    coord, _, _ = make()
+    hb(coord, "a", 0)
+    assert join(coord).last.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    hb(coord, "a", -1)
+    member, joined = join_new(coord)  # an empty consumer group turns classic
+    assert joined.last.error == ErrorCode.NONE
+    assert hb(coord, "b", 0).error == ErrorCode.GROUP_ID_NOT_FOUND
