@@ -24,12 +24,15 @@ $(TEST_STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
-# Debian packages the tests drive: kcat (librdkafka's command-line client) and zookeeper
-# (the offset import from ZooKeeper is tested against a real server).
+# Debian packages the tests drive: kcat (librdkafka's command-line client), a Java runtime
+# for Spark, and zookeeper (the offset import from ZooKeeper is tested against a real server).
 system-deps:
 	@command -v kcat >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq kcat; }
+	@command -v java >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openjdk-17-jre-headless; }
 	@test -f /usr/share/zookeeper/bin/zkServer.sh || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq zookeeper; }

@@ -20,6 +20,7 @@ import os
 import struct
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from ads.cli.common import UsageError, run_command
@@ -187,16 +188,28 @@ def _read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
         return {}
 
 
-def describe(args: argparse.Namespace) -> int:
-    data_dir: Path = args.data_dir
-    if not data_dir.is_dir():
-        raise UsageError(f"{data_dir} is not a directory")
+@dataclass(frozen=True, slots=True)
+class PartitionFiles:
+    """What a partition directory shows about its log and its cleaning."""
+
+    segments: int
+    size: int
+    log_start_offset: int
+    active_segment: int
+    first_dirty_offset: int | None
+    cleanable_ratio: float
+
+
+def scan_data_dir(data_dir: Path, topic: str | None = None
+                  ) -> dict[tuple[str, int], PartitionFiles]:
+    """Per partition of a broker's log directory: segments, size and cleanable ratio (the
+    figure the log cleaner compares with `min.cleanable.dirty.ratio`), from the files only."""
     dirty = _read_checkpoint(data_dir / CLEANER_OFFSET_CHECKPOINT)
     starts = _read_checkpoint(data_dir / LOG_START_OFFSET_CHECKPOINT)
-    out = sys.stdout
+    found: dict[tuple[str, int], PartitionFiles] = {}
     for part_dir in sorted(p for p in data_dir.iterdir() if p.is_dir()):
         tp = parse_partition_dir(part_dir.name)
-        if tp is None or (args.topic and tp[0] != args.topic):
+        if tp is None or (topic and tp[0] != topic):
             continue
         logs = sorted(
             (int(p.name[:20]), p.stat().st_size)
@@ -208,16 +221,26 @@ def describe(args: argparse.Namespace) -> int:
         bases = [b for b, _ in logs]
         sealed = [(b, bases[i + 1], size) for i, (b, size) in enumerate(logs[:-1])]
         start = max(starts.get(tp, bases[0]), bases[0])
-        first_dirty = dirty.get(tp, start)
-        if first_dirty < start:
-            first_dirty = start
+        first_dirty = max(dirty.get(tp, start), start)
         clean, cleanable = cleanable_ratio(sealed, start, first_dirty, bases[-1])
-        ratio = cleanable / (clean + cleanable) if clean + cleanable else 0.0
-        total = sum(size for _, size in logs)
+        found[tp] = PartitionFiles(
+            segments=len(logs), size=sum(size for _, size in logs), log_start_offset=start,
+            active_segment=bases[-1], first_dirty_offset=first_dirty if tp in dirty else None,
+            cleanable_ratio=cleanable / (clean + cleanable) if clean + cleanable else 0.0)
+    return found
+
+
+def describe(args: argparse.Namespace) -> int:
+    data_dir: Path = args.data_dir
+    if not data_dir.is_dir():
+        raise UsageError(f"{data_dir} is not a directory")
+    out = sys.stdout
+    for (topic, partition), f in scan_data_dir(data_dir, args.topic).items():
+        first_dirty = "none" if f.first_dirty_offset is None else f.first_dirty_offset
         out.write(
-            f"Topic: {tp[0]}\tPartition: {tp[1]}\tSegments: {len(logs)}\tSize: {total}\t"
-            f"LogStartOffset: {start}\tActiveSegment: {bases[-1]}\t"
-            f"FirstDirtyOffset: {first_dirty if tp in dirty else 'none'}\t"
-            f"CleanableRatio: {ratio:.3f}\n"
+            f"Topic: {topic}\tPartition: {partition}\tSegments: {f.segments}\t"
+            f"Size: {f.size}\tLogStartOffset: {f.log_start_offset}\t"
+            f"ActiveSegment: {f.active_segment}\tFirstDirtyOffset: {first_dirty}\t"
+            f"CleanableRatio: {f.cleanable_ratio:.3f}\n"
         )
     return 0

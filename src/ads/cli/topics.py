@@ -7,6 +7,7 @@ through confluent-kafka's `AdminClient`, so it works against any Kafka-protocol 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
@@ -35,6 +36,7 @@ from ads.cli.common import (
     result,
     run_command,
 )
+from ads.cli.logdump import scan_data_dir
 
 _REQUEST = {"request_timeout": TIMEOUT_S}
 _OPERATION = {"request_timeout": TIMEOUT_S, "operation_timeout": TIMEOUT_S}
@@ -62,6 +64,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
     p = verbs.add_parser("describe", help="describe topics, their partitions and offsets")
     p.add_argument("topics", nargs="*", metavar="TOPIC", help="default: all topics")
+    p.add_argument("--data-dir", type=Path, metavar="DIR",
+                   help="the broker's log directory, when it is on this machine: adds each "
+                        "partition's cleanable ratio (what the log cleaner compares with "
+                        "min.cleanable.dirty.ratio), which no Kafka API reports")
     p.add_argument("--include-internal", action="store_true",
                    help="with no TOPIC, also describe internal topics")
     _finish(p, "topics describe", describe)
@@ -164,6 +170,7 @@ def describe(args: argparse.Namespace) -> int:
     start = _offsets(admin, args, partitions, OffsetSpec.earliest())
     end = _offsets(admin, args, partitions, OffsetSpec.latest())
 
+    files = scan_data_dir(args.data_dir) if args.data_dir is not None else {}
     lines: list[str] = []
     for d in descriptions:
         rf = len(d.partitions[0].replicas) if d.partitions else 0
@@ -176,7 +183,8 @@ def describe(args: argparse.Namespace) -> int:
             lines.append(
                 f"\tTopic: {d.name}\tPartition: {p.id}\tLeader: {leader}\t"
                 f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}\t"
-                f"LogStartOffset: {start.get(key, '?')}\tLogEndOffset: {end.get(key, '?')}")
+                f"LogStartOffset: {start.get(key, '?')}\tLogEndOffset: {end.get(key, '?')}"
+                + (f"\tCleanableRatio: {files[key].cleanable_ratio:.3f}" if key in files else ""))
     print("\n".join(lines))
     return 0
 
