@@ -1,7 +1,9 @@
-"""The client commands of `ads`: `topics`, `produce` and `consume`.
+"""The client commands of `ads`: `topics`, `produce`, `consume`, `groups`, `bench` and
+`pipeline`, plus `log`, which reads a broker's data directory.
 
-They are clients like any other, built on confluent-kafka, so they work against any
-Kafka-protocol cluster; `ads.cli.main` registers them through `add_parsers`.
+The network ones are clients like any other, built on confluent-kafka (or on PySpark for
+`pipeline`), so they work against any Kafka-protocol cluster; `ads.cli.main` registers
+them through `add_parsers`.
 """
 
 from __future__ import annotations

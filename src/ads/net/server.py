@@ -89,6 +89,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport: asyncio.Transport | None = None
         self._sock_fd = -1  # for sendfile; -1 where the transport is not a plain socket
         self.info = ConnectionInfo(next(_ids), "?")
+        # Done when asyncio reports the connection gone: shutdown waits for it.
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     # -- asyncio callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -105,6 +107,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.info.closed = True
+        if not self.lost.done():
+            self.lost.set_result(None)
         if self._task is not None and not self._task.done():
             self._task.cancel()
         if self._drain_waiter is not None and not self._drain_waiter.done():
@@ -331,6 +335,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._pending.clear()
         self._pending_bytes = 0
         self._frame = None
+        self._start = self._end = 0  # unread input is dropped; reads may still land
         if self._transport is not None:
             self._transport.close()
 
@@ -410,7 +415,19 @@ class KafkaListener:
         in_flight = [c._task for c in self._connections if c._task is not None]
         if in_flight:
             await asyncio.wait(in_flight, timeout=grace_s)
-        for conn in list(self._connections):
+        connections = list(self._connections)
+        for conn in connections:
             conn._close()
+        # close() first flushes buffered output; a peer that stopped reading would keep its
+        # socket open past the broker's loop, so it is aborted after a short wait.
+        lost = [c.lost for c in connections if not c.lost.done()]
+        if lost:
+            await asyncio.wait(lost, timeout=1.0)
+        for conn in connections:
+            if not conn.lost.done() and conn._transport is not None:
+                conn._transport.abort()
+        lost = [c.lost for c in connections if not c.lost.done()]
+        if lost:
+            await asyncio.wait(lost, timeout=1.0)
         if self._server is not None:
             await self._server.wait_closed()
