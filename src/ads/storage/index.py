@@ -58,6 +58,7 @@ class _IndexFile:
     """An append-only file of fixed-size entries, opened for writing on first append."""
 
     entry_size = 0
+    _relative: array[int]  # relative offsets, one per entry, kept by both subclasses
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
         self.path = path
@@ -75,6 +76,19 @@ class _IndexFile:
 
     def _write(self, data: bytes) -> None:
         os.write(self._writer(), data)
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    @property
+    def entries(self) -> int:
+        # Both indexes keep a relative-offset column with one item per entry.
+        return len(self._relative)
+
+    @property
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries
 
     def _truncate_file(self, entries: int) -> None:
         # Creates the file if missing: an index file always exists next to a written segment,
@@ -155,18 +169,6 @@ class OffsetIndex(_IndexFile):
         self._loaded = True
 
     @property
-    def loaded(self) -> bool:
-        return self._loaded
-
-    @property
-    def entries(self) -> int:
-        return len(self._relative)
-
-    @property
-    def is_full(self) -> bool:
-        return len(self._relative) >= self.max_entries
-
-    @property
     def last_offset(self) -> int:
         return self.base_offset + self._relative[-1] if self._relative else self.base_offset
 
@@ -234,18 +236,6 @@ class TimeIndex(_IndexFile):
         self._timestamps, self._relative = array("q"), array("i")
         self._truncate_file(0)
         self._loaded = True
-
-    @property
-    def loaded(self) -> bool:
-        return self._loaded
-
-    @property
-    def entries(self) -> int:
-        return len(self._timestamps)
-
-    @property
-    def is_full(self) -> bool:
-        return len(self._timestamps) >= self.max_entries
 
     def last_entry(self) -> tuple[int, int]:
         """``(timestamp, offset)`` of the last entry, or ``(-1, base_offset)`` if empty.
