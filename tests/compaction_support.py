@@ -3,8 +3,11 @@ what compaction may and must keep (the four guarantees of the compaction spec)."
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from ads.records.batch import build_batch, decode_records, iter_batches, validate_batches
 from ads.storage.cleaner import CleanerConfig, CleanerStats, LogCleaner
@@ -142,3 +145,26 @@ def check_guarantees(writes: list[Write], seen: list[Seen], *, log_start: int = 
         for w in last_write.values():
             if w[2] is None and w[3] >= keep_tombstones_after_ms:
                 assert w[0] in seen_offsets, f"tombstone {w} removed inside delete.retention.ms"
+
+
+def read_partition(bootstrap: str, topic: str, start: int = 0, partition: int = 0,
+                   timeout_s: float = 30.0) -> list[Seen]:
+    """Everything from ``start`` to the end of the partition, as confluent-kafka delivers it."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "compaction-check",
+                         "enable.auto.commit": False, "enable.partition.eof": True,
+                         "fetch.wait.max.ms": 10})
+    consumer.assign([TopicPartition(topic, partition, start)])
+    got: list[Seen] = []
+    deadline = time.time() + timeout_s
+    try:
+        while time.time() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            if msg.error():
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                return got
+            got.append((msg.offset(), msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    raise AssertionError("did not reach the end of the partition")

@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from ads.storage.cleaner import LogCleaner
 from ads.testing import EmbeddedBroker
 from compaction_support import Write, check_guarantees
+from compaction_support import read_partition as consume
 from conftest import create_topic
 
 FAST_CLEANER = {"log.cleaner.backoff.ms": "50", "log.retention.check.interval.ms": "100"}
@@ -39,26 +40,6 @@ def cleaner_of(broker: EmbeddedBroker) -> LogCleaner:
     return broker.broker.log_cleaner
 
 
-def consume(bootstrap: str, topic: str, start: int = 0, partition: int = 0) -> list[Seen]:
-    """Everything from ``start`` to the end of the partition, as confluent-kafka delivers it."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "compaction-check",
-                         "enable.auto.commit": False, "enable.partition.eof": True,
-                         "fetch.wait.max.ms": 10})
-    consumer.assign([TopicPartition(topic, partition, start)])
-    got: list[Seen] = []
-    deadline = time.time() + 30
-    try:
-        while time.time() < deadline:
-            msg = consumer.poll(1.0)
-            if msg is None:
-                continue
-            if msg.error():
-                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-                return got
-            got.append((msg.offset(), msg.key(), msg.value()))
-    finally:
-        consumer.close()
-    raise AssertionError("did not reach the end of the partition")
 
 
 class Writer:

@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from broker_process import BrokerProcess
-from compaction_support import Write, check_guarantees
+from compaction_support import Write, check_guarantees, read_partition
 from conftest import create_topic
 
 TOPIC = "kv"
@@ -43,23 +43,7 @@ def produce(bootstrap: str, rng: random.Random, count: int, keys: int,
 
 
 def read_all(bootstrap: str) -> list[tuple[int, bytes | None, bytes | None]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kill9-check",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
-    consumer.assign([TopicPartition(TOPIC, 0, 0)])
-    got = []
-    deadline = time.time() + 60
-    try:
-        while time.time() < deadline:
-            msg = consumer.poll(1.0)
-            if msg is None:
-                continue
-            if msg.error():
-                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-                return got
-            got.append((msg.offset(), msg.key(), msg.value()))
-    finally:
-        consumer.close()
-    raise AssertionError("did not reach the end of the partition")
+    return read_partition(bootstrap, TOPIC, timeout_s=60)
 
 
 def kill_while_cleaning(broker: BrokerProcess, partition_dir: Path, wait_s: float,
