@@ -400,7 +400,10 @@ class KafkaListener:
         return conn
 
     def _closed(self, info: ConnectionInfo) -> None:
-        self._connections = {c for c in self._connections if not c.info.closed}
+        # Forget a connection only once asyncio reports it gone: one that is still
+        # flushing its last bytes must stay known, so shutdown can wait for it or abort it.
+        self._connections = {c for c in self._connections
+                             if c.info.connection_id != info.connection_id}
         if self._on_close is not None:
             self._on_close(info)
 
