@@ -190,3 +190,17 @@ def test_bad_input_batch_larger_than_segment(tmp_path) -> None:  # type: ignore[
             assert code == ErrorCode.RECORD_LIST_TOO_LARGE
             assert _code(_produce(conn, build_batch([(b"k", b"small", ())]))) == ErrorCode.NONE
         assert _log_end(b.bootstrap_servers) == 1
+
+
+def test_bad_input_delete_records_beyond_high_watermark(broker: EmbeddedBroker) -> None:
+    D = m.DeleteRecordsRequest  # noqa: N806
+    with RawConnection(broker.bootstrap_servers) as conn:
+        _produce(conn, build_batch([(b"k", b"v", ())]))
+        resp = conn.request(m.ApiKey.DELETE_RECORDS, 2, D(timeout_ms=1000, topics=[
+            D.DeleteRecordsTopic(name="t", partitions=[
+                D.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0, offset=999),
+                D.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=7, offset=0)])]))
+    beyond, unknown = resp.topics[0].partitions
+    assert (beyond.error_code, beyond.low_watermark) == (ErrorCode.OFFSET_OUT_OF_RANGE, -1)
+    assert unknown.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert _log_end(broker.bootstrap_servers) == 1

@@ -27,7 +27,7 @@ def test_cli_broker_invalid_config_exits_2(tmp_path: Path, bad: str) -> None:
     assert done.returncode == 2
     assert done.stderr.count("\n") <= 2 and "Traceback" not in done.stderr
     key = bad.split("=")[0]
-    assert key in done.stderr or "=" in done.stderr
+    assert key in done.stderr
 
 
 def test_cli_broker_invalid_config_file_exits_2(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -161,6 +162,16 @@ class Partition:
         region = result.regions[0]
         return region, region.length
 
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: offset -1 means the high watermark; returns the new log start."""
+        target = self.high_watermark if offset == -1 else offset
+        if target < 0 or target > self.high_watermark:
+            raise PartitionError(ErrorCode.OFFSET_OUT_OF_RANGE)
+        try:
+            return self.log.delete_records(target)
+        except StorageError as exc:
+            raise PartitionError(ErrorCode[exc.kafka_error], str(exc)) from exc
+
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         if current_leader_epoch == -1 or current_leader_epoch == self.leader_epoch:
             return
@@ -184,3 +195,17 @@ class Partition:
             for fut in waiters:
                 if not fut.done():
                     fut.set_result(None)
+
+
+def answer(partitions: dict[tuple[str, int], Partition], topic: str, index: int,
+           resp: object, fill: Callable[[Partition], None]) -> None:
+    """Fills one partition's response entry: `fill(partition)` sets its fields; an unknown
+    partition or a PartitionError sets the entry's `error_code` instead."""
+    part = partitions.get((topic, index))
+    if part is None:
+        resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # type: ignore[attr-defined]
+        return
+    try:
+        fill(part)
+    except PartitionError as exc:
+        resp.error_code = exc.code  # type: ignore[attr-defined]

@@ -27,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=run)
 
 
-def _flags(args: argparse.Namespace, file_listeners: str | None) -> dict[str, str]:
+def _flags(args: argparse.Namespace) -> dict[str, str]:
     flags: dict[str, str] = {}
     if args.data_dir:
         flags["log.dirs"] = args.data_dir
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         level=getattr(logging, str(args.log_level).upper(), logging.INFO), stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        config, warnings = load_broker_config(args.config, _flags(args, None), args.set)
+        config, warnings = load_broker_config(args.config, _flags(args), args.set)
     except ConfigError as exc:
         print(f"ads broker: invalid configuration: {exc}", file=sys.stderr)
         return 2

@@ -37,11 +37,12 @@ class _Result:
     partitions: list[Partition] = field(default_factory=list)
 
 
-def _lookup(ctx: RequestContext, topic: m.FetchRequest.FetchTopic) -> tuple[str | None, object]:
+def _topic_name(ctx: RequestContext, topic: m.FetchRequest.FetchTopic) -> str | None:
+    """v13+ name topics by id; None when the id is unknown."""
     if ctx.api_version >= 13:
         state = ctx.broker.metadata.topic_by_id(topic.topic_id)
-        return (state.name if state else None), topic.topic_id
-    return topic.topic, topic.topic
+        return state.name if state else None
+    return str(topic.topic)
 
 
 def _build(ctx: RequestContext, req: m.FetchRequest) -> _Result:
@@ -51,7 +52,7 @@ def _build(ctx: RequestContext, req: m.FetchRequest) -> _Result:
     read_committed = ctx.api_version >= 4 and req.isolation_level == READ_COMMITTED
     by_id = ctx.api_version >= 13
     for ft in req.topics:
-        name, _ = _lookup(ctx, ft)
+        name = _topic_name(ctx, ft)
         parts: list[PartResp] = []
         for fp in ft.partitions:
             pr = PartResp(partition_index=fp.partition, error_code=ErrorCode.NONE,

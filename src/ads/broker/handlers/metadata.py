@@ -19,7 +19,7 @@ ZERO_UUID = uuid.UUID(int=0)
 R = m.MetadataResponse
 
 
-def _topic_entry(topic: TopicState, node_id: int) -> R.MetadataResponseTopic:
+def _topic_entry(topic: TopicState) -> R.MetadataResponseTopic:
     parts = [
         R.MetadataResponseTopic.MetadataResponsePartition(
             error_code=ErrorCode.NONE, partition_index=p.partition, leader_id=p.leader,
@@ -41,7 +41,7 @@ def handle_metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataRe
     broker = ctx.broker
     topics: list[R.MetadataResponseTopic] = []
     if req.topics is None or (ctx.api_version == 0 and not req.topics):
-        topics = [_topic_entry(t, broker.node_id) for t in broker.metadata.topics.values()]
+        topics = [_topic_entry(t) for t in broker.metadata.topics.values()]
     else:
         allow_create = (req.allow_auto_topic_creation if ctx.api_version >= 4 else True) and bool(
             broker.config.get("auto.create.topics.enable"))
@@ -50,7 +50,7 @@ def handle_metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataRe
             if name is None:
                 topic_id = getattr(wanted, "topic_id", ZERO_UUID)
                 found = broker.metadata.topic_by_id(topic_id)
-                topics.append(_topic_entry(found, broker.node_id) if found
+                topics.append(_topic_entry(found) if found
                               else _error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id))
                 continue
             topic = broker.metadata.topics.get(name)
@@ -64,7 +64,7 @@ def handle_metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataRe
                     topics.append(_error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
                     continue
                 topic = broker.create_topic(name, int(broker.config.get("num.partitions")), {})
-            topics.append(_topic_entry(topic, broker.node_id))
+            topics.append(_topic_entry(topic))
     ep = broker.endpoint
     return m.MetadataResponse(
         throttle_time_ms=0,

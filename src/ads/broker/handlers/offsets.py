@@ -10,10 +10,9 @@ after the target, as Kafka does.
 from __future__ import annotations
 
 from ads.broker.dispatch import ApiHandler, RequestContext
-from ads.broker.partitions import Partition, PartitionError
+from ads.broker.partitions import Partition, PartitionError, answer
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
-from ads.storage.log import OffsetOutOfRangeError
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
 LR = m.ListOffsetsResponse
@@ -46,20 +45,16 @@ def handle_list_offsets(ctx: RequestContext, req: m.ListOffsetsRequest) -> m.Lis
             resp = LR.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
                 partition_index=p.partition_index, error_code=ErrorCode.NONE,
                 timestamp=-1, offset=-1, leader_epoch=-1)
-            part = broker.partitions.get((t.name, p.partition_index))
-            if part is None:
-                resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif p.timestamp < EARLIEST_PENDING_UPLOAD or (
-                    p.timestamp == MAX_TIMESTAMP and ctx.api_version < 7):
-                resp.error_code = ErrorCode.UNSUPPORTED_VERSION
-            else:
-                try:
-                    if ctx.api_version >= 4:
-                        part.check_leader_epoch(p.current_leader_epoch)
-                    resp.timestamp, resp.offset, resp.leader_epoch = _list_one(
-                        part, p.timestamp, read_committed)
-                except PartitionError as exc:
-                    resp.error_code = exc.code
+            def fill(part: Partition, p=p, resp=resp) -> None:  # type: ignore[no-untyped-def]
+                if p.timestamp < EARLIEST_PENDING_UPLOAD or (
+                        p.timestamp == MAX_TIMESTAMP and ctx.api_version < 7):
+                    raise PartitionError(ErrorCode.UNSUPPORTED_VERSION)
+                if ctx.api_version >= 4:
+                    part.check_leader_epoch(p.current_leader_epoch)
+                resp.timestamp, resp.offset, resp.leader_epoch = _list_one(
+                    part, p.timestamp, read_committed)
+
+            answer(broker.partitions, t.name, p.partition_index, resp, fill)
             parts.append(resp)
         topics.append(LR.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return m.ListOffsetsResponse(throttle_time_ms=0, topics=topics)
@@ -75,16 +70,12 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, req: m.OffsetForLeaderEp
         for p in t.partitions:
             resp = R.OffsetForLeaderTopicResult.EpochEndOffset(
                 partition=p.partition, error_code=ErrorCode.NONE, leader_epoch=-1, end_offset=-1)
-            part = broker.partitions.get((t.topic, p.partition))
-            if part is None:
-                resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            else:
-                try:
-                    part.check_leader_epoch(p.current_leader_epoch)
-                    resp.leader_epoch, resp.end_offset = part.log.end_offset_for_epoch(
-                        p.leader_epoch)
-                except PartitionError as exc:
-                    resp.error_code = exc.code
+            def fill(part: Partition, p=p, resp=resp) -> None:  # type: ignore[no-untyped-def]
+                part.check_leader_epoch(p.current_leader_epoch)
+                resp.leader_epoch, resp.end_offset = part.log.end_offset_for_epoch(
+                    p.leader_epoch)
+
+            answer(broker.partitions, t.topic, p.partition, resp, fill)
             parts.append(resp)
         topics.append(R.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
     return m.OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
@@ -100,18 +91,10 @@ def handle_delete_records(ctx: RequestContext, req: m.DeleteRecordsRequest
         for p in t.partitions:
             resp = R.DeleteRecordsTopicResult.DeleteRecordsPartitionResult(
                 partition_index=p.partition_index, low_watermark=-1, error_code=ErrorCode.NONE)
-            part = broker.partitions.get((t.name, p.partition_index))
-            if part is None:
-                resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            else:
-                offset = part.high_watermark if p.offset == -1 else p.offset
-                if offset < 0 or offset > part.high_watermark:
-                    resp.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
-                else:
-                    try:
-                        resp.low_watermark = part.log.delete_records(offset)
-                    except OffsetOutOfRangeError:
-                        resp.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+            def fill(part: Partition, p=p, resp=resp) -> None:  # type: ignore[no-untyped-def]
+                resp.low_watermark = part.delete_records(p.offset)
+
+            answer(broker.partitions, t.name, p.partition_index, resp, fill)
             parts.append(resp)
         topics.append(R.DeleteRecordsTopicResult(name=t.name, partitions=parts))
     return m.DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
