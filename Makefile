@@ -4,6 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.ads-installed
 TEST_STAMP := $(VENV)/.ads-test-installed
+JS_STAMP := tests/js/node_modules/.ads-installed
 
 .PHONY: install run test test-deps system-deps lint clean
 
@@ -18,14 +19,20 @@ $(STAMP): pyproject.toml
 run: install
 	$(VENV)/bin/ads broker --data-dir ./data --host 127.0.0.1 --port 9092
 
-test-deps: install $(TEST_STAMP) system-deps
+test-deps: install $(TEST_STAMP) system-deps $(JS_STAMP)
 
 $(TEST_STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
+# kafkajs, the Node.js client the tests drive (tests/js/package.json pins its version).
+$(JS_STAMP): tests/js/package.json | system-deps
+	cd tests/js && npm install --no-audit --no-fund --loglevel=error
+	touch $@
+
 # Debian packages the tests drive: kcat (librdkafka's command-line client), a Java runtime
-# for Spark, and zookeeper (the offset import from ZooKeeper is tested against a real server).
+# for Spark, zookeeper (the offset import from ZooKeeper is tested against a real server)
+# and Node.js with npm for kafkajs.
 system-deps:
 	@command -v kcat >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -36,6 +43,9 @@ system-deps:
 	@test -f /usr/share/zookeeper/bin/zkServer.sh || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq zookeeper; }
+	@{ command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; } || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm; }
 
 lint: test-deps
 	$(VENV)/bin/ruff check src tests
@@ -47,4 +57,4 @@ test: test-deps
 	$(PY) -m pytest -q
 
 clean:
-	rm -rf $(VENV) data bench-results
+	rm -rf $(VENV) data bench-results tests/js/node_modules
