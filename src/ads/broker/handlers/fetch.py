@@ -107,28 +107,44 @@ def handle(ctx: RequestContext, req: m.FetchRequest
     if (req.max_wait_ms <= 0 or result.bytes >= max(req.min_bytes, 1) or result.error
             or not result.partitions):
         return _response(result)
-    return _wait(ctx, req, result.partitions)
-
-
-async def _wait(ctx: RequestContext, req: m.FetchRequest,
-                partitions: list[Partition]) -> m.FetchResponse:
+    # Park in this same step: the coroutine below first runs a loop pass later, and an
+    # append read in between (another connection's produce in the same pass) must find
+    # the waiter, or this fetch would sleep through it until max_wait_ms.
     loop = asyncio.get_running_loop()
     deadline = loop.time() + req.max_wait_ms / 1000.0
+    return _wait(ctx, req, result.partitions, _park(loop, result.partitions), deadline)
+
+
+def _park(loop: asyncio.AbstractEventLoop, partitions: list[Partition]) -> asyncio.Future[None]:
+    woken: asyncio.Future[None] = loop.create_future()
+    for part in partitions:
+        part.add_waiter(woken)
+    return woken
+
+
+def _expire(woken: asyncio.Future[None]) -> None:
+    if not woken.done():
+        woken.set_result(None)
+
+
+async def _wait(ctx: RequestContext, req: m.FetchRequest, partitions: list[Partition],
+                woken: asyncio.Future[None], deadline: float) -> m.FetchResponse:
+    loop = asyncio.get_running_loop()
     min_bytes = max(req.min_bytes, 1)
     while True:
-        woken: asyncio.Future[None] = loop.create_future()
-        for part in partitions:
-            part.add_waiter(woken)
+        # A timer resolving the same future is cheaper than asyncio.wait_for; either an
+        # append or the deadline wakes us, and the build below tells which.
+        timer = loop.call_later(max(deadline - loop.time(), 0.0), _expire, woken)
         try:
-            await asyncio.wait_for(woken, deadline - loop.time())
-        except TimeoutError:
-            return _response(_build(ctx, req))
+            await woken
         finally:
+            timer.cancel()
             for part in partitions:
                 part.remove_waiter(woken)
         result = _build(ctx, req)
         if result.bytes >= min_bytes or result.error or loop.time() >= deadline:
             return _response(result)
+        woken = _park(loop, partitions)
 
 
 HANDLERS = [ApiHandler(m.ApiKey.FETCH, 4, 17, handle)]
