@@ -20,7 +20,7 @@ from ads.broker.handlers import all_handlers
 from ads.broker.handlers import groups as group_handlers
 from ads.broker.partitions import Partition
 from ads.metadata.embedded import EmbeddedMetadataStore
-from ads.metadata.model import BrokerEndpoint, TopicState
+from ads.metadata.model import BrokerEndpoint, PartitionState, TopicState
 from ads.net.server import KafkaListener
 from ads.storage.cleaner import CleanerConfig, LogCleaner
 from ads.storage.clock import SystemClock
@@ -89,6 +89,8 @@ class Broker:
         self.endpoint = BrokerEndpoint(self.node_id, "127.0.0.1", 0)
         self.bound_address = ("", 0)
         self._tasks: list[asyncio.Task[None]] = []
+        # Topics whose new partitions' files are being made in a worker thread.
+        self._opening: dict[str, asyncio.Future[None]] = {}
         self._producer_ids = iter(())
         self.started = False
 
@@ -138,9 +140,9 @@ class Broker:
         assert self.listener is not None
         self.listener.stop_accepting()
         await self.listener.drain(grace_s=5.0)
-        for task in self._tasks:
+        for task in [*self._tasks, *self._opening.values()]:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self._opening.values(), return_exceptions=True)
         self.group_coordinator.shutdown()
         if self.log_cleaner is not None:
             # Off the loop: a cleaner thread may be waiting for the loop to swap segments in.
@@ -191,11 +193,91 @@ class Broker:
 
     def create_topic(self, name: str, num_partitions: int, configs: dict[str, str],
                      topic_id: uuid.UUID | None = None) -> TopicState:
-        topic = self.metadata.create_topic(name, num_partitions, configs, topic_id)
+        """Creates a topic with its partitions' files made on the calling thread (tools and
+        tests); request handlers use `create_topic_off_loop`."""
+        topic = self.record_topic(name, num_partitions, configs, topic_id)
         self._open_partitions(topic)
+        return topic
+
+    async def create_topic_off_loop(self, name: str, num_partitions: int,
+                                    configs: dict[str, str],
+                                    topic_id: uuid.UUID | None = None) -> TopicState:
+        """Creates a topic; its partitions' files are made off the loop (see `open_new`)."""
+        topic = self.record_topic(name, num_partitions, configs, topic_id)
+        await self.open_new(topic)
+        return topic
+
+    def record_topic(self, name: str, num_partitions: int, configs: dict[str, str],
+                     topic_id: uuid.UUID | None = None) -> TopicState:
+        """Puts a new topic in the metadata; `open_new` then serves its partitions."""
+        topic = self.metadata.create_topic(name, num_partitions, configs, topic_id)
         log.info("created topic %s with %d partitions (id %s, configs %s)",
                  name, num_partitions, topic.topic_id, configs)
         return topic
+
+    async def open_new(self, topic: TopicState) -> None:
+        """Makes the files of the topic's partitions that are not served yet in a worker
+        thread, then serves them.
+
+        Making a partition costs a directory and checkpoint fsyncs (a 1,000-partition topic
+        took seconds), and the event loop must not wait on disks (DESIGN rule 6). Meanwhile
+        the topic is in the metadata and its unserved partitions answer
+        LEADER_NOT_AVAILABLE in Metadata, as a new topic's do in Kafka until its leaders are
+        elected. The work belongs to the broker, not to the request that asked for it: a
+        client that drops its connection cancels its wait, not the opening.
+        """
+        await asyncio.shield(self._start_opening(topic))
+
+    def open_in_background(self, topic: TopicState) -> None:
+        """`open_new` without waiting for it (topics auto-created by Metadata)."""
+        task = self._start_opening(topic)
+
+        def report(done: asyncio.Future[None]) -> None:
+            if not done.cancelled() and done.exception() is not None:
+                log.error("making the partitions of topic %s failed", topic.name,
+                          exc_info=done.exception())
+
+        task.add_done_callback(report)
+
+    def opening(self, name: str) -> bool:
+        """Whether the topic's new partitions' files are being made."""
+        return name in self._opening
+
+    def _start_opening(self, topic: TopicState) -> asyncio.Future[None]:
+        # Openings of one topic run one after another, each after the one before it.
+        previous = self._opening.get(topic.name)
+        task = asyncio.ensure_future(self._make_and_serve(topic, previous))
+        self._opening[topic.name] = task
+
+        def forget(done: asyncio.Future[None]) -> None:
+            if self._opening.get(topic.name) is done:
+                del self._opening[topic.name]
+
+        task.add_done_callback(forget)
+        return task
+
+    async def _make_and_serve(self, topic: TopicState,
+                              previous: asyncio.Future[None] | None) -> None:
+        if previous is not None:
+            await asyncio.wait([previous])
+        todo = [p for p in topic.partitions if (topic.name, p.partition) not in self.partitions]
+        if todo:
+            await asyncio.to_thread(self._make_logs, topic.name, todo,
+                                    self.topic_log_config(topic))
+        if self.metadata.topics.get(topic.name) is topic:
+            self._open_partitions(topic)
+        else:  # deleted while its files were made
+            for p in todo:
+                self.log_manager.delete_log(topic.name, p.partition)
+
+    def _make_logs(self, name: str, partitions: list[PartitionState], cfg: LogConfig) -> None:
+        # Worker thread: only the log manager (thread-safe) and the new logs are touched.
+        for p in partitions:
+            plog = self.log_manager.get_log(name, p.partition)
+            if plog is None:
+                plog = self.log_manager.create_log(name, p.partition, cfg)
+            if plog.latest_epoch is None or plog.latest_epoch < p.leader_epoch:
+                plog.assign_epoch(p.leader_epoch, plog.log_end_offset)
 
     def delete_topic(self, name: str) -> None:
         topic = self.metadata.delete_topic(name)
@@ -207,6 +289,11 @@ class Broker:
     def add_partitions(self, name: str, total: int) -> None:
         self.metadata.add_partitions(name, total)
         self._open_partitions(self.metadata.topics[name])
+
+    def record_partitions(self, name: str, total: int) -> TopicState:
+        """Grows a topic in the metadata; `open_new` then serves the new partitions."""
+        self.metadata.add_partitions(name, total)
+        return self.metadata.topics[name]
 
     def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self.metadata.set_topic_configs(name, configs)

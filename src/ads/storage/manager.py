@@ -93,6 +93,9 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self._checkpoint_lock = threading.Lock()
+        # create_log runs in worker threads (the broker makes new partitions' files off its
+        # event loop) while the loop may delete logs: both change the maps under this lock.
+        self._logs_lock = threading.Lock()
         self.recovered_logs = 0
 
     # ------------------------------------------------------------------------------ startup
@@ -158,38 +161,43 @@ class LogManager:
         return list(self._logs.copy().values())
 
     def create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
-        """The partition's log, created in the least loaded log directory if missing."""
+        """The partition's log, created in the least loaded log directory if missing.
+
+        Thread-safe: may run off the event loop (it makes a directory and fsyncs files).
+        """
         tp = (topic, partition)
-        existing = self._logs.get(tp)
-        if existing is not None:
-            return existing
-        if config is not None:
-            self._topic_configs[topic] = config
-        counts = {d: 0 for d in self.log_dirs}
-        for d in self._dir_of.values():
-            counts[d] += 1
-        log_dir = min(self.log_dirs, key=lambda d: counts[d])
-        path = log_dir / partition_dir_name(topic, partition)
-        log = Log.open(
-            path,
-            topic,
-            partition,
-            self.config_for(topic),
-            clock=self.clock,
-            recovery_point=0,
-            log_start_offset=0,
-            clean_shutdown=not path.exists(),
-            scheduler=self._scheduler,
-        )
-        self._logs[tp] = log
-        self._dir_of[tp] = log_dir
+        with self._logs_lock:
+            existing = self._logs.get(tp)
+            if existing is not None:
+                return existing
+            if config is not None:
+                self._topic_configs[topic] = config
+            counts = {d: 0 for d in self.log_dirs}
+            for d in self._dir_of.values():
+                counts[d] += 1
+            log_dir = min(self.log_dirs, key=lambda d: counts[d])
+            path = log_dir / partition_dir_name(topic, partition)
+            log = Log.open(
+                path,
+                topic,
+                partition,
+                self.config_for(topic),
+                clock=self.clock,
+                recovery_point=0,
+                log_start_offset=0,
+                clean_shutdown=not path.exists(),
+                scheduler=self._scheduler,
+            )
+            self._logs[tp] = log
+            self._dir_of[tp] = log_dir
         return log
 
     def delete_log(self, topic: str, partition: int) -> None:
         """Rename the partition directory to ``...-delete`` now, remove it later."""
         tp = (topic, partition)
-        log = self._logs.pop(tp, None)
-        self._dir_of.pop(tp, None)
+        with self._logs_lock:
+            log = self._logs.pop(tp, None)
+            self._dir_of.pop(tp, None)
         if log is None:
             return
         log.rename_dir(log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"))

@@ -1,7 +1,8 @@
 """Group membership APIs and the wiring of the group coordinator into the broker.
 
 FindCoordinator (key 10) v0-5: single keys (v0-3) and batches (v4+); group keys create
-`__consumer_offsets` on first use; transaction keys name this broker too; share-group keys
+`__consumer_offsets` on first use (its files made off the loop; the answer waits for
+them); transaction keys name this broker too; share-group keys
 (v6) are not advertised.
 JoinGroup (key 11) v2-9, SyncGroup (key 14) v0-5, Heartbeat (key 12) v0-4, LeaveGroup
 (key 13) v0-5 (batched members from v3), DescribeGroups (key 15) v0-5, ListGroups (key 16)
@@ -18,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.broker.partitions import PartitionError
@@ -60,14 +61,28 @@ class OffsetsTopicLog:
         return self._int("offsets.topic.num.partitions")
 
     def ensure_created(self) -> None:
-        if self.exists():
-            return
+        if not self.exists():
+            self.broker.create_topic(OFFSETS_TOPIC, *self._spec())
+
+    def ready(self) -> bool:
+        """Created and every partition served."""
+        return self.exists() and not self.broker.opening(OFFSETS_TOPIC)
+
+    async def create_off_loop(self) -> None:
+        """Creates the topic (or waits for its creation) with the files made off the loop:
+        fifty partitions' fsyncs would stall every connection for tens of milliseconds."""
+        topic = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            topic = self.broker.record_topic(OFFSETS_TOPIC, *self._spec())
+        await self.broker.open_new(topic)
+
+    def _spec(self) -> tuple[int, dict[str, str]]:
         # One broker: replication factor 1 whatever offsets.topic.replication.factor says.
-        self.broker.create_topic(OFFSETS_TOPIC, self._int("offsets.topic.num.partitions"), {
+        return self._int("offsets.topic.num.partitions"), {
             "cleanup.policy": "compact",
             "segment.bytes": str(self._int("offsets.topic.segment.bytes")),
             "compression.type": "producer",
-        })
+        }
 
     def append(self, partition: int, batch: bytes) -> int:
         part = self.broker.partitions.get((OFFSETS_TOPIC, partition))
@@ -183,7 +198,30 @@ def client_host(ctx: RequestContext) -> str:
 
 # -- FindCoordinator ----------------------------------------------------------------------
 def handle_find_coordinator(ctx: RequestContext, req: m.FindCoordinatorRequest
-                            ) -> m.FindCoordinatorResponse:
+                            ) -> m.FindCoordinatorResponse | Awaitable[m.FindCoordinatorResponse]:
+    key_type = req.key_type if ctx.api_version >= 1 else 0
+    if key_type == 0 and not _offsets_log(ctx).ready():
+        return _find_after_creating(ctx, req)
+    return _find_coordinator(ctx, req, ErrorCode.NONE)
+
+
+def _offsets_log(ctx: RequestContext) -> OffsetsTopicLog:
+    return cast(OffsetsTopicLog, ctx.broker.group_coordinator.log)
+
+
+async def _find_after_creating(ctx: RequestContext, req: m.FindCoordinatorRequest
+                               ) -> m.FindCoordinatorResponse:
+    error = ErrorCode.NONE
+    try:
+        await _offsets_log(ctx).create_off_loop()
+    except Exception:
+        log.exception("creating %s failed", OFFSETS_TOPIC)
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return _find_coordinator(ctx, req, error)
+
+
+def _find_coordinator(ctx: RequestContext, req: m.FindCoordinatorRequest,
+                      group_error: ErrorCode) -> m.FindCoordinatorResponse:
     broker = ctx.broker
     keys = req.coordinator_keys if ctx.api_version >= 4 else [req.key]
     key_type = req.key_type if ctx.api_version >= 1 else 0
@@ -192,11 +230,7 @@ def handle_find_coordinator(ctx: RequestContext, req: m.FindCoordinatorRequest
     for key in keys:
         error, message = ErrorCode.NONE, None
         if key_type == 0:
-            try:
-                broker.group_coordinator.log.ensure_created()
-            except Exception:
-                log.exception("creating %s failed", OFFSETS_TOPIC)
-                error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            error = group_error
         elif key_type != 1:
             error, message = ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}"
         ok = error is ErrorCode.NONE

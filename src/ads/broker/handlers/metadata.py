@@ -1,7 +1,9 @@
 """Metadata (key 3), versions 0-12, and DescribeCluster (key 60), versions 0-1.
 
 Metadata auto-creates a requested topic when `auto.create.topics.enable` is true and the
-request allows it (v4+), answering with the new topic at once since creation is local.
+request allows it (v4+). Its partitions' files are made off the event loop; until a
+partition is served it is listed with LEADER_NOT_AVAILABLE and no leader (as in Kafka
+while a new topic's leaders are elected), and clients ask again.
 Authorized operations are not computed (no authorizer yet): the fields keep their
 "not requested" default.
 """
@@ -9,6 +11,7 @@ Authorized operations are not computed (no authorizer yet): the fields keep thei
 from __future__ import annotations
 
 import uuid
+from collections.abc import Container
 
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.metadata.model import InvalidTopicError, TopicState, validate_topic_name
@@ -19,14 +22,16 @@ ZERO_UUID = uuid.UUID(int=0)
 R = m.MetadataResponse
 
 
-def _topic_entry(topic: TopicState) -> R.MetadataResponseTopic:
-    parts = [
-        R.MetadataResponseTopic.MetadataResponsePartition(
-            error_code=ErrorCode.NONE, partition_index=p.partition, leader_id=p.leader,
+def _topic_entry(topic: TopicState, served: Container[tuple[str, int]]
+                 ) -> R.MetadataResponseTopic:
+    parts = []
+    for p in topic.partitions:
+        up = (topic.name, p.partition) in served
+        parts.append(R.MetadataResponseTopic.MetadataResponsePartition(
+            error_code=ErrorCode.NONE if up else ErrorCode.LEADER_NOT_AVAILABLE,
+            partition_index=p.partition, leader_id=p.leader if up else -1,
             leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
-            offline_replicas=[])
-        for p in topic.partitions
-    ]
+            offline_replicas=[]))
     return R.MetadataResponseTopic(
         error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id,
         is_internal=topic.is_internal, partitions=parts)
@@ -41,7 +46,7 @@ def handle_metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataRe
     broker = ctx.broker
     topics: list[R.MetadataResponseTopic] = []
     if req.topics is None or (ctx.api_version == 0 and not req.topics):
-        topics = [_topic_entry(t) for t in broker.metadata.topics.values()]
+        topics = [_topic_entry(t, broker.partitions) for t in broker.metadata.topics.values()]
     else:
         allow_create = (req.allow_auto_topic_creation if ctx.api_version >= 4 else True) and bool(
             broker.config.get("auto.create.topics.enable"))
@@ -50,7 +55,7 @@ def handle_metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataRe
             if name is None:
                 topic_id = getattr(wanted, "topic_id", ZERO_UUID)
                 found = broker.metadata.topic_by_id(topic_id)
-                topics.append(_topic_entry(found) if found
+                topics.append(_topic_entry(found, broker.partitions) if found
                               else _error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id))
                 continue
             topic = broker.metadata.topics.get(name)
@@ -63,8 +68,9 @@ def handle_metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataRe
                 if not allow_create:
                     topics.append(_error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
                     continue
-                topic = broker.create_topic(name, int(broker.config.get("num.partitions")), {})
-            topics.append(_topic_entry(topic))
+                topic = broker.record_topic(name, int(broker.config.get("num.partitions")), {})
+                broker.open_in_background(topic)
+            topics.append(_topic_entry(topic, broker.partitions))
     ep = broker.endpoint
     return m.MetadataResponse(
         throttle_time_ms=0,

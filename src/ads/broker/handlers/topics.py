@@ -3,19 +3,31 @@
 One broker: a replication factor above 1 is refused with INVALID_REPLICATION_FACTOR and
 explicit assignments may only name this broker. Topic configs are validated against
 Kafka's topic config keys; `validate_only` checks everything and creates nothing.
+CreateTopics and CreatePartitions record the change in the metadata at once (a second
+request for the same topic sees it) and answer once the new partitions' files, made off
+the event loop, are served.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable
+from typing import TypeVar
 
 from ads.broker import config as bconfig
 from ads.broker.dispatch import ApiHandler, RequestContext
-from ads.metadata.model import InvalidTopicError, validate_topic_name
+from ads.metadata.model import InvalidTopicError, TopicState, validate_topic_name
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
 log = logging.getLogger("ads.broker.topics")
+T = TypeVar("T")
+
+
+async def _after_opening(ctx: RequestContext, topics: list[TopicState], response: T) -> T:
+    await asyncio.gather(*(ctx.broker.open_new(t) for t in topics))
+    return response
 
 
 class _Refused(Exception):
@@ -73,10 +85,11 @@ def _check_new_topic(ctx: RequestContext, t: m.CreateTopicsRequest.CreatableTopi
 
 
 def handle_create_topics(ctx: RequestContext, req: m.CreateTopicsRequest
-                         ) -> m.CreateTopicsResponse:
+                         ) -> m.CreateTopicsResponse | Awaitable[m.CreateTopicsResponse]:
     broker = ctx.broker
     R = m.CreateTopicsResponse  # noqa: N806
     results = []
+    created: list[TopicState] = []
     seen: set[str] = set()
     for t in req.topics:
         res = R.CreatableTopicResult(name=t.name, error_code=ErrorCode.NONE, error_message=None,
@@ -94,7 +107,8 @@ def handle_create_topics(ctx: RequestContext, req: m.CreateTopicsRequest
             results.append(res)
             continue
         if not req.validate_only:
-            topic = broker.create_topic(t.name, num_partitions, configs)
+            topic = broker.record_topic(t.name, num_partitions, configs)
+            created.append(topic)
             res.topic_id = topic.topic_id
         res.num_partitions = num_partitions
         res.replication_factor = 1
@@ -105,7 +119,8 @@ def handle_create_topics(ctx: RequestContext, req: m.CreateTopicsRequest
             for e in bconfig.describe_topic_configs(broker.config, configs)
         ]
         results.append(res)
-    return m.CreateTopicsResponse(throttle_time_ms=0, topics=results)
+    response = m.CreateTopicsResponse(throttle_time_ms=0, topics=results)
+    return _after_opening(ctx, created, response) if created else response
 
 
 def handle_delete_topics(ctx: RequestContext, req: m.DeleteTopicsRequest
@@ -141,11 +156,13 @@ def handle_delete_topics(ctx: RequestContext, req: m.DeleteTopicsRequest
     return m.DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
 
-def handle_create_partitions(ctx: RequestContext, req: m.CreatePartitionsRequest
-                             ) -> m.CreatePartitionsResponse:
+def handle_create_partitions(
+        ctx: RequestContext, req: m.CreatePartitionsRequest,
+) -> m.CreatePartitionsResponse | Awaitable[m.CreatePartitionsResponse]:
     broker = ctx.broker
     R = m.CreatePartitionsResponse  # noqa: N806
     results = []
+    grown: list[TopicState] = []
     for t in req.topics:
         res = R.CreatePartitionsTopicResult(name=t.name, error_code=ErrorCode.NONE)
         state = broker.metadata.topics.get(t.name)
@@ -164,9 +181,10 @@ def handle_create_partitions(ctx: RequestContext, req: m.CreatePartitionsRequest
             res.error_message = (f"Assignments must name one replica, broker {broker.node_id}, "
                                  f"for each of the {t.count - current} new partitions")
         elif not req.validate_only:
-            broker.add_partitions(t.name, t.count)
+            grown.append(broker.record_partitions(t.name, t.count))
         results.append(res)
-    return m.CreatePartitionsResponse(throttle_time_ms=0, results=results)
+    response = m.CreatePartitionsResponse(throttle_time_ms=0, results=results)
+    return _after_opening(ctx, grown, response) if grown else response
 
 
 HANDLERS = [

@@ -1,0 +1,101 @@
+"""New partitions' files are made off the event loop: the broker keeps serving every other
+connection meanwhile, shows the partitions as LEADER_NOT_AVAILABLE until they are served,
+and finishes the work even if the client that asked goes away."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from ads.protocol import codec
+from ads.protocol import messages as m
+from ads.protocol.errors import ErrorCode
+from ads.testing import EmbeddedBroker
+from kafka_wire import RawConnection
+
+C = m.CreateTopicsRequest
+
+
+@pytest.fixture
+def held(tmp_path: Path) -> Iterator[tuple[EmbeddedBroker, threading.Event]]:
+    """A broker whose partition-making worker waits until the event is set."""
+    with EmbeddedBroker(data_dir=tmp_path / "data") as embedded:
+        broker = embedded.broker
+        assert broker is not None
+        release = threading.Event()
+        make = broker._make_logs
+
+        def held_make(*args):  # type: ignore[no-untyped-def]
+            assert release.wait(30)
+            make(*args)
+
+        broker._make_logs = held_make  # type: ignore[method-assign]
+        yield embedded, release
+        release.set()
+
+
+def _create(name: str, partitions: int) -> C:
+    return C(topics=[C.CreatableTopic(name=name, num_partitions=partitions,
+                                      replication_factor=1, assignments=[], configs=[])],
+             timeout_ms=30_000, validate_only=False)
+
+
+def _metadata(conn: RawConnection, name: str) -> m.MetadataResponse.MetadataResponseTopic:
+    req = m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=name)],
+                            allow_auto_topic_creation=False)
+    return conn.request(m.ApiKey.METADATA, 9, req).topics[0]
+
+
+def test_topics_other_connections_are_served_while_partitions_are_made(
+        held: tuple[EmbeddedBroker, threading.Event]) -> None:
+    embedded, release = held
+    bs = embedded.bootstrap_servers
+    with RawConnection(bs) as creator, RawConnection(bs) as other:
+        creator.send_raw(codec.encode_request(
+            m.ApiKey.CREATE_TOPICS, 7, 99, "off-loop", _create("slow", 40)))
+        time.sleep(0.2)
+        topic = _metadata(other, "slow")  # answered while the worker is held
+        assert topic.error_code == ErrorCode.NONE and len(topic.partitions) == 40
+        assert {p.error_code for p in topic.partitions} == {ErrorCode.LEADER_NOT_AVAILABLE}
+        assert {p.leader_id for p in topic.partitions} == {-1}
+        again = other.request(m.ApiKey.CREATE_TOPICS, 7, _create("slow", 40))
+        assert again.topics[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+        release.set()
+        frame = creator.recv_frame()
+        assert frame is not None
+        topic = _metadata(other, "slow")
+        assert {p.error_code for p in topic.partitions} == {ErrorCode.NONE}
+    p = Producer({"bootstrap.servers": bs})
+    p.produce("slow", b"served", partition=39)
+    assert p.flush(10) == 0
+
+
+def test_topics_offsets_topic_is_finished_after_the_asker_disconnects(
+        held: tuple[EmbeddedBroker, threading.Event]) -> None:
+    embedded, release = held
+    with RawConnection(embedded.bootstrap_servers) as asker:
+        asker.send_raw(codec.encode_request(
+            m.ApiKey.FIND_COORDINATOR, 3, 5, "off-loop",
+            m.FindCoordinatorRequest(key="g", key_type=0)))
+        time.sleep(0.2)
+    release.set()  # the asking connection is gone; the broker finishes anyway
+    broker = embedded.broker
+    assert broker is not None
+    deadline = time.time() + 10
+    served = 0
+    while time.time() < deadline:
+        served = embedded.call(lambda: sum(
+            1 for name, _ in broker.partitions if name == "__consumer_offsets"))
+        if served == 50:
+            break
+        time.sleep(0.05)
+    assert served == 50
+    with RawConnection(embedded.bootstrap_servers) as again:
+        resp = again.request(m.ApiKey.FIND_COORDINATOR, 3,
+                             m.FindCoordinatorRequest(key="g", key_type=0))
+        assert resp.error_code == ErrorCode.NONE and resp.node_id == broker.node_id
