@@ -111,7 +111,7 @@ def test_records_batch_header_properties() -> None:
 
 
 def test_records_batch_last_sequence_wraps_like_kafka() -> None:
-    fields = dict.fromkeys(BatchHeader.__slots__, 0)
+    fields = dict.fromkeys(BatchHeader._fields, 0)
     header = BatchHeader(**{**fields, "base_sequence": 0x7FFFFFFE, "last_offset_delta": 3})
     assert header.last_sequence == 1
     assert BatchHeader(**{**fields, "base_sequence": -1}).last_sequence == -1
