@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ads.broker import config as bconfig
 from ads.broker.dispatch import Dispatcher
+from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.handlers import all_handlers
 from ads.broker.handlers import groups as group_handlers
 from ads.broker.partitions import Partition
@@ -84,6 +85,8 @@ class Broker:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.dispatcher = Dispatcher(self, all_handlers())
         self.group_coordinator = group_handlers.create_coordinator(self)
+        self.fetch_sessions = FetchSessionCache(
+            int(config.get("max.incremental.fetch.session.cache.slots")))  # type: ignore[call-overload]
         self.listener: KafkaListener | None = None
         self.log_cleaner: LogCleaner | None = None
         self.endpoint = BrokerEndpoint(self.node_id, "127.0.0.1", 0)
