@@ -36,7 +36,7 @@ def test_bench_stats_sampler_reads_own_process() -> None:
 
 def _results() -> dict:  # type: ignore[type-arg]
     side = {"median": 100.0, "min": 90.0, "max": 110.0, "n": 3, "cpu_s": 1.5,
-            "rss_max_mb": 50.0}
+            "rss_max_mb": 50.0, "client_cpu_s": 2.25}
     return {
         "started": "2026-01-01T00-00-00", "command": "ads bench suite", "reps": 3,
         "machine": {"cpu_model": "CPU", "cores": 2, "memory_gb": "24", "kernel": "6",
@@ -56,6 +56,7 @@ def _results() -> dict:  # type: ignore[type-arg]
 def test_bench_report_table_and_docs_block(tmp_path: Path) -> None:
     text = report.results_markdown(_results())
     assert "| W1 produce | records/s | 100 (90–110) | 50 (45–55) | 2.00× ↑ |" in text
+    assert "| 1.5 s / 50 MB (client 2.2 s) |" in text
     assert "3,000 MB/s" in text
     docs = tmp_path / "b.md"
     docs.write_text(f"intro\n{report.DOCS_BEGIN}\nold\n{report.DOCS_END}\noutro\n")

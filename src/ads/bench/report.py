@@ -43,14 +43,18 @@ def _cell(summary: dict[str, Any] | None, unit: str) -> str:
 def _resources(summary: dict[str, Any] | None) -> str:
     if not summary or summary.get("cpu_s") is None:
         return "-"
-    return f"{summary['cpu_s']:.1f} s / {summary['rss_max_mb']:.0f} MB"
+    text = f"{summary['cpu_s']:.1f} s / {summary['rss_max_mb']:.0f} MB"
+    if summary.get("client_cpu_s") is not None:
+        text += f" (client {summary['client_cpu_s']:.1f} s)"
+    return text
 
 
 def markdown_table(results: dict[str, Any]) -> str:
-    """One row per workload: medians (min–max) of both brokers, the ratio, CPU and memory."""
+    """One row per workload: medians (min–max) of both brokers, the ratio, the broker's CPU
+    time and memory, and the CPU time of the clients measuring it."""
     lines = [
         "| workload | metric | ADS median (min–max) | mock median (min–max) | ADS / mock "
-        "| ADS CPU / max RSS | mock CPU / max RSS | notes |",
+        "| ADS CPU / max RSS (client CPU) | mock CPU / max RSS (client CPU) | notes |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for wl in results["workloads"]:

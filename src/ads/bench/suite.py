@@ -205,14 +205,19 @@ class _Context:
             profiler = _Profiler(target.pid, out)
         load = os.getloadavg()[0]
         sampler = ResourceSampler(target.pid).start()
+        # The clients run in this process (librdkafka's threads included): their CPU time
+        # shows when a workload is bound by the client rather than by the broker.
+        client_cpu = time.process_time()
         try:
             result = fn()
         finally:
+            client_cpu = time.process_time() - client_cpu
             usage = sampler.stop()
             if profiler is not None:
                 profiler.stop()
                 self.profiles.setdefault(workload, []).append(profiler.out)
         result["broker"] = usage.as_dict() if usage else None
+        result["client_cpu_s"] = round(client_cpu, 3)
         result["load_average"] = round(max(load, os.getloadavg()[0]), 2)
         return result
 
@@ -450,9 +455,11 @@ def _summarize(runs: dict[str, list[dict[str, Any]]], metric: Metric) -> dict[st
             continue
         cpu = [r["broker"]["cpu_s"] for r in ok if r.get("broker")]
         rss = [r["broker"]["rss_max_mb"] for r in ok if r.get("broker")]
+        client = [r["client_cpu_s"] for r in ok if r.get("client_cpu_s") is not None]
         out[side] = {"median": median(values), "min": min(values), "max": max(values),
                      "n": len(values), "cpu_s": median(cpu) if cpu else None,
-                     "rss_max_mb": max(rss) if rss else None}
+                     "rss_max_mb": max(rss) if rss else None,
+                     "client_cpu_s": median(client) if client else None}
     a, b = out.get("ads"), out.get("mock")
     out["ratio"] = (a["median"] / b["median"] if a and b and b["median"] else None)
     return out
