@@ -136,12 +136,17 @@ def test_kafkajs_idempotent_producer(broker: str) -> None:
     assert [v for _, _, _, v, _ in got] == [b"m%d" % i for i in range(30)]
 
 
-def test_kafkajs_two_consumers_share_a_group(broker: str) -> None:
-    create_topic(broker, "kjs-shared", partitions=4)
-    p = Producer({"bootstrap.servers": broker})
-    for i in range(40):
-        p.produce("kjs-shared", b"%d" % i, partition=i % 4)
+def _fill(bootstrap: str, topic: str, partitions: int, count: int) -> None:
+    """A new topic with `count` records spread round robin (written by confluent-kafka)."""
+    create_topic(bootstrap, topic, partitions=partitions)
+    p = Producer({"bootstrap.servers": bootstrap})
+    for i in range(count):
+        p.produce(topic, b"%d" % i, partition=i % partitions)
     assert p.flush(10) == 0
+
+
+def test_kafkajs_two_consumers_share_a_group(broker: str) -> None:
+    _fill(broker, "kjs-shared", 4, 40)
     out = kafkajs("group-pair", broker, {"topic": "kjs-shared", "group": "kjs-pair",
                                          "partitions": 4, "count": 40})
     a, b = out["assigned"]
@@ -167,11 +172,7 @@ def test_kafkajs_admin_topics_configs_offsets(broker: str) -> None:
 
 
 def test_kafkajs_group_admin(broker: str) -> None:
-    create_topic(broker, "kjs-ga", partitions=2)
-    p = Producer({"bootstrap.servers": broker})
-    for i in range(6):
-        p.produce("kjs-ga", b"%d" % i, partition=i % 2)
-    assert p.flush(10) == 0
+    _fill(broker, "kjs-ga", 2, 6)
     kafkajs("consume", broker, {"topic": "kjs-ga", "group": "kjs-admin-group", "count": 6})
     out = kafkajs("group-admin", broker, {"topic": "kjs-ga", "group": "kjs-admin-group"})
     assert "kjs-admin-group" in out["listed"]
