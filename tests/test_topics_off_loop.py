@@ -45,10 +45,11 @@ def _create(name: str, partitions: int) -> C:
              timeout_ms=30_000, validate_only=False)
 
 
-def _metadata(conn: RawConnection, name: str) -> m.MetadataResponse.MetadataResponseTopic:
+def _metadata(conn: RawConnection, name: str, version: int = 9
+              ) -> m.MetadataResponse.MetadataResponseTopic:
     req = m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=name)],
                             allow_auto_topic_creation=False)
-    return conn.request(m.ApiKey.METADATA, 9, req).topics[0]
+    return conn.request(m.ApiKey.METADATA, version, req).topics[0]
 
 
 def test_topics_other_connections_are_served_while_partitions_are_made(
@@ -99,3 +100,23 @@ def test_topics_offsets_topic_is_finished_after_the_asker_disconnects(
         resp = again.request(m.ApiKey.FIND_COORDINATOR, 3,
                              m.FindCoordinatorRequest(key="g", key_type=0))
         assert resp.error_code == ErrorCode.NONE and resp.node_id == broker.node_id
+
+
+def test_topics_metadata_follows_changes_to_a_topic(tmp_path: Path) -> None:
+    # Metadata keeps built topic entries between requests: every change must show.
+    with EmbeddedBroker(data_dir=tmp_path / "data") as embedded, \
+            RawConnection(embedded.bootstrap_servers) as conn:
+        conn.request(m.ApiKey.CREATE_TOPICS, 7, _create("changing", 2))
+        first = _metadata(conn, "changing", 12)
+        assert len(first.partitions) == 2 and _metadata(conn, "changing").partitions
+        grow = m.CreatePartitionsRequest(topics=[m.CreatePartitionsRequest.CreatePartitionsTopic(
+            name="changing", count=4, assignments=None)], timeout_ms=10_000, validate_only=False)
+        assert conn.request(m.ApiKey.CREATE_PARTITIONS, 3, grow).results[0].error_code == 0
+        assert sorted(p.partition_index for p in _metadata(conn, "changing").partitions) == \
+            [0, 1, 2, 3]
+        gone = m.DeleteTopicsRequest(topic_names=["changing"], timeout_ms=10_000)
+        conn.request(m.ApiKey.DELETE_TOPICS, 4, gone)
+        assert _metadata(conn, "changing").error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        conn.request(m.ApiKey.CREATE_TOPICS, 7, _create("changing", 1))
+        again = _metadata(conn, "changing", 12)
+        assert again.topic_id != first.topic_id and len(again.partitions) == 1

@@ -13,6 +13,7 @@ import logging
 import uuid
 from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from ads.broker import config as bconfig
 from ads.broker.dispatch import Dispatcher
@@ -92,6 +93,8 @@ class Broker:
         self.endpoint = BrokerEndpoint(self.node_id, "127.0.0.1", 0)
         self.bound_address = ("", 0)
         self._tasks: list[asyncio.Task[None]] = []
+        # Metadata's per-topic response entries (handlers/metadata.py), by topic name.
+        self.metadata_entries: dict[str, tuple[int, TopicState, Any]] = {}
         # Topics whose new partitions' files are being made in a worker thread.
         self._opening: dict[str, asyncio.Future[None]] = {}
         self._producer_ids = iter(())

@@ -57,6 +57,7 @@ class EmbeddedMetadataStore:
         # Producer ids are handed out in blocks; the end of the last block is stored before
         # any id of it is used, so ids are never reused after a crash.
         self.producer_id_block_end = 0
+        self.version = 0  # counts changes, so derived data can tell when it is stale
 
     def load(self) -> None:
         if not self._path.exists():
@@ -74,6 +75,7 @@ class EmbeddedMetadataStore:
         self._by_id = {t.topic_id: t for t in topics}
 
     def _save(self) -> None:
+        self.version += 1  # every change goes through here: caches compare it
         data = {
             "version": FORMAT_VERSION,
             "cluster_id": self.cluster_id,
