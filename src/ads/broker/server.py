@@ -200,17 +200,9 @@ class Broker:
     def create_topic(self, name: str, num_partitions: int, configs: dict[str, str],
                      topic_id: uuid.UUID | None = None) -> TopicState:
         """Creates a topic with its partitions' files made on the calling thread (tools and
-        tests); request handlers use `create_topic_off_loop`."""
+        tests); request handlers use `record_topic` and then `open_new`."""
         topic = self.record_topic(name, num_partitions, configs, topic_id)
         self._open_partitions(topic)
-        return topic
-
-    async def create_topic_off_loop(self, name: str, num_partitions: int,
-                                    configs: dict[str, str],
-                                    topic_id: uuid.UUID | None = None) -> TopicState:
-        """Creates a topic; its partitions' files are made off the loop (see `open_new`)."""
-        topic = self.record_topic(name, num_partitions, configs, topic_id)
-        await self.open_new(topic)
         return topic
 
     def record_topic(self, name: str, num_partitions: int, configs: dict[str, str],
@@ -291,10 +283,6 @@ class Broker:
             self.partitions.pop((name, p.partition), None)
             self.log_manager.delete_log(name, p.partition)
         log.info("deleted topic %s", name)
-
-    def add_partitions(self, name: str, total: int) -> None:
-        self.metadata.add_partitions(name, total)
-        self._open_partitions(self.metadata.topics[name])
 
     def record_partitions(self, name: str, total: int) -> TopicState:
         """Grows a topic in the metadata; `open_new` then serves the new partitions."""
