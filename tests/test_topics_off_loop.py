@@ -120,3 +120,41 @@ def test_topics_metadata_follows_changes_to_a_topic(tmp_path: Path) -> None:
         conn.request(m.ApiKey.CREATE_TOPICS, 7, _create("changing", 1))
         again = _metadata(conn, "changing", 12)
         assert again.topic_id != first.topic_id and len(again.partitions) == 1
+
+
+def test_topics_segment_roll_fsync_runs_off_the_loop(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # A roll fsyncs the finished segment; held here, it must not hold up any request.
+    from ads.storage.segment import LogSegment
+
+    release = threading.Event()
+    flush = LogSegment.flush
+    held: list[str] = []
+
+    def held_flush(self: LogSegment) -> None:
+        held.append(threading.current_thread().name)
+        assert release.wait(30)
+        flush(self)
+
+    monkeypatch.setattr(LogSegment, "flush", held_flush)
+    try:
+        with EmbeddedBroker(data_dir=tmp_path / "data") as embedded:
+            bs = embedded.bootstrap_servers
+            create = C(topics=[C.CreatableTopic(
+                name="rolling", num_partitions=1, replication_factor=1, assignments=[],
+                configs=[C.CreatableTopic.CreatableTopicConfig(name="segment.bytes",
+                                                               value="1024")])],
+                timeout_ms=10_000, validate_only=False)
+            with RawConnection(bs) as conn:
+                assert conn.request(m.ApiKey.CREATE_TOPICS, 7, create).topics[0].error_code == 0
+            p = Producer({"bootstrap.servers": bs, "linger.ms": 0})
+            for i in range(8):  # about 700 bytes per batch: a roll every other batch
+                p.produce("rolling", b"x" * 600 + b"%d" % i)
+                assert p.flush(10) == 0
+            assert held, "no segment roll happened"
+            assert all(name != "ads-embedded-broker" for name in held)  # not the loop thread
+            with RawConnection(bs) as conn:
+                assert len(_metadata(conn, "rolling").partitions) == 1
+            release.set()
+    finally:
+        release.set()

@@ -80,9 +80,11 @@ class Broker:
         self.node_id: int = config.node_id
         self.log_dirs = [Path(d) for d in config.log_dirs]
         self.metadata = EmbeddedMetadataStore(self.log_dirs[0], self.node_id)
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.log_manager = LogManager(
             self.log_dirs, clock=self.clock,
-            default_config=log_config_from(bconfig.effective_topic_config(config, {})))
+            default_config=log_config_from(bconfig.effective_topic_config(config, {})),
+            scheduler=self._run_later)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.dispatcher = Dispatcher(self, all_handlers())
         self.group_coordinator = group_handlers.create_coordinator(self)
@@ -102,6 +104,7 @@ class Broker:
 
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
         self.metadata.load()
@@ -123,9 +126,9 @@ class Broker:
         self.schedule("log-retention", self.config.get("log.retention.check.interval.ms"),
                        self._retention)
         self.schedule("log-flush", self.config.get("log.flush.scheduler.interval.ms"),
-                       self._flush)
+                       self._flush, off_loop=True)
         self.schedule("checkpoint", self.config.get("log.flush.offset.checkpoint.interval.ms"),
-                       self.log_manager.checkpoint)
+                       self.log_manager.checkpoint, off_loop=True)
         expiration_ms = int(self.config.get("producer.id.expiration.ms"))  # type: ignore[call-overload]
         self.schedule("producer-expiration", min(expiration_ms, 600_000),
                        lambda: self.log_manager.remove_expired_producers(
@@ -160,8 +163,10 @@ class Broker:
         """Runs `work` on the broker's loop; it is cancelled when the broker stops."""
         self._tasks.append(asyncio.ensure_future(work))
 
-    def schedule(self, name: str, interval_ms: object, job: Callable[[], object]) -> None:
-        """Runs `job` every `interval_ms` on the broker's loop until the broker stops."""
+    def schedule(self, name: str, interval_ms: object, job: Callable[[], object],
+                 off_loop: bool = False) -> None:
+        """Runs `job` every `interval_ms` until the broker stops: on the broker's loop, or
+        in a worker thread when it waits on disks (`off_loop`, DESIGN rule 6)."""
         interval = max(int(interval_ms), 10) / 1000.0  # type: ignore[call-overload]
         max_interval = 3600.0
 
@@ -169,11 +174,33 @@ class Broker:
             while True:
                 await asyncio.sleep(min(interval, max_interval))
                 try:
-                    job()
+                    if off_loop:
+                        await asyncio.to_thread(job)
+                    else:
+                        job()
                 except Exception:
                     log.exception("background job %s failed", name)
 
         self.spawn(loop())
+
+    def _run_later(self, delay_ms: int, job: Callable[[], None]) -> None:
+        """The logs' scheduler: runs `job` in a worker thread after `delay_ms` (the fsync
+        after a segment roll, removing deleted files after `file.delete.delay.ms`), never on
+        the event loop. Callable from any thread; before start, `job` runs at once."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            job()
+            return
+
+        def report(done: asyncio.Future[None]) -> None:
+            if not done.cancelled() and done.exception() is not None:
+                log.error("storage job failed", exc_info=done.exception())
+
+        def submit() -> None:
+            if self.started:
+                loop.run_in_executor(None, job).add_done_callback(report)
+
+        loop.call_soon_threadsafe(loop.call_later, max(delay_ms, 0) / 1000.0, submit)
 
     def _retention(self) -> None:
         self.log_manager.cleanup(self.clock.time_ms())
