@@ -3,8 +3,12 @@ the ads pytest plugin) and helpers for the client libraries."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from ads.testing import EmbeddedBroker
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -20,3 +24,18 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, **configs: str)
 @pytest.fixture
 def bootstrap(ads_broker) -> str:  # type: ignore[no-untyped-def]
     return ads_broker.bootstrap_servers
+
+
+# The Spark tests share one broker and one local Spark session per test module (starting
+# Spark's JVM costs seconds); modules that define their own `broker` use theirs.
+@pytest.fixture(scope="module")
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker() as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def spark():  # type: ignore[no-untyped-def]
+    from ads.spark.testing import local_session  # noqa: PLC0415 - pyspark only when used
+
+    return local_session()

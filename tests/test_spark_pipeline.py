@@ -8,16 +8,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.dataset as ds
-import pytest
 from pyspark.sql import SparkSession
 
 from ads.spark.output import OutputLog
 from ads.spark.pipeline import LoadOptions, load, status
-from ads.spark.testing import local_session
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
 from test_spark_read import TS, produce
@@ -25,15 +22,6 @@ from test_spark_read import TS, produce
 DAY_MS = 86_400_000
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker() as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def spark() -> SparkSession:
-    return local_session()
 
 
 def dataset_rows(out: Path) -> list[tuple[str, int, int]]:

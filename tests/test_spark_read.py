@@ -4,7 +4,6 @@ what was produced, for each form of the starting and ending options."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,7 +14,6 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.utils import AnalysisException
 
-from ads.spark.testing import local_session
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
 
@@ -25,15 +23,6 @@ PARTITIONS = 3
 COUNT = 90
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker() as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def spark() -> SparkSession:
-    return local_session()
 
 
 def produce(bootstrap: str, topic: str, count: int, partitions: int,

@@ -4,7 +4,6 @@ and a fresh query starting at latest."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -12,21 +11,9 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from ads.spark.testing import local_session
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
 from test_spark_read import produce
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker() as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def spark() -> SparkSession:
-    return local_session()
 
 
 def stream(spark: SparkSession, broker: EmbeddedBroker, topic: str, **options: str

@@ -3,7 +3,6 @@ partitions with their keys and headers; bad columns and options fail at planning
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,21 +13,9 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.utils import AnalysisException
 
-from ads.spark.testing import local_session
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
 from test_spark_read import produce
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker() as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def spark() -> SparkSession:
-    return local_session()
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int, expected: int
