@@ -102,38 +102,50 @@ def test_cleaner_crash_while_writing_the_cleaned_segment(tmp_path: Path, chunks:
     assert crash_and_recover(h) == old
 
 
+class RenameCrasher:
+    """Counts the renames of a cleaning pass and crashes after a chosen number of them."""
+
+    def __init__(self, h: Harness, pristine: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.h, self.pristine = h, pristine
+        self.renames, self.limit = 0, 1 << 30
+        real_rename = Path.rename
+
+        def counting_rename(path: Path, target: Path) -> Path:
+            if self.renames >= self.limit:
+                raise Crash
+            self.renames += 1
+            return real_rename(path, target)
+
+        monkeypatch.setattr(Path, "rename", counting_rename)
+
+    def count(self) -> int:
+        """Renames of a whole pass (the pass runs to its end)."""
+        shutil.copytree(self.h.directory, self.pristine)
+        run_pass(self.h)
+        return self.renames
+
+    def crash_after(self, renames: int) -> list[Seen]:
+        """From the original files, a pass killed after `renames` renames, then recovery."""
+        self.limit, self.renames = renames, 0
+        shutil.rmtree(self.h.directory)
+        shutil.copytree(self.pristine, self.h.directory)
+        self.h.open(clean=True)
+        with pytest.raises(Crash):
+            run_pass(self.h)
+        self.limit = 1 << 30
+        return crash_and_recover(self.h)
+
+
 def test_cleaner_crash_between_any_two_renames(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     h, old, new = one_group_log(tmp_path)
-    pristine = tmp_path / "pristine"
-    shutil.copytree(h.directory, pristine)
-    renames = 0
-    real_rename = Path.rename
-
-    def counting_rename(self: Path, target: Path) -> Path:  # type: ignore[override]
-        nonlocal renames, limit
-        if renames >= limit:
-            raise Crash
-        renames += 1
-        return real_rename(self, target)
-
-    limit = 1 << 30
-    monkeypatch.setattr(Path, "rename", counting_rename)
-    run_pass(h)
-    total = renames
+    crasher = RenameCrasher(h, tmp_path / "pristine", monkeypatch)
+    total = crasher.count()
     assert total >= 9  # .cleaned -> .swap, old -> .deleted, .swap -> live: 3 files each
     outcomes = []
     for crash_at in range(total):
-        limit = crash_at
-        shutil.rmtree(h.directory)
-        shutil.copytree(pristine, h.directory)
-        h.open(clean=True)
-        renames = 0
-        with pytest.raises(Crash):
-            run_pass(h)
-        crashed_at, limit = limit, 1 << 30
-        got = crash_and_recover(h)
-        assert got in (old, new), f"crash after {crashed_at} renames"
+        got = crasher.crash_after(crash_at)
+        assert got in (old, new), f"crash after {crash_at} renames"
         check_guarantees(h.writes, got)
         outcomes.append(got == new)
     # Before the first .swap rename the old log survives; once it is done, the new one.
@@ -143,34 +155,12 @@ def test_cleaner_crash_between_any_two_renames(tmp_path: Path,
 def test_cleaner_crash_with_many_groups_keeps_every_last_value(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     h = build(tmp_path / "data", segment_bytes=600)
-    pristine = tmp_path / "pristine"
-    shutil.copytree(h.directory, pristine)
     active_base = h.log.active_segment.base_offset
-    renames = 0
-    real_rename = Path.rename
-    limit = 1 << 30
-
-    def counting_rename(self: Path, target: Path) -> Path:  # type: ignore[override]
-        nonlocal renames, limit
-        if renames >= limit:
-            raise Crash
-        renames += 1
-        return real_rename(self, target)
-
-    monkeypatch.setattr(Path, "rename", counting_rename)
-    run_pass(h)
-    total = renames
+    crasher = RenameCrasher(h, tmp_path / "pristine", monkeypatch)
+    total = crasher.count()
     assert total > 20
     for crash_at in range(0, total, max(total // 12, 1)):
-        limit = crash_at
-        shutil.rmtree(h.directory)
-        shutil.copytree(pristine, h.directory)
-        h.open(clean=True)
-        renames = 0
-        with pytest.raises(Crash):
-            run_pass(h)
-        limit = 1 << 30
-        got = crash_and_recover(h)
+        got = crasher.crash_after(crash_at)
         check_guarantees(h.writes, got, keep_from_offset=active_base)
         # The recovered log is consistent enough to be cleaned to the end.
         run_pass(h)
