@@ -12,6 +12,7 @@ from ads.records.batch import build_batch, iter_batches
 from ads.storage.clock import ManualClock
 from ads.storage.config import LogConfig
 from ads.storage.segment import LogSegment
+from ads.storage.timestamps import first_at_or_after
 
 T0 = 1_700_000_000_000
 
@@ -68,10 +69,10 @@ def test_segment_read_whole_batches(tmp_path: Path) -> None:
 def test_segment_find_offset_by_timestamp(tmp_path: Path) -> None:
     segment = new_segment(tmp_path)
     fill(segment, 1000, 10)
-    assert segment.find_offset_by_timestamp(T0) == (1000, T0)
-    assert segment.find_offset_by_timestamp(T0 + 7) == (1028, T0 + 7)
-    assert segment.find_offset_by_timestamp(T0 + 7, start_offset=1030) == (1030, T0 + 7)
-    assert segment.find_offset_by_timestamp(T0 + 10) is None
+    assert first_at_or_after(segment, T0, 0) == (1000, T0)
+    assert first_at_or_after(segment, T0 + 7, 0) == (1028, T0 + 7)
+    assert first_at_or_after(segment, T0 + 7, 1030) == (1030, T0 + 7)
+    assert first_at_or_after(segment, T0 + 10, 0) is None
     assert (segment.max_timestamp, segment.offset_of_max_timestamp) == (T0 + 9, 1036)
     segment.close()
 

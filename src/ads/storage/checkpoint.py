@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ads.storage.errors import CheckpointError
+from ads.storage.files import O_CLOEXEC
 
 __all__ = [
     "CHECKPOINT_VERSION",
@@ -42,12 +43,11 @@ __all__ = [
 ]
 
 CHECKPOINT_VERSION = 0
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 def fsync_dir(directory: Path) -> None:
     """Make renames and creations inside ``directory`` durable."""
-    fd = os.open(directory, os.O_RDONLY | _O_CLOEXEC)
+    fd = os.open(directory, os.O_RDONLY | O_CLOEXEC)
     try:
         os.fsync(fd)
     finally:
@@ -57,7 +57,7 @@ def fsync_dir(directory: Path) -> None:
 def atomic_write(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves the old or the new file."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_CLOEXEC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | O_CLOEXEC, 0o644)
     try:
         view = memoryview(data)
         while view:

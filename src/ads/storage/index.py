@@ -36,13 +36,13 @@ from array import array
 from pathlib import Path
 
 from ads.storage.errors import CorruptIndexError
+from ads.storage.files import O_CLOEXEC
 
 __all__ = ["OffsetIndex", "TimeIndex"]
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _INT32_MAX = 0x7FFFFFFF
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _BIG_ENDIAN_HOST = sys.byteorder == "big"
 
 
@@ -70,7 +70,7 @@ class _IndexFile:
     def _writer(self) -> int:
         if self._fd < 0:
             self._fd = os.open(
-                self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | _O_CLOEXEC, 0o644
+                self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | O_CLOEXEC, 0o644
             )
         return self._fd
 

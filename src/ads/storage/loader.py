@@ -23,18 +23,18 @@ from pathlib import Path
 from ads.records.batch import BATCH_OVERHEAD, BatchHeader, read_batch_header
 from ads.records.errors import RecordError
 from ads.storage.epoch_cache import LeaderEpochCache
-from ads.storage.segment import (
+from ads.storage.files import (
+    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
-    LogSegment,
     file_name,
 )
+from ads.storage.segment import LogSegment
 
 __all__ = [
-    "CLEANED_SUFFIX",
-    "SWAP_SUFFIX",
     "prepare_directory",
     "recover_segments",
     "segment_base_offsets",
@@ -42,8 +42,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
 _TMP_SUFFIX = ".tmp"
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 

@@ -43,21 +43,17 @@ from ads.storage.clock import Clock
 from ads.storage.config import LogConfig
 from ads.storage.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from ads.storage.errors import KafkaStorageError, OffsetOutOfRangeError, RecordBatchTooLargeError
+from ads.storage.files import CLEANED_SUFFIX, SWAP_SUFFIX, BatchInfo, FileRegion, Scheduler
 from ads.storage.loader import (
-    CLEANED_SUFFIX,
-    SWAP_SUFFIX,
     prepare_directory,
     recover_segments,
     segment_base_offsets,
 )
 from ads.storage.producer_state import ProducerAppendInfo, ProducerStateManager
-from ads.storage.segment import BatchInfo, FileRegion, LogSegment, Scheduler
+from ads.storage.segment import LogSegment
+from ads.storage.timestamps import offset_for_timestamp
 
 __all__ = [
-    "EARLIEST_LOCAL_TIMESTAMP",
-    "EARLIEST_TIMESTAMP",
-    "LATEST_TIMESTAMP",
-    "MAX_TIMESTAMP",
     "Log",
     "LogAppendInfo",
     "OffsetOutOfRangeError",
@@ -66,11 +62,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -418,41 +409,10 @@ class Log:
         return ReadResult(regions, first_offset)
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
-        """``(offset, timestamp, leader_epoch)`` for ListOffsets, ``None`` if nothing matches.
-
-        -2 (earliest) and -4 (earliest local) give the log start offset, -1 (latest) the log
-        end offset (the broker substitutes the high watermark or last stable offset for
-        clients), -3 the record with the largest timestamp, other negative values ``None``.
-        A real timestamp gives the first record whose timestamp is >= it (only the batch
-        holding it is decoded).
-        """
+        """``(offset, timestamp, leader_epoch)`` for ListOffsets (``ads.storage.timestamps``)."""
         with self._lock:
-            cache = self.epoch_cache
-            if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-                start = self.log_start_offset
-                return start, -1, cache.epoch_for_offset(start)
-            if timestamp == LATEST_TIMESTAMP:
-                return self._log_end_offset, -1, cache.latest_epoch
-            if timestamp == MAX_TIMESTAMP:
-                best: LogSegment | None = None
-                for segment in self._segments:
-                    if best is None or segment.max_timestamp > best.max_timestamp:
-                        best = segment
-                if best is None:
-                    return None
-                found = best.find_max_timestamp_record(self.log_start_offset)
-                if found is None:
-                    return None
-                return found[0], found[1], cache.epoch_for_offset(found[0])
-            if timestamp < 0:
-                return None  # other special timestamps (tiered storage) have no answer here
-            for segment in self._segments:
-                if segment.max_timestamp < timestamp:
-                    continue
-                found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
-                if found is not None:
-                    return found[0], found[1], cache.epoch_for_offset(found[0])
-            return None
+            return offset_for_timestamp(self._segments, timestamp, self.log_start_offset,
+                                        self._log_end_offset, self.epoch_cache)
 
     # ------------------------------------------------------------------- deletion, retention
 

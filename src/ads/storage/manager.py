@@ -34,8 +34,8 @@ from ads.storage.checkpoint import atomic_write, read_offset_checkpoint, write_o
 from ads.storage.clock import Clock
 from ads.storage.config import LogConfig
 from ads.storage.errors import CheckpointError
+from ads.storage.files import Scheduler
 from ads.storage.log import Log, partition_dir_name
-from ads.storage.segment import Scheduler
 
 __all__ = [
     "CLEAN_SHUTDOWN_FILE",

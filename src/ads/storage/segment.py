@@ -28,15 +28,12 @@ import random
 import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ads.records.batch import (
     BATCH_OVERHEAD,
     LOG_OVERHEAD,
     BatchHeader,
-    Record,
-    decode_records,
     iter_batches,
     read_batch_header,
     scan_valid_prefix,
@@ -44,36 +41,26 @@ from ads.records.batch import (
 from ads.storage.clock import Clock
 from ads.storage.config import LogConfig
 from ads.storage.errors import CorruptIndexError, KafkaStorageError
+from ads.storage.files import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    O_CLOEXEC,
+    TIME_INDEX_SUFFIX,
+    BatchInfo,
+    FileHandle,
+    FileRegion,
+    Scheduler,
+    file_name,
+    rename_deleted,
+    rename_suffix,
+    with_suffix,
+)
 from ads.storage.index import OffsetIndex, TimeIndex
 
-# Bound on a batch decoded for a timestamp lookup (a compressed batch may inflate).
-_MAX_DECODED_BATCH = 256 << 20
-
-__all__ = [
-    "DELETED_SUFFIX",
-    "INDEX_SUFFIX",
-    "LOG_SUFFIX",
-    "TIME_INDEX_SUFFIX",
-    "BatchInfo",
-    "FileRegion",
-    "LogSegment",
-    "Scheduler",
-    "file_name",
-]
+__all__ = ["LogSegment"]
 
 logger = logging.getLogger(__name__)
-
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
-DELETED_SUFFIX = ".deleted"
-
-# (delay_ms, task): runs ``task`` later, possibly on another thread. Every task this package
-# schedules (delayed file removal, flush after a roll) is safe to run off the owner thread.
-Scheduler = Callable[[int, Callable[[], None]], None]
-
-# (position in the appended bytes, size, base offset, last offset, max timestamp)
-BatchInfo = tuple[int, int, int, int, int]
 
 _INT32_MAX = 0x7FFFFFFF
 _SCAN_CHUNK = 8192
@@ -81,52 +68,6 @@ _RECOVER_CHUNK = 1 << 20
 _LENGTH_FIELD = struct.Struct(">i")
 # base offset, batch length, last offset delta: all an offset lookup needs of a header
 _SPAN = struct.Struct(">qi11xi")
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-
-
-def file_name(base_offset: int, suffix: str) -> str:
-    return f"{base_offset:020d}{suffix}"
-
-
-@dataclass(frozen=True, slots=True)
-class FileRegion:
-    """``length`` bytes at ``offset`` of the open file ``fd``: whole batches for ``sendfile``.
-
-    The descriptor belongs to the segment, but a region keeps it open: a segment that is
-    closed or deleted (retention, truncation) while a fetch response still holds its regions
-    closes the descriptor only once the last region is dropped, so the number is never reused
-    for another file under a pending ``sendfile``. Drop regions once sent.
-    """
-
-    fd: int
-    offset: int
-    length: int
-    _handle: object = field(default=None, repr=False, compare=False)
-
-    def __len__(self) -> int:
-        return self.length
-
-    def read_bytes(self) -> bytes:
-        """Copy the bytes out (tests and TLS connections, which cannot sendfile)."""
-        data = os.pread(self.fd, self.length, self.offset)
-        while len(data) < self.length:
-            more = os.pread(self.fd, self.length - len(data), self.offset + len(data))
-            if not more:
-                raise KafkaStorageError(f"file region ends early ({len(data)}/{self.length})")
-            data += more
-        return data
-
-
-class _FileHandle:
-    """Owns a descriptor and closes it when the last holder (segment or region) lets go."""
-
-    __slots__ = ("fd",)
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def __del__(self) -> None:
-        os.close(self.fd)
 
 
 class LogSegment:
@@ -146,7 +87,7 @@ class LogSegment:
         self.config = config
         self._clock = clock
         self._fd = fd
-        self._handle: _FileHandle | None = _FileHandle(fd)
+        self._handle: FileHandle | None = FileHandle(fd)
         self._size = os.fstat(fd).st_size
         self.log_path = directory / (file_name(base_offset, LOG_SUFFIX) + file_suffix)
         self.offset_index = OffsetIndex(
@@ -185,7 +126,7 @@ class LogSegment:
         ``file_suffix`` is appended to the three file names (the cleaner writes ``.cleaned``
         segments and renames them with ``change_file_suffix``)."""
         path = directory / (file_name(base_offset, LOG_SUFFIX) + file_suffix)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | _O_CLOEXEC, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | O_CLOEXEC, 0o644)
         segment = cls(directory, base_offset, config, clock, fd, clock.time_ms(), file_suffix)
         segment.offset_index.reset()
         segment.time_index.reset()
@@ -196,7 +137,7 @@ class LogSegment:
     def open(cls, directory: Path, base_offset: int, config: LogConfig, clock: Clock) -> LogSegment:
         """An existing segment; its indexes are loaded (and checked) on first use."""
         path = directory / file_name(base_offset, LOG_SUFFIX)
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | _O_CLOEXEC)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | O_CLOEXEC)
         created_ms = os.fstat(fd).st_mtime_ns // 1_000_000
         return cls(directory, base_offset, config, clock, fd, created_ms)
 
@@ -213,7 +154,7 @@ class LogSegment:
 
     # ----------------------------------------------------------------------------- indexes
 
-    def _ensure_indexes(self) -> None:
+    def ensure_indexes(self) -> None:
         if self._indexes_ready:
             return
         try:
@@ -287,7 +228,7 @@ class LogSegment:
         """
         if first_offset < self.base_offset or last_offset - self.base_offset > _INT32_MAX:
             raise ValueError(f"offsets {first_offset}..{last_offset} do not fit {self!r}")
-        self._ensure_indexes()
+        self.ensure_indexes()
         self._load_max_timestamp()
         if self._rolling_based_timestamp is None and self._size == 0:
             self._rolling_based_timestamp = max_timestamp
@@ -340,7 +281,7 @@ class LogSegment:
             )
             if waited > self.config.segment_ms - self._roll_jitter_ms:
                 return True
-        self._ensure_indexes()
+        self.ensure_indexes()
         return (
             self.offset_index.is_full
             or self.time_index.is_full
@@ -357,7 +298,7 @@ class LogSegment:
 
     # --------------------------------------------------------------------------------- read
 
-    def _scan_headers(self, position: int) -> Iterator[tuple[int, BatchHeader]]:
+    def scan_headers(self, position: int) -> Iterator[tuple[int, BatchHeader]]:
         """Batch headers from ``position`` to the end, read in chunks, bodies skipped."""
         end = self._size
         buf = b""
@@ -393,7 +334,7 @@ class LogSegment:
         self, offset: int, start_position: int = 0
     ) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset is >= ``offset``."""
-        self._ensure_indexes()
+        self.ensure_indexes()
         _, position = self.offset_index.lookup(offset)
         for pos, _, last_offset, buf, rel in self._scan_spans(max(position, start_position)):
             if last_offset >= offset:
@@ -449,59 +390,19 @@ class LogSegment:
                 return pos
         return self._size
 
-    def find_offset_by_timestamp(
-        self, timestamp: int, start_offset: int = 0
-    ) -> tuple[int, int] | None:
-        """``(offset, timestamp)`` of the first record whose timestamp is >= ``timestamp``
-        at an offset >= ``start_offset``, as Kafka answers ListOffsets.
-
-        The time index and batch headers find the first batch whose max timestamp reaches
-        the target; only that batch is decoded to find the record (ListOffsets is rare, so
-        this is the one lookup allowed to look inside a batch).
-        """
-        self._ensure_indexes()
-        _, offset = self.time_index.lookup(timestamp)
-        _, position = self.offset_index.lookup(max(offset, start_offset))
-        for pos, header in self._scan_headers(position):
-            if header.max_timestamp >= timestamp and header.last_offset >= start_offset:
-                for record in self._records_at(pos, header):
-                    if record.offset >= start_offset and record.timestamp >= timestamp:
-                        return record.offset, record.timestamp
-        return None
-
-    def find_max_timestamp_record(self, start_offset: int = 0) -> tuple[int, int] | None:
-        """``(offset, timestamp)`` of the first record holding the segment's largest
-        timestamp (ListOffsets -3)."""
-        self._ensure_indexes()
-        if self.max_timestamp < 0:
-            return None
-        _, position = self.offset_index.lookup(max(self.offset_of_max_timestamp, start_offset))
-        for pos, header in self._scan_headers(position):
-            if header.max_timestamp == self.max_timestamp and header.last_offset >= start_offset:
-                for record in self._records_at(pos, header):
-                    if record.offset >= start_offset and record.timestamp == self.max_timestamp:
-                        return record.offset, record.timestamp
-        return None
-
-    def _records_at(self, position: int, header: BatchHeader) -> list[Record]:
-        data = os.pread(self._fd, header.size, position)
-        if header.is_control:
-            return []
-        return decode_records(data, max_uncompressed_bytes=_MAX_DECODED_BATCH)
-
     def next_offset(self) -> int:
         """One past the last offset in the segment (its base offset when empty)."""
-        self._ensure_indexes()
+        self.ensure_indexes()
         result = self.base_offset
-        for _, header in self._scan_headers(self.offset_index.last_position):
+        for _, header in self.scan_headers(self.offset_index.last_position):
             result = header.next_offset
         return result
 
     def iter_headers(self, start_offset: int = 0) -> Iterator[BatchHeader]:
         """Headers of the batches holding offsets >= ``start_offset`` (no CRC check)."""
-        self._ensure_indexes()
+        self.ensure_indexes()
         _, position = self.offset_index.lookup(start_offset)
-        for _, header in self._scan_headers(position):
+        for _, header in self.scan_headers(position):
             if header.last_offset >= start_offset:
                 yield header
 
@@ -604,7 +505,7 @@ class LogSegment:
         # batches that survive); batches before its offset are all below it, so rescan after.
         max_ts, offset_of_max = self.time_index.last_entry()
         _, scan_from = self.offset_index.lookup(offset_of_max)
-        for _, kept in self._scan_headers(scan_from):
+        for _, kept in self.scan_headers(scan_from):
             if kept.max_timestamp > max_ts:
                 max_ts, offset_of_max = kept.max_timestamp, kept.base_offset
         self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max
@@ -658,13 +559,13 @@ class LogSegment:
     def change_file_suffix(self, old_suffix: str, new_suffix: str) -> None:
         """Rename the three files from ``<name><old_suffix>`` to ``<name><new_suffix>``
         (open descriptors stay valid): the cleaner's ``.cleaned`` -> ``.swap`` -> live."""
-        self.log_path = _rename_suffix(self.log_path, old_suffix, new_suffix)
+        self.log_path = rename_suffix(self.log_path, old_suffix, new_suffix)
         for index in (self.offset_index, self.time_index):
-            index.rename(_with_suffix(index.path, old_suffix, new_suffix))
+            index.rename(with_suffix(index.path, old_suffix, new_suffix))
 
     def delete(self, scheduler: Scheduler | None = None) -> None:
         """Rename the files to ``.deleted`` now; close and remove them after the delay."""
-        self.log_path = _rename_deleted(self.log_path)
+        self.log_path = rename_deleted(self.log_path)
         self.offset_index.rename(
             self.offset_index.path.with_name(self.offset_index.path.name + DELETED_SUFFIX)
         )
@@ -681,25 +582,3 @@ class LogSegment:
         self.close()
         for path in self._paths():
             path.unlink(missing_ok=True)
-
-
-def _with_suffix(path: Path, old_suffix: str, new_suffix: str) -> Path:
-    name = path.name
-    if old_suffix:
-        if not name.endswith(old_suffix):
-            raise ValueError(f"{path} does not end with {old_suffix!r}")
-        name = name[: -len(old_suffix)]
-    return path.with_name(name + new_suffix)
-
-
-def _rename_suffix(path: Path, old_suffix: str, new_suffix: str) -> Path:
-    target = _with_suffix(path, old_suffix, new_suffix)
-    path.rename(target)
-    return target
-
-
-def _rename_deleted(path: Path) -> Path:
-    target = path.with_name(path.name + DELETED_SUFFIX)
-    if path.exists():
-        path.rename(target)
-    return target

@@ -55,9 +55,9 @@ from ads.storage.cleaner.scan import batch_body, scan_records
 from ads.storage.cleaner.throttler import Throttler
 from ads.storage.clock import Clock
 from ads.storage.config import LONG_MAX, LogConfig
-from ads.storage.loader import CLEANED_SUFFIX
+from ads.storage.files import CLEANED_SUFFIX, O_CLOEXEC, BatchInfo
 from ads.storage.log import Log
-from ads.storage.segment import BatchInfo, LogSegment
+from ads.storage.segment import LogSegment
 
 __all__ = [
     "CleanerAbortedError",
@@ -75,7 +75,6 @@ logger = logging.getLogger("ads.storage.cleaner")
 _INT32_MAX = 0x7FFFFFFF
 # A compressed batch inflating past this is treated as corrupt (the log is left uncleaned).
 _MIN_UNCOMPRESSED_LIMIT = 64 << 20
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 # Runs a function on the thread that owns the logs and returns its result.
 OwnerCall = Callable[[Callable[[], object]], object]
@@ -293,7 +292,7 @@ def earliest_delete_horizon(files: Sequence[tuple[Path, int]]) -> int | None:
     earliest: int | None = None
     for path, size in files:
         try:
-            fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
+            fd = os.open(path, os.O_RDONLY | O_CLOEXEC)
         except FileNotFoundError:
             continue
         try:
@@ -336,7 +335,7 @@ class _Pass:
 
 def _open(segment: LogSegment) -> int:
     try:
-        return os.open(segment.log_path, os.O_RDONLY | _O_CLOEXEC)
+        return os.open(segment.log_path, os.O_RDONLY | O_CLOEXEC)
     except FileNotFoundError:
         raise CleanerAbortedError(f"{segment.log_path} went away") from None
 

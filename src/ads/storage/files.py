@@ -1,0 +1,118 @@
+"""Segment files: their names, suffixes and descriptors, and the file regions fetches send.
+
+A segment is ``<base offset, 20 digits>.log`` with ``.index`` and ``.timeindex`` beside it
+(Kafka's names). Suffixes appended to those names mark a file's state: ``.deleted`` (removed
+from the log, unlinked ``file.delete.delay.ms`` later), ``.cleaned`` and ``.swap`` (the
+cleaner's output before and during its swap-in; ``ads.storage.loader`` says what a crash in
+each state leaves and how loading resolves it).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ads.storage.errors import KafkaStorageError
+
+__all__ = [
+    "CLEANED_SUFFIX",
+    "DELETED_SUFFIX",
+    "INDEX_SUFFIX",
+    "LOG_SUFFIX",
+    "O_CLOEXEC",
+    "SWAP_SUFFIX",
+    "TIME_INDEX_SUFFIX",
+    "BatchInfo",
+    "FileHandle",
+    "FileRegion",
+    "Scheduler",
+    "file_name",
+    "rename_deleted",
+    "rename_suffix",
+    "with_suffix",
+]
+
+O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+
+# (delay_ms, task): runs ``task`` later, possibly on another thread. Every task this package
+# schedules (delayed file removal, flush after a roll) is safe to run off the owner thread.
+Scheduler = Callable[[int, Callable[[], None]], None]
+
+# (position in the appended bytes, size, base offset, last offset, max timestamp)
+BatchInfo = tuple[int, int, int, int, int]
+
+
+def file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class FileRegion:
+    """``length`` bytes at ``offset`` of the open file ``fd``: whole batches for ``sendfile``.
+
+    The descriptor belongs to the segment, but a region keeps it open: a segment that is
+    closed or deleted (retention, truncation) while a fetch response still holds its regions
+    closes the descriptor only once the last region is dropped, so the number is never reused
+    for another file under a pending ``sendfile``. Drop regions once sent.
+    """
+
+    fd: int
+    offset: int
+    length: int
+    _handle: object = field(default=None, repr=False, compare=False)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def read_bytes(self) -> bytes:
+        """Copy the bytes out (tests and TLS connections, which cannot sendfile)."""
+        data = os.pread(self.fd, self.length, self.offset)
+        while len(data) < self.length:
+            more = os.pread(self.fd, self.length - len(data), self.offset + len(data))
+            if not more:
+                raise KafkaStorageError(f"file region ends early ({len(data)}/{self.length})")
+            data += more
+        return data
+
+
+class FileHandle:
+    """Owns a descriptor and closes it when the last holder (segment or region) lets go."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __del__(self) -> None:
+        os.close(self.fd)
+
+
+def with_suffix(path: Path, old_suffix: str, new_suffix: str) -> Path:
+    name = path.name
+    if old_suffix:
+        if not name.endswith(old_suffix):
+            raise ValueError(f"{path} does not end with {old_suffix!r}")
+        name = name[: -len(old_suffix)]
+    return path.with_name(name + new_suffix)
+
+
+def rename_suffix(path: Path, old_suffix: str, new_suffix: str) -> Path:
+    target = with_suffix(path, old_suffix, new_suffix)
+    path.rename(target)
+    return target
+
+
+def rename_deleted(path: Path) -> Path:
+    target = path.with_name(path.name + DELETED_SUFFIX)
+    if path.exists():
+        path.rename(target)
+    return target

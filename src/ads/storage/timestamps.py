@@ -1,0 +1,103 @@
+"""ListOffsets by timestamp: which record of a log a time, or a special timestamp, names.
+
+-2 (earliest) and -4 (earliest local) name the log start offset, -1 (latest) the log end
+offset (the broker substitutes the high watermark or last stable offset for clients), -3 the
+first record holding the largest timestamp; other negative values (tiered storage) name
+nothing here. A real timestamp names the first record whose timestamp is >= it.
+
+The time index and the batch headers find the batch; only that batch is decoded to find the
+record. ListOffsets is rare, so this is the one lookup allowed to look inside a batch.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from ads.records.batch import BatchHeader, Record, decode_records
+from ads.storage.epoch_cache import LeaderEpochCache
+from ads.storage.segment import LogSegment
+
+__all__ = [
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "first_at_or_after",
+    "offset_for_timestamp",
+]
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+
+# Bound on a batch decoded for a timestamp lookup (a compressed batch may inflate).
+_MAX_DECODED_BATCH = 256 << 20
+
+
+def offset_for_timestamp(
+    segments: Sequence[LogSegment],
+    timestamp: int,
+    log_start_offset: int,
+    log_end_offset: int,
+    epoch_cache: LeaderEpochCache,
+) -> tuple[int, int, int] | None:
+    """``(offset, timestamp, leader_epoch)``, ``None`` if nothing matches; the caller holds
+    the log's lock."""
+    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        return log_start_offset, -1, epoch_cache.epoch_for_offset(log_start_offset)
+    if timestamp == LATEST_TIMESTAMP:
+        return log_end_offset, -1, epoch_cache.latest_epoch
+    found: tuple[int, int] | None = None
+    if timestamp == MAX_TIMESTAMP:
+        best = max(segments, key=lambda s: s.max_timestamp, default=None)
+        if best is not None:
+            found = _first_with_max_timestamp(best, log_start_offset)
+    elif timestamp >= 0:
+        for segment in segments:
+            if segment.max_timestamp >= timestamp:
+                found = first_at_or_after(segment, timestamp, log_start_offset)
+                if found is not None:
+                    break
+    if found is None:
+        return None
+    return found[0], found[1], epoch_cache.epoch_for_offset(found[0])
+
+
+def first_at_or_after(
+    segment: LogSegment, timestamp: int, start_offset: int
+) -> tuple[int, int] | None:
+    """``(offset, timestamp)`` of the segment's first record at or after ``timestamp`` and
+    at an offset >= ``start_offset``."""
+    segment.ensure_indexes()
+    _, offset = segment.time_index.lookup(timestamp)
+    _, position = segment.offset_index.lookup(max(offset, start_offset))
+    for pos, header in segment.scan_headers(position):
+        if header.max_timestamp >= timestamp and header.last_offset >= start_offset:
+            for record in _records_at(segment, pos, header):
+                if record.offset >= start_offset and record.timestamp >= timestamp:
+                    return record.offset, record.timestamp
+    return None
+
+
+def _first_with_max_timestamp(segment: LogSegment, start_offset: int) -> tuple[int, int] | None:
+    """``(offset, timestamp)`` of the first record holding the segment's largest timestamp."""
+    segment.ensure_indexes()
+    largest = segment.max_timestamp
+    if largest < 0:
+        return None
+    _, position = segment.offset_index.lookup(max(segment.offset_of_max_timestamp, start_offset))
+    for pos, header in segment.scan_headers(position):
+        if header.max_timestamp == largest and header.last_offset >= start_offset:
+            for record in _records_at(segment, pos, header):
+                if record.offset >= start_offset and record.timestamp == largest:
+                    return record.offset, record.timestamp
+    return None
+
+
+def _records_at(segment: LogSegment, position: int, header: BatchHeader) -> list[Record]:
+    if header.is_control:
+        return []
+    data = os.pread(segment.fd, header.size, position)
+    return decode_records(data, max_uncompressed_bytes=_MAX_DECODED_BATCH)
