@@ -91,6 +91,30 @@ def test_segment_truncate_to(tmp_path: Path) -> None:
     segment.close()
 
 
+def test_segment_reads_of_recent_batches_match_a_reopened_segment(tmp_path: Path) -> None:
+    # Reads at the offsets of the last appended batches take their remembered places; a
+    # reopened segment has none and finds them through the index. Both must agree, also
+    # for batches appended again after a truncation, and for batches remembered no longer.
+    segment = new_segment(tmp_path)
+    fill(segment, 1000, 100, records=1)
+    assert segment.truncate_to(1090) is not None
+    positions = fill(segment, 1090, 10, records=3)  # offsets 1090..1119, other sizes
+    segment.flush()
+    reopened = LogSegment.open(tmp_path, 1000, segment.config, ManualClock(T0))
+    for offset in [1000, 1030, 1089, *range(1090, 1120)]:
+        for budget in (1, 200, 10_000):
+            ours, theirs = segment.read(offset, budget), reopened.read(offset, budget)
+            assert ours is not None and theirs is not None
+            assert (ours.offset, ours.length) == (theirs.offset, theirs.length), (offset, budget)
+    hit = segment.read(1093, 1, min_one_batch=True)
+    assert hit is not None
+    assert (hit.offset, hit.length) == (positions[1], positions[2] - positions[1])
+    assert [h.base_offset for _, h in iter_batches(hit.read_bytes())] == [1093]
+    assert segment.read(1120, 100) is None
+    reopened.close()
+    segment.close()
+
+
 def test_segment_should_roll(tmp_path: Path) -> None:
     segment = new_segment(tmp_path, segment_bytes=1000, segment_ms=500)
     assert not segment.should_roll(900, T0, 1000, T0)

@@ -391,16 +391,16 @@ class Log:
             if limit < next_base:
                 found = segment.translate_offset(limit)
                 max_position = segment.size if found is None else found[0]
-            result = segment.read_with_header(
+            result = segment.read_with_base(
                 offset, remaining, max_position, min_one_batch and not regions
             )
             if result is not None:
-                region, header = result
+                region, base = result
                 if region.length == 0:
                     break
                 regions.append(region)
                 if first_offset is None:
-                    first_offset = header.base_offset
+                    first_offset = base
                 remaining -= region.length
                 stop = segment.size if max_position is None else max_position
                 if remaining <= 0 or region.offset + region.length < stop:
