@@ -111,6 +111,9 @@ def test_segment_reads_of_recent_batches_match_a_reopened_segment(tmp_path: Path
     assert (hit.offset, hit.length) == (positions[1], positions[2] - positions[1])
     assert [h.base_offset for _, h in iter_batches(hit.read_bytes())] == [1093]
     assert segment.read(1120, 100) is None
+    segment.on_become_inactive()  # sealed by a roll: reads go through the index again
+    sealed = segment.read(1093, 1, min_one_batch=True)
+    assert sealed is not None and (sealed.offset, sealed.length) == (hit.offset, hit.length)
     reopened.close()
     segment.close()
 

@@ -66,7 +66,7 @@ _INT32_MAX = 0x7FFFFFFF
 _SCAN_CHUNK = 8192
 # Batches whose place is remembered at append: a consumer at the log end asks for one of the
 # last few, and finds it without the index lookup and header scan (7-12 us per fetch).
-_RECENT_BATCHES = 64
+_RECENT_BATCHES = 16
 _RECOVER_CHUNK = 1 << 20
 _LENGTH_FIELD = struct.Struct(">i")
 # base offset, batch length, last offset delta: all an offset lookup needs of a header
@@ -298,7 +298,11 @@ class LogSegment:
         )
 
     def on_become_inactive(self) -> None:
-        """Seal the segment after a roll: the time index gets the segment's max timestamp."""
+        """Seal the segment after a roll: the time index gets the segment's max timestamp.
+
+        The places of recent batches are dropped: readers at the log end read the new active
+        segment, and a log may keep thousands of sealed ones."""
+        self._recent.clear()
         max_timestamp = self._load_max_timestamp()
         if self._indexes_ready and max_timestamp >= 0:
             self.time_index.maybe_append(
