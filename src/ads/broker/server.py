@@ -58,6 +58,16 @@ def log_config_from(effective: dict[str, object]) -> LogConfig:
     )
 
 
+def _log_failure(what: str) -> Callable[[asyncio.Future[None]], None]:
+    """A done-callback that logs the error of a background job nobody awaits."""
+
+    def report(done: asyncio.Future[None]) -> None:
+        if not done.cancelled() and done.exception() is not None:
+            log.error("%s failed", what, exc_info=done.exception())
+
+    return report
+
+
 def cleaner_config_from(config: bconfig.BrokerConfig) -> CleanerConfig:
     """The broker's ``log.cleaner.*`` settings for the log cleaner."""
     get = config.get
@@ -192,13 +202,9 @@ class Broker:
             job()
             return
 
-        def report(done: asyncio.Future[None]) -> None:
-            if not done.cancelled() and done.exception() is not None:
-                log.error("storage job failed", exc_info=done.exception())
-
         def submit() -> None:
             if self.started:
-                loop.run_in_executor(None, job).add_done_callback(report)
+                loop.run_in_executor(None, job).add_done_callback(_log_failure("storage job"))
 
         loop.call_soon_threadsafe(loop.call_later, max(delay_ms, 0) / 1000.0, submit)
 
@@ -218,9 +224,7 @@ class Broker:
             key = (topic.name, p.partition)
             if key in self.partitions:
                 continue
-            plog = self.log_manager.get_log(topic.name, p.partition)
-            if plog is None:
-                plog = self.log_manager.create_log(topic.name, p.partition, cfg)
+            plog = self.log_manager.create_log(topic.name, p.partition, cfg)
             self.partitions[key] = Partition(
                 topic.name, topic.topic_id, p.partition, plog, p.leader_epoch, self.node_id, cfg)
 
@@ -255,14 +259,8 @@ class Broker:
 
     def open_in_background(self, topic: TopicState) -> None:
         """`open_new` without waiting for it (topics auto-created by Metadata)."""
-        task = self._start_opening(topic)
-
-        def report(done: asyncio.Future[None]) -> None:
-            if not done.cancelled() and done.exception() is not None:
-                log.error("making the partitions of topic %s failed", topic.name,
-                          exc_info=done.exception())
-
-        task.add_done_callback(report)
+        self._start_opening(topic).add_done_callback(
+            _log_failure(f"making the partitions of topic {topic.name}"))
 
     def opening(self, name: str) -> bool:
         """Whether the topic's new partitions' files are being made."""
@@ -298,9 +296,8 @@ class Broker:
     def _make_logs(self, name: str, partitions: list[PartitionState], cfg: LogConfig) -> None:
         # Worker thread: only the log manager (thread-safe) and the new logs are touched.
         for p in partitions:
-            plog = self.log_manager.get_log(name, p.partition)
-            if plog is None:
-                plog = self.log_manager.create_log(name, p.partition, cfg)
+            plog = self.log_manager.create_log(name, p.partition, cfg)
+            # As Partition would on the loop: the epoch checkpoint's fsync happens here.
             if plog.latest_epoch is None or plog.latest_epoch < p.leader_epoch:
                 plog.assign_epoch(p.leader_epoch, plog.log_end_offset)
 

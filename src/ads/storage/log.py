@@ -389,7 +389,7 @@ class Log:
             next_base = bases[i + 1] if i + 1 < len(bases) else leo
             max_position = None
             if limit < next_base:
-                found = segment.translate_offset(limit)
+                found = segment.locate(limit)
                 max_position = segment.size if found is None else found[0]
             result = segment.read_with_base(
                 offset, remaining, max_position, min_one_batch and not regions

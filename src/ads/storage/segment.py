@@ -343,29 +343,33 @@ class LogSegment:
             yield position, size, base, base + delta, buf, rel
             position += size
 
+    def _first_span(
+        self, offset: int, start_position: int = 0
+    ) -> tuple[int, int, int, int, bytes, int] | None:
+        """The ``_scan_spans`` item of the first batch whose last offset is >= ``offset``,
+        found through the offset index."""
+        self.ensure_indexes()
+        _, position = self.offset_index.lookup(offset)
+        for span in self._scan_spans(max(position, start_position)):
+            if span[3] >= offset:
+                return span
+        return None
+
     def translate_offset(
         self, offset: int, start_position: int = 0
     ) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset is >= ``offset``."""
-        self.ensure_indexes()
-        _, position = self.offset_index.lookup(offset)
-        for pos, _, _, last_offset, buf, rel in self._scan_spans(max(position, start_position)):
-            if last_offset >= offset:
-                return pos, read_batch_header(buf, rel)
-        return None
+        span = self._first_span(offset, start_position)
+        return None if span is None else (span[0], read_batch_header(span[4], span[5]))
 
-    def _locate(self, offset: int) -> tuple[int, int, int] | None:
+    def locate(self, offset: int) -> tuple[int, int, int] | None:
         """``(position, size, base offset)`` of the first batch whose last offset is >=
         ``offset``: one of the last appended batches at once, else by index and scan."""
         recent = self._recent.get(offset)
         if recent is not None:
             return recent[0], recent[1], offset
-        self.ensure_indexes()
-        _, position = self.offset_index.lookup(offset)
-        for pos, size, base, last_offset, _, _ in self._scan_spans(position):
-            if last_offset >= offset:
-                return pos, size, base
-        return None
+        span = self._first_span(offset)
+        return None if span is None else (span[0], span[1], span[2])
 
     def read(
         self,
@@ -392,7 +396,7 @@ class LogSegment:
         min_one_batch: bool = False,
     ) -> tuple[FileRegion, int] | None:
         """``read`` plus the base offset of the region's first batch."""
-        found = self._locate(start_offset)
+        found = self.locate(start_offset)
         if found is None:
             return None
         start, size, base = found
@@ -518,12 +522,12 @@ class LogSegment:
         Returns ``(bytes removed, base offset of the first removed batch)``, or ``None`` when
         nothing in the segment reaches ``offset``.
         """
-        found = self.translate_offset(offset)
+        found = self.locate(offset)
         if found is None:
             return None
-        position, header = found
-        self.offset_index.truncate_to(header.base_offset)
-        self.time_index.truncate_to(header.base_offset)
+        position, _, base_offset = found
+        self.offset_index.truncate_to(base_offset)
+        self.time_index.truncate_to(base_offset)
         removed = self._size - position
         os.ftruncate(self._fd, position)
         self._size = position
@@ -540,7 +544,7 @@ class LogSegment:
         if position == 0:
             self.created_ms = self._clock.time_ms()
             self._rolling_based_timestamp = None
-        return removed, header.base_offset
+        return removed, base_offset
 
     # ------------------------------------------------------------------------- file handling
 
