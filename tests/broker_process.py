@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+MARKED_ENV = "ADS_TEST_BROKER_PROCESS"
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -30,6 +32,11 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 20.0) -> BrokerProcess:
+        # conftest sets this for tests marked `broker_process`, so `-m "not broker_process"`
+        # really leaves out every test that starts a broker in a subprocess.
+        if not os.environ.get(MARKED_ENV):
+            raise RuntimeError("a test that starts a broker process must be marked "
+                               "@pytest.mark.broker_process")
         args = [sys.executable, "-m", "ads.cli.main", "broker", "--data-dir", str(self.data_dir),
                 "--host", "127.0.0.1", "--port", str(self.port)]
         for s in self.sets:

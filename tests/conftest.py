@@ -39,3 +39,15 @@ def spark():  # type: ignore[no-untyped-def]
     from ads.spark.testing import local_session  # noqa: PLC0415 - pyspark only when used
 
     return local_session()
+
+
+@pytest.fixture(autouse=True)
+def _broker_process_marker(request: pytest.FixtureRequest,
+                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lets `BrokerProcess.start` refuse to run in a test that is not marked for it."""
+    from broker_process import MARKED_ENV  # noqa: PLC0415
+
+    if request.node.get_closest_marker("broker_process") is not None:
+        monkeypatch.setenv(MARKED_ENV, "1")
+    else:
+        monkeypatch.delenv(MARKED_ENV, raising=False)

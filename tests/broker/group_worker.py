@@ -1,6 +1,6 @@
 """A subscribing consumer in its own process, for tests that kill group members.
 
-Usage: python tests/group_worker.py LIBRARY BOOTSTRAP GROUP TOPIC
+Usage: python tests/broker/group_worker.py LIBRARY BOOTSTRAP GROUP TOPIC
 LIBRARY is confluent, kafka-python or aiokafka. Prints "partition offset" for every
 record, then commits synchronously after each poll, so its uncommitted window is one poll.
 All three use the roundrobin assignor so that they can share one group.

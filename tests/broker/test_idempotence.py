@@ -66,6 +66,7 @@ def test_idempotence_replayed_batch_stored_once(bootstrap: str) -> None:
         assert _log_end(conn) == 9
 
 
+@pytest.mark.broker_process
 @pytest.mark.slow
 def test_idempotence_dedup_survives_restart(tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path / "data").start()
@@ -88,6 +89,7 @@ def test_idempotence_dedup_survives_restart(tmp_path: Path) -> None:
     broker.stop()
 
 
+@pytest.mark.broker_process
 @pytest.mark.slow
 def test_idempotence_librdkafka_across_broker_restart(tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path / "data").start()

@@ -43,6 +43,7 @@ def consume(c: Consumer, count: int, timeout: float = 20.0) -> list[int]:
     return got
 
 
+@pytest.mark.broker_process
 @pytest.mark.slow
 def test_groups_commits_survive_kill_9_and_clean_restart(tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path / "data", None, *SETS).start()

@@ -10,10 +10,10 @@ import pyarrow.dataset as ds
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
+from test_spark_read import produce
 
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
-from test_spark_read import produce
 
 
 def stream(spark: SparkSession, broker: EmbeddedBroker, topic: str, **options: str

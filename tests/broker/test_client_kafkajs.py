@@ -20,7 +20,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
 
-JS_DIR = Path(__file__).parent / "js"
+JS_DIR = Path(__file__).parents[1] / "js"
 NODE = shutil.which("node") or shutil.which("nodejs")
 CONFIG = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3"}
 

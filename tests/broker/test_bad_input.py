@@ -159,6 +159,7 @@ def _peak_rss_kb(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
+@pytest.mark.broker_process
 @pytest.mark.slow
 def test_bad_input_decompression_bomb_bounded(tmp_path) -> None:  # type: ignore[no-untyped-def]
     # 64 MB of zeros compresses to a few KB. The broker never inflates a batch on the

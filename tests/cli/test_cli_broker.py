@@ -14,6 +14,9 @@ from confluent_kafka.admin import AdminClient
 
 from broker_process import free_port
 
+# Every test here runs `ads broker` in a subprocess, some only to see it refuse to start.
+pytestmark = pytest.mark.broker_process
+
 
 def _ads(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "ads.cli.main", *args], capture_output=True,

@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from test_spark_read import produce
 
 from ads.spark import reader
 from ads.spark.planning import OffsetRange
@@ -15,7 +16,6 @@ from ads.spark.reader import FetchSettings, read_range
 from ads.spark.wire import KafkaWireError
 from broker_process import BrokerProcess
 from conftest import create_topic
-from test_spark_read import produce
 
 
 def produce_batches(bootstrap: str, topic: str, batches: int, per_batch: int) -> None:
@@ -41,6 +41,7 @@ def test_spark_fetch_range_over_many_fetches(bootstrap: str) -> None:
     assert offsets == list(range(17, 433))
 
 
+@pytest.mark.broker_process
 def test_spark_fetch_broker_restart_mid_range(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                               caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(reader, "_BACKOFF_S", 0.2)
@@ -61,6 +62,7 @@ def test_spark_fetch_broker_restart_mid_range(tmp_path: Path, monkeypatch: pytes
         broker.stop()
 
 
+@pytest.mark.broker_process
 def test_spark_fetch_broker_gone_fails_the_task(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reader, "_BACKOFF_S", 0.01)

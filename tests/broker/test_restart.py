@@ -41,6 +41,7 @@ def _read_all(bootstrap: str, topic: str, partitions: int, idle_s: float = 3.0) 
     return got
 
 
+@pytest.mark.broker_process
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_restart_clean_shutdown_keeps_everything(tmp_path: Path, sig: int) -> None:
@@ -61,6 +62,7 @@ def test_restart_clean_shutdown_keeps_everything(tmp_path: Path, sig: int) -> No
     assert _recovered_on_last_start(broker.log()) == 0  # the clean shutdown skipped recovery
 
 
+@pytest.mark.broker_process
 @pytest.mark.slow
 def test_restart_kill9_during_produce_keeps_acknowledged(tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path / "data", None, "log.flush.interval.messages=1",

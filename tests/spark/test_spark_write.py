@@ -12,10 +12,10 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.utils import AnalysisException
+from test_spark_read import produce
 
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
-from test_spark_read import produce
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int, expected: int

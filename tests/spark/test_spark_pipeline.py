@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 from pyspark.sql import SparkSession
+from test_spark_read import TS, produce
 
 from ads.spark.output import OutputLog
 from ads.spark.pipeline import LoadOptions, load, status
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
-from test_spark_read import TS, produce
 
 DAY_MS = 86_400_000
 

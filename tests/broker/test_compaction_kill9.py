@@ -60,6 +60,7 @@ def kill_while_cleaning(broker: BrokerProcess, partition_dir: Path, wait_s: floa
     return seen_cleaned
 
 
+@pytest.mark.broker_process
 @pytest.mark.slow
 @settings(max_examples=3, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), keys=st.sampled_from([20, 200]),
