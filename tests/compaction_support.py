@@ -9,9 +9,9 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from ads.common.clock import ManualClock
 from ads.records.batch import build_batch, decode_records, iter_batches, validate_batches
 from ads.storage.cleaner import CleanerConfig, CleanerStats, LogCleaner
-from ads.storage.clock import ManualClock
 from ads.storage.config import LogConfig
 from ads.storage.log import Log
 from ads.storage.manager import LogManager

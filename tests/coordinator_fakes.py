@@ -5,13 +5,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 
+from ads.common.clock import ManualClock
 from ads.coordinator.group.classic import JoinResult, SyncResult
 from ads.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from ads.coordinator.group.rebalance import JoinRequest
 from ads.coordinator.log import AppendError
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
-from ads.storage.clock import ManualClock
 
 
 class MemoryLog:

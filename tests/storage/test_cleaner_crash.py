@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from ads.common.clock import ManualClock
 from ads.storage.cleaner import OffsetMap, clean_log
-from ads.storage.clock import ManualClock
 from compaction_support import T0, TOPIC, Harness, Seen, check_guarantees, compact_config
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from ads.common.clock import ManualClock
 from ads.records.batch import iter_batches, read_batch_header
 from ads.storage.checkpoint import read_offset_checkpoint
 from ads.storage.cleaner import CLEANER_OFFSET_CHECKPOINT
-from ads.storage.clock import ManualClock
 from compaction_support import T0, TOPIC, Harness, check_guarantees, compact_config
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ads.cli.main import main
-from ads.storage.clock import ManualClock
+from ads.common.clock import ManualClock
 from compaction_support import T0, TOPIC, Harness, compact_config
 
 

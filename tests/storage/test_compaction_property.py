@@ -12,8 +12,8 @@ from unittest import mock
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from ads.common.clock import ManualClock
 from ads.storage.cleaner import OffsetMap, clean_log
-from ads.storage.clock import ManualClock
 from compaction_support import T0, Harness, check_guarantees, compact_config
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from ads.common.files import atomic_write
 from ads.storage.checkpoint import (
-    atomic_write,
     read_epoch_checkpoint,
     read_offset_checkpoint,
     write_epoch_checkpoint,

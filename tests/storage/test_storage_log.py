@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from ads.common.clock import ManualClock
 from ads.records.batch import BatchHeader, build_batch, iter_batches, validate_batches
-from ads.storage.clock import ManualClock
 from ads.storage.config import LogConfig
 from ads.storage.errors import OffsetOutOfRangeError, RecordBatchTooLargeError
 from ads.storage.log import Log, LogAppendInfo

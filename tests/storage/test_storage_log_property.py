@@ -9,8 +9,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ads.common.clock import ManualClock
 from ads.records.batch import build_batch, iter_batches, scan_valid_prefix, validate_batches
-from ads.storage.clock import ManualClock
 from ads.storage.config import LogConfig
 from ads.storage.log import Log
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from ads.common.clock import ManualClock
 from ads.records.batch import build_batch, validate_batches
 from ads.storage.checkpoint import read_offset_checkpoint
-from ads.storage.clock import ManualClock
 from ads.storage.config import LogConfig
 from ads.storage.log import Log
 from ads.storage.manager import (

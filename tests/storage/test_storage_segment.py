@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from ads.common.clock import ManualClock
 from ads.records.batch import build_batch, iter_batches
-from ads.storage.clock import ManualClock
 from ads.storage.config import LogConfig
 from ads.storage.segment import LogSegment
 from ads.storage.timestamps import first_at_or_after

@@ -21,11 +21,11 @@ from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.handlers import all_handlers
 from ads.broker.handlers import groups as group_handlers
 from ads.broker.partitions import Partition
+from ads.common.clock import SystemClock
 from ads.metadata.embedded import EmbeddedMetadataStore
 from ads.metadata.model import BrokerEndpoint, PartitionState, TopicState
 from ads.net.server import KafkaListener
 from ads.storage.cleaner import CleanerConfig, LogCleaner
-from ads.storage.clock import SystemClock
 from ads.storage.config import LogConfig
 from ads.storage.manager import LogManager
 

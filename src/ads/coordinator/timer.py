@@ -13,7 +13,7 @@ import itertools
 import logging
 from collections.abc import Callable
 
-from ads.storage.clock import Clock
+from ads.common.clock import Clock
 
 log = logging.getLogger("ads.coordinator")
 

@@ -12,28 +12,14 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import uuid
 from pathlib import Path
 
+from ads.common.files import atomic_write
 from ads.metadata.model import PartitionState, TopicState
 
 METADATA_FILE = "ads-metadata.json"
 FORMAT_VERSION = 1
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def new_cluster_id() -> str:
@@ -82,7 +68,7 @@ class EmbeddedMetadataStore:
             "producer_id_block_end": self.producer_id_block_end,
             "topics": [t.to_json() for t in self.topics.values()],
         }
-        _atomic_write(self._path, json.dumps(data, indent=1, sort_keys=True).encode())
+        atomic_write(self._path, json.dumps(data, indent=1, sort_keys=True).encode())
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
         return self._by_id.get(topic_id)

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import shutil
 import time
 import uuid
@@ -49,6 +48,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from ads.common.files import atomic_write, fsync_dir
 
 __all__ = ["Commit", "OutputError", "OutputLog"]
 
@@ -91,14 +92,6 @@ class Commit:
                        str(data["bootstrap_servers"]), int(data["committed_at_ms"]))
         except (ValueError, KeyError, TypeError) as exc:
             raise OutputError(f"{source}: unreadable commit: {exc}") from exc
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class OutputLog:
@@ -175,13 +168,7 @@ class OutputLog:
         final = self.commits / f"{batch:020d}.json"
         if final.exists():
             raise OutputError(f"{final} already exists: another loader committed batch {batch}")
-        tmp = final.with_suffix(".tmp")
-        with tmp.open("w", encoding="utf-8") as handle:
-            handle.write(commit.to_json())
-            handle.flush()
-            os.fsync(handle.fileno())
-        tmp.rename(final)
-        _fsync_dir(self.commits)
+        atomic_write(final, commit.to_json().encode("utf-8"))
         self._publish(commit)
         return commit
 
@@ -197,5 +184,5 @@ class OutputLog:
             source.rename(target)
             touched.add(target.parent)
         for directory in touched:
-            _fsync_dir(directory)
+            fsync_dir(directory)
         shutil.rmtree(staging, ignore_errors=True)

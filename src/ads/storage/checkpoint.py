@@ -17,25 +17,22 @@ Leader epoch checkpoint (``leader-epoch-checkpoint``), one per partition directo
 
 Lines end with ``\\n``; fields are separated by one space (topic names cannot hold spaces).
 
-Crash rule: a file is replaced by writing ``<name>.tmp``, fsyncing it, renaming it over
-``<name>`` and fsyncing the directory, so a reader sees either the old or the new content,
-never a mix. A leftover ``.tmp`` is ignored (and overwritten next time). A missing file reads
+Crash rule: files are replaced with ``ads.common.files.atomic_write`` (temporary file,
+fsync, rename, directory fsync), so a reader sees either the old or the new content, never a
+mix. A leftover ``.tmp`` is ignored (and overwritten next time). A missing file reads
 as empty; a malformed one raises ``CheckpointError`` naming the file and the line.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from ads.common.files import atomic_write
 from ads.storage.errors import CheckpointError
-from ads.storage.files import O_CLOEXEC
 
 __all__ = [
     "CHECKPOINT_VERSION",
-    "atomic_write",
-    "fsync_dir",
     "read_epoch_checkpoint",
     "read_offset_checkpoint",
     "write_epoch_checkpoint",
@@ -43,31 +40,6 @@ __all__ = [
 ]
 
 CHECKPOINT_VERSION = 0
-
-
-def fsync_dir(directory: Path) -> None:
-    """Make renames and creations inside ``directory`` durable."""
-    fd = os.open(directory, os.O_RDONLY | O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | O_CLOEXEC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    tmp.replace(path)
-    fsync_dir(path.parent)
 
 
 def _encode(lines: list[str]) -> bytes:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ads.common.files import O_CLOEXEC
 from ads.storage.errors import KafkaStorageError
 
 __all__ = [
@@ -34,7 +35,6 @@ __all__ = [
     "with_suffix",
 ]
 
-O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"

@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from ads.common.clock import Clock
+from ads.common.files import fsync_dir
 from ads.records.batch import BatchHeader, patch_base_offset, set_log_append_time
-from ads.storage.checkpoint import fsync_dir
-from ads.storage.clock import Clock
 from ads.storage.config import LogConfig
 from ads.storage.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from ads.storage.errors import KafkaStorageError, OffsetOutOfRangeError, RecordBatchTooLargeError

@@ -30,8 +30,9 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ads.storage.checkpoint import atomic_write, read_offset_checkpoint, write_offset_checkpoint
-from ads.storage.clock import Clock
+from ads.common.clock import Clock
+from ads.common.files import atomic_write
+from ads.storage.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from ads.storage.config import LogConfig
 from ads.storage.errors import CheckpointError
 from ads.storage.files import Scheduler

@@ -52,9 +52,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ads.common.files import atomic_write
 from ads.records.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 from ads.records.crc import crc32c
-from ads.storage.checkpoint import atomic_write
 from ads.storage.errors import (
     CheckpointError,
     InvalidProducerEpochError,

@@ -30,6 +30,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from ads.common.clock import Clock
 from ads.records.batch import (
     BATCH_OVERHEAD,
     LOG_OVERHEAD,
@@ -38,7 +39,6 @@ from ads.records.batch import (
     read_batch_header,
     scan_valid_prefix,
 )
-from ads.storage.clock import Clock
 from ads.storage.config import LogConfig
 from ads.storage.errors import CorruptIndexError, KafkaStorageError
 from ads.storage.files import (

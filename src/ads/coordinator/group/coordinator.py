@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from ads.common.clock import Clock
 from ads.coordinator import records as rec
 from ads.coordinator.group.classic import (
     ClassicGroup,
@@ -33,7 +34,6 @@ from ads.coordinator.timer import Timers
 from ads.protocol.errors import ErrorCode
 from ads.records.batch import build_batch, decode_records, read_batch_header
 from ads.records.errors import RecordError
-from ads.storage.clock import Clock
 
 log = logging.getLogger("ads.coordinator")
 

@@ -19,11 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from ads.common.clock import SystemClock
 from ads.records.batch import ATTRIBUTES_OFFSET, build_batch, validate_batches
 from ads.records.crc import crc32c
 from ads.storage.cleaner.cleaner import clean_log, plan_cleaning
 from ads.storage.cleaner.offset_map import OffsetMap
-from ads.storage.clock import SystemClock
 from ads.storage.config import LogConfig
 from ads.storage.log import Log
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from ads.common.clock import Clock
 from ads.storage.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from ads.storage.cleaner.cleaner import (
     CleanerAbortedError,
@@ -50,7 +51,6 @@ from ads.storage.cleaner.cleaner import (
 )
 from ads.storage.cleaner.offset_map import OffsetMap
 from ads.storage.cleaner.throttler import Throttler
-from ads.storage.clock import Clock
 from ads.storage.errors import CheckpointError
 from ads.storage.log import Log
 from ads.storage.manager import LogManager

@@ -1,0 +1,4 @@
+"""What every layer needs and nothing of ADS: the injectable clock, crash-safe file helpers.
+
+This package imports nothing else of ``ads``; every other layer may import it.
+"""
