@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from ads.coordinator.records import CommittedOffset, offset_key, offset_value
-
-TopicPartition = tuple[str, int]
+from ads.coordinator.group.api import CommittedOffset, TopicPartition
+from ads.coordinator.group.records import offset_key, offset_value
 
 
 class OffsetStore:

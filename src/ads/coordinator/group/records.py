@@ -33,8 +33,11 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from ads.coordinator.group.api import CommittedOffset
 from ads.protocol import messages as m
 from ads.protocol.errors import DecodeError
+
+OFFSETS_TOPIC = "__consumer_offsets"
 
 _VERSION = struct.Struct(">h")
 
@@ -59,15 +62,6 @@ class OffsetKey:
 @dataclass(frozen=True, slots=True)
 class GroupKey:
     group: str
-
-
-@dataclass(frozen=True, slots=True)
-class CommittedOffset:
-    offset: int
-    leader_epoch: int
-    metadata: str
-    commit_timestamp: int
-    expire_timestamp: int = -1
 
 
 def offset_key(group: str, topic: str, partition: int) -> bytes:
