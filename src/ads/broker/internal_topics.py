@@ -64,7 +64,10 @@ class InternalTopicLog:
         return self.spec.name
 
     def _int(self, key: str) -> int:
-        return int(self.broker.config.get(key))  # type: ignore[call-overload]
+        value = self.broker.config.get(key)
+        if not isinstance(value, int):  # the config table types these keys as ints
+            raise TypeError(f"{key} is not an integer setting")
+        return value
 
     def partition_count(self) -> int:
         topic = self.broker.metadata.topics.get(self.name)
