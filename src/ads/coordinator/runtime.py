@@ -14,10 +14,10 @@ never sees the broker, its partitions or its replica manager.
 A partition moves through these states::
 
     not led ──become_leader(epoch)──▶ LOADING ──every batch replayed──▶ ACTIVE
-       ▲                                │  └──read or replay failed──▶ FAILED
-       │                                │                                │
-       └──── become_follower, shutdown ─┴────────────────────────────────┘
+                                         │
+                                         └──read or replay failed──▶ FAILED
     FAILED ──become_leader(higher epoch)──▶ LOADING
+    LOADING, ACTIVE, FAILED ──become_follower, shutdown──▶ not led
 
 Answers, by state (`error`): not led or FAILED: NOT_COORDINATOR (the client looks for the
 coordinator again); LOADING: COORDINATOR_LOAD_IN_PROGRESS (the client retries); ACTIVE:
@@ -36,12 +36,13 @@ Writes. A shard's state machine never appends anything itself: it returns `Write
 records to append and a continuation (`then`). The runtime appends a write's records as one
 batch at once, so batches land in the order the writes were issued, and calls `then` once
 the batch is committed (one broker: before `submit` or `write` returns; with replication,
-when the high watermark passes it). The state machine changes its state only in `then`, so
-what a client was told is exactly what a reload rebuilds. `then` gets the client's error
-instead when the append failed (`coordinator_error`) or the partition was unloaded before
-the batch committed (NOT_COORDINATOR); the writes `then` returns are performed next.
-`write` lets an async caller await the outcome; its continuation runs even if the caller
-is cancelled meanwhile.
+when the high watermark passes it). What depends on the record being durable (a commit
+entering the offset cache, a rebalance handing out its assignments, a group or offsets
+going away) happens only in `then`, so a client is never told what a reload would not
+rebuild. `then` gets the client's error instead when the append failed
+(`coordinator_error`) or the partition was unloaded before the batch committed
+(NOT_COORDINATOR); the writes `then` returns are performed next. `write` lets an async
+caller await the outcome; its continuation runs even if the caller is cancelled meanwhile.
 
 Timers: each loaded partition has its own `Timers`; `tick` runs the due ones of ACTIVE
 partitions and performs the writes they return. Unloading cancels them all.
