@@ -1,20 +1,29 @@
-"""An in-memory `CoordinatorLog` and helpers for driving the coordinator without a broker."""
+"""An in-memory `__consumer_offsets` and topic metadata, and helpers for driving the group
+coordinator without a broker."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 
 from ads.common.clock import ManualClock
-from ads.coordinator.group.classic import JoinResult, SyncResult
-from ads.coordinator.group.coordinator import GroupConfig, GroupCoordinator
-from ads.coordinator.group.rebalance import JoinRequest
-from ads.coordinator.log import AppendError
+from ads.coordinator.group.api import GroupConfig, JoinRequest, JoinResult, SyncResult
+from ads.coordinator.group.coordinator import GroupCoordinator
+from ads.coordinator.topic import AppendError
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
 
 class MemoryLog:
+    """`InternalTopic` and `TopicMetadata` over in-memory lists.
+
+    `fail_with` makes appends raise; `hold` keeps appended batches uncommitted (as if they
+    waited for replicas) until `commit_held`; `gate`, while set, holds every load.
+    """
+
+    name = "__consumer_offsets"
+
     def __init__(self, partitions: int = 4, topics: dict[str, int] | None = None) -> None:
         self.partitions = partitions
         self.batches: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
@@ -22,24 +31,46 @@ class MemoryLog:
         self.topics = dict(topics or {"t": 6, "u": 2})
         self.ids = {name: uuid.uuid4() for name in self.topics}
         self.fail_with: ErrorCode | None = None
+        self.hold = False
+        self.held: list[tuple[asyncio.Future[int], int]] = []
+        self.gate: asyncio.Event | None = None
 
     def partition_count(self) -> int:
         return self.partitions
 
-    def exists(self) -> bool:
+    def ready(self) -> bool:
         return self.created
 
-    def ensure_created(self) -> None:
+    async def create(self) -> None:
         self.created = True
 
-    def append(self, partition: int, batch: bytes) -> int:
+    def append(self, partition: int, batch: bytes) -> asyncio.Future[int]:
         if self.fail_with is not None:
             raise AppendError(self.fail_with)
+        self.created = True
         self.batches[partition].append(batch)
-        return len(self.batches[partition]) - 1
+        committed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        offset = len(self.batches[partition]) - 1
+        if self.hold:
+            self.held.append((committed, offset))
+        else:
+            committed.set_result(offset)
+        return committed
 
-    def read_batches(self, partition: int) -> Iterator[bytes]:
-        yield from self.batches[partition]
+    def commit_held(self, error: ErrorCode | None = None) -> None:
+        """Completes the held appends: committed, or failed with `error`."""
+        held, self.held = self.held, []
+        for fut, offset in held:
+            if error is None:
+                fut.set_result(offset)
+            else:
+                fut.set_exception(AppendError(error))
+
+    async def read_batches(self, partition: int) -> AsyncIterator[bytes]:
+        if self.gate is not None:
+            await self.gate.wait()
+        for batch in list(self.batches[partition]):
+            yield batch
 
     def topic_partitions(self, topic: str) -> int | None:
         return self.topics.get(topic)
@@ -57,11 +88,23 @@ class MemoryLog:
         return sum(len(b) for b in self.batches.values())
 
 
-def make(delay_ms: int = 0, **config: int) -> tuple[GroupCoordinator, MemoryLog, ManualClock]:
+async def lead_all(coord: GroupCoordinator, epoch: int = 0) -> None:
+    """Leads every partition of the topic (as one broker does) and waits for the loads."""
+    count = coord.topic.partition_count()
+    for p in range(count):
+        coord.runtime.become_leader(p, epoch)
+    for p in range(count):
+        await coord.runtime.until_loaded(p)
+
+
+async def make(delay_ms: int = 0, **config: int
+               ) -> tuple[GroupCoordinator, MemoryLog, ManualClock]:
     clock = ManualClock()
     mlog = MemoryLog()
     cfg = GroupConfig(initial_rebalance_delay_ms=delay_ms, **config)  # type: ignore[arg-type]
-    return GroupCoordinator(mlog, clock, cfg), mlog, clock
+    coord = GroupCoordinator(mlog, mlog, clock, cfg)
+    await lead_all(coord)
+    return coord, mlog, clock
 
 
 def subscription(*topics: str) -> bytes:

@@ -50,7 +50,8 @@ def test_groups_static_member_gets_its_partitions_back_without_rebalance(tmp_pat
         keeper, leaver = make("keeper", record=True), make("leaver")
         poll_until([keeper, leaver],
                    lambda: len(partitions(keeper)) == 2 and len(partitions(leaver)) == 2)
-        group = embedded.broker.group_coordinator.groups["st"]  # type: ignore[union-attr]
+        coordinator = embedded.broker.group_coordinator  # type: ignore[union-attr]
+        group = embedded.call(lambda: coordinator.groups["st"])  # read on the broker's loop
         assert isinstance(group, ClassicGroup)
         generation, before = group.generation_id, partitions(leaver)
         events.clear()

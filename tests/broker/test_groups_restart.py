@@ -3,13 +3,16 @@ COORDINATOR_LOAD_IN_PROGRESS while a coordinator partition loads."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from ads.broker import coordinators
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 from ads.testing import EmbeddedBroker
@@ -76,7 +79,11 @@ def test_groups_commits_survive_kill_9_and_clean_restart(tmp_path: Path) -> None
             broker.stop()
 
 
-def test_groups_load_in_progress_is_retried_by_clients(tmp_path: Path) -> None:
+def test_groups_clients_ride_out_the_coordinator_moving_away_and_loading(tmp_path: Path
+                                                                          ) -> None:
+    """The group's partition of __consumer_offsets is unloaded (leadership moved away: the
+    group answers NOT_COORDINATOR) and led again (COORDINATOR_LOAD_IN_PROGRESS while it
+    loads): a consumer started meanwhile waits, then resumes at the committed offset."""
     config = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "4"}
     with EmbeddedBroker(data_dir=tmp_path / "data", config=config) as embedded:
         bs = embedded.bootstrap_servers
@@ -85,24 +92,41 @@ def test_groups_load_in_progress_is_retried_by_clients(tmp_path: Path) -> None:
         c = consumer(bs, "reloaded")
         c.commit(offsets=[TopicPartition("loading", 0, 3)], asynchronous=False)
         c.close()
-        coordinator = embedded.broker.group_coordinator  # type: ignore[union-attr]
-        partition = coordinator.partition_of("reloaded")
-        embedded.call(coordinator.mark_loading, partition)
+        broker = embedded.broker
+        assert broker is not None
+        topic = broker.group_coordinator.topic
+        partition = broker.group_coordinator.partition_of("reloaded")
+        gate = asyncio.Event()
+        unheld = topic.read_batches
+
+        async def held(p: int) -> AsyncIterator[bytes]:
+            if p == partition:
+                await gate.wait()
+            async for batch in unheld(p):
+                yield batch
+
+        embedded.call(setattr, topic, "read_batches", held)
+        embedded.call(coordinators.become_follower, broker, topic.name, partition)
+        fetch = m.OffsetFetchRequest(groups=[m.OffsetFetchRequest.OffsetFetchRequestGroup(
+            group_id="reloaded", topics=None)])
         with RawConnection(bs) as conn:
-            req = m.OffsetFetchRequest(groups=[m.OffsetFetchRequest.OffsetFetchRequestGroup(
-                group_id="reloaded", topics=None)])
-            assert conn.request(9, 8, req).groups[0].error_code == (
-                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-            hb = conn.request(12, 4, m.HeartbeatRequest(group_id="reloaded", member_id="x"))
-            assert hb.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            assert conn.request(9, 8, fetch).groups[0].error_code == ErrorCode.NOT_COORDINATOR
         got: list[int] = []
         reader = consumer(bs, "reloaded")
         reader.subscribe(["loading"])
-        thread = threading.Thread(target=lambda: got.extend(consume(reader, 2, 30)))
+        thread = threading.Thread(target=lambda: got.extend(consume(reader, 2, 40)))
         thread.start()
-        time.sleep(2.0)
+        time.sleep(1.5)
+        assert got == []  # no coordinator: the client keeps looking for one
+        embedded.call(coordinators.become_leader, broker, topic.name, partition, 1)
+        with RawConnection(bs) as conn:
+            assert conn.request(9, 8, fetch).groups[0].error_code == (
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+            hb = conn.request(12, 4, m.HeartbeatRequest(group_id="reloaded", member_id="x"))
+            assert hb.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        time.sleep(1.5)
         assert got == []  # the client keeps retrying while the partition loads
-        embedded.call(coordinator.load_partition, partition)
-        thread.join(40)
+        embedded.call(gate.set)
+        thread.join(45)
         reader.close()
         assert got == [3, 4]

@@ -22,8 +22,8 @@ def test_coordinator_state_transitions_follow_the_table() -> None:
         check_transition(GroupState.DEAD, GroupState.PREPARING_REBALANCE)
 
 
-def test_coordinator_single_member_join_sync_heartbeat() -> None:
-    coord, mlog, _ = make()
+async def test_coordinator_single_member_join_sync_heartbeat() -> None:
+    coord, mlog, _ = await make()
     member, joined = join_new(coord)
     r = joined.last
     assert (r.error, r.generation_id, r.leader, r.member_id) == (ErrorCode.NONE, 1, member, member)
@@ -39,8 +39,8 @@ def test_coordinator_single_member_join_sync_heartbeat() -> None:
     assert coord.heartbeat("other", 1, member, None) == ErrorCode.UNKNOWN_MEMBER_ID
 
 
-def test_coordinator_second_member_triggers_rebalance_and_waits_for_all() -> None:
-    coord, _, _ = make()
+async def test_coordinator_second_member_triggers_rebalance_and_waits_for_all() -> None:
+    coord, _, _ = await make()
     a, _ = join_new(coord, client_id="a")
     sync(coord, a, 1, {a: b"x"})
     b_id, b_join = join_new(coord, client_id="b")
@@ -57,8 +57,8 @@ def test_coordinator_second_member_triggers_rebalance_and_waits_for_all() -> Non
     assert coord.groups["g"].state is GroupState.STABLE
 
 
-def test_coordinator_rebalance_timeout_removes_members_that_do_not_rejoin() -> None:
-    coord, _, clock = make()
+async def test_coordinator_rebalance_timeout_removes_members_that_do_not_rejoin() -> None:
+    coord, _, clock = await make()
     a, _ = join_new(coord, client_id="a", rebalance_ms=20_000)
     sync(coord, a, 1, {a: b"x"})
     b_id, b_join = join_new(coord, client_id="b", rebalance_ms=20_000)
@@ -69,8 +69,8 @@ def test_coordinator_rebalance_timeout_removes_members_that_do_not_rejoin() -> N
     assert list(coord.groups["g"].members) == [b_id]
 
 
-def test_coordinator_session_timeout_removes_a_silent_member() -> None:
-    coord, _, clock = make()
+async def test_coordinator_session_timeout_removes_a_silent_member() -> None:
+    coord, _, clock = await make()
     a, _ = join_new(coord, client_id="a", session_ms=6000)
     sync(coord, a, 1, {a: b"x"})
     clock.advance(5000)
@@ -86,8 +86,8 @@ def test_coordinator_session_timeout_removes_a_silent_member() -> None:
     assert coord.groups["g"].generation_id == 2
 
 
-def test_coordinator_initial_rebalance_delay_gathers_members() -> None:
-    coord, _, clock = make(delay_ms=3000)
+async def test_coordinator_initial_rebalance_delay_gathers_members() -> None:
+    coord, _, clock = await make(delay_ms=3000)
     _, a_join = join_new(coord, client_id="a")
     clock.advance(2000)
     coord.tick()
@@ -101,8 +101,8 @@ def test_coordinator_initial_rebalance_delay_gathers_members() -> None:
     assert a_join.last.generation_id == b_join.last.generation_id == 1
 
 
-def test_coordinator_member_id_required_and_pending_expiry() -> None:
-    coord, _, clock = make()
+async def test_coordinator_member_id_required_and_pending_expiry() -> None:
+    coord, _, clock = await make()
     first = join(coord, session_ms=6000)
     assert first.last.error == ErrorCode.MEMBER_ID_REQUIRED and first.last.member_id
     clock.advance(6001)
@@ -112,8 +112,8 @@ def test_coordinator_member_id_required_and_pending_expiry() -> None:
     assert old_client.last.error == ErrorCode.NONE
 
 
-def test_coordinator_static_member_rejoins_without_rebalance() -> None:
-    coord, mlog, _ = make()
+async def test_coordinator_static_member_rejoins_without_rebalance() -> None:
+    coord, mlog, _ = await make()
     a = join(coord, instance="i-a", client_id="a").last
     assert a.error == ErrorCode.NONE  # static members skip MEMBER_ID_REQUIRED
     sync(coord, a.member_id, 1, {a.member_id: b"A"})
@@ -135,8 +135,8 @@ def test_coordinator_static_member_rejoins_without_rebalance() -> None:
     assert mlog.appended() == 3
 
 
-def test_coordinator_leave_group_batch_and_unknown_members() -> None:
-    coord, _, _ = make()
+async def test_coordinator_leave_group_batch_and_unknown_members() -> None:
+    coord, _, _ = await make()
     a = join(coord, instance="i-a").last
     sync(coord, a.member_id, 1, {a.member_id: b""})
     error, results = coord.leave_group("g", [("", "i-a"), ("ghost", None)])
@@ -146,8 +146,8 @@ def test_coordinator_leave_group_batch_and_unknown_members() -> None:
     assert coord.leave_group("nope", [("x", None)])[0] == ErrorCode.UNKNOWN_MEMBER_ID
 
 
-def test_coordinator_join_bad_input_changes_nothing() -> None:
-    coord, mlog, _ = make()
+async def test_coordinator_join_bad_input_changes_nothing() -> None:
+    coord, mlog, _ = await make()
     assert join(coord, group="").last.error == ErrorCode.INVALID_GROUP_ID
     assert join(coord, session_ms=10).last.error == ErrorCode.INVALID_SESSION_TIMEOUT
     assert join(coord, protocols=[]).last.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
@@ -159,14 +159,14 @@ def test_coordinator_join_bad_input_changes_nothing() -> None:
     assert list(coord.groups["g"].members) == [a]
 
 
-def test_coordinator_group_max_size() -> None:
-    coord, _, _ = make(max_size=1)
+async def test_coordinator_group_max_size() -> None:
+    coord, _, _ = await make(max_size=1)
     join_new(coord, client_id="a")
     assert join(coord, client_id="b").last.error == ErrorCode.GROUP_MAX_SIZE_REACHED
 
 
-def test_coordinator_store_failure_fails_the_sync() -> None:
-    coord, mlog, _ = make()
+async def test_coordinator_store_failure_fails_the_sync() -> None:
+    coord, mlog, _ = await make()
     a, _ = join_new(coord)
     mlog.fail_with = ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert sync(coord, a, 1, {a: b"x"}).last.error == ErrorCode.NOT_COORDINATOR

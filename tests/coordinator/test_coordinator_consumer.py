@@ -7,8 +7,8 @@ import uuid
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ads.coordinator.group.api import HeartbeatRequest, HeartbeatResult
 from ads.coordinator.group.assignors import RangeAssignor, UniformAssignor
-from ads.coordinator.group.consumer import HeartbeatRequest, HeartbeatResult
 from ads.protocol.errors import ErrorCode
 from coordinator_fakes import make
 
@@ -58,11 +58,11 @@ def hb(coord, member: str, epoch: int, owned: dict[uuid.UUID, set[int]] | None =
         subscribed_topic_regex=kw.pop("regex", None),  # type: ignore[arg-type]
         server_assignor=kw.pop("assignor", None),  # type: ignore[arg-type]
         topic_partitions=owned if owned is not None else ({} if epoch == 0 else None))
-    return coord.consumer.heartbeat(req, 1)
+    return coord.consumer_heartbeat(req, 1)
 
 
-def test_coordinator_consumer_group_hands_partitions_over_after_revocation() -> None:
-    coord, mlog, _ = make()
+async def test_coordinator_consumer_group_hands_partitions_over_after_revocation() -> None:
+    coord, mlog, _ = await make()
     t = mlog.ids["t"]
     a = hb(coord, "a", 0)
     assert a.error == ErrorCode.NONE and a.member_epoch == 1
@@ -80,13 +80,13 @@ def test_coordinator_consumer_group_hands_partitions_over_after_revocation() -> 
     assert coord.groups["g"].state_name == "Stable"
 
 
-def test_coordinator_consumer_group_fencing_leave_and_expiry() -> None:
-    coord, mlog, clock = make(consumer_session_timeout_ms=10_000)
+async def test_coordinator_consumer_group_fencing_leave_and_expiry() -> None:
+    coord, mlog, clock = await make(consumer_session_timeout_ms=10_000)
     t = mlog.ids["t"]
     hb(coord, "a", 0)
     assert hb(coord, "a", 5, {t: set()}).error == ErrorCode.FENCED_MEMBER_EPOCH
     assert hb(coord, "zz", 1).error == ErrorCode.UNKNOWN_MEMBER_ID
-    assert coord.commit_offsets("g", 1, "a", None, -1, []) == []
+    assert await coord.commit_offsets("g", 1, "a", None, -1, []) == []
     hb(coord, "b", 0)
     assert hb(coord, "b", -1).error == ErrorCode.NONE
     assert set(coord.groups["g"].members) == {"a"}
@@ -95,8 +95,8 @@ def test_coordinator_consumer_group_fencing_leave_and_expiry() -> None:
     assert coord.groups["g"].members == {} and coord.groups["g"].state_name == "Empty"
 
 
-def test_coordinator_consumer_group_bad_requests() -> None:
-    coord, _, _ = make()
+async def test_coordinator_consumer_group_bad_requests() -> None:
+    coord, _, _ = await make()
     assert hb(coord, "a", 0, group="").error == ErrorCode.INVALID_REQUEST
     assert hb(coord, "", 0).error == ErrorCode.INVALID_REQUEST
     assert hb(coord, "a", -3).error == ErrorCode.INVALID_REQUEST
@@ -106,8 +106,8 @@ def test_coordinator_consumer_group_bad_requests() -> None:
     assert coord.groups == {}
 
 
-def test_coordinator_consumer_group_regex_and_static_rejoin() -> None:
-    coord, mlog, _ = make()
+async def test_coordinator_consumer_group_regex_and_static_rejoin() -> None:
+    coord, mlog, _ = await make()
     r = hb(coord, "a", 0, topics=[], regex="t|u", instance="i1", assignor="range")
     assert r.assignment == {mlog.ids["t"]: set(range(6)), mlog.ids["u"]: {0, 1}}
     assert hb(coord, "a", r.member_epoch, None, instance="i1").error == ErrorCode.NONE
@@ -118,10 +118,10 @@ def test_coordinator_consumer_group_regex_and_static_rejoin() -> None:
     assert again.assignment == r.assignment
 
 
-def test_coordinator_group_protocols_do_not_mix() -> None:
+async def test_coordinator_group_protocols_do_not_mix() -> None:
     from coordinator_fakes import join, join_new
 
-    coord, _, _ = make()
+    coord, _, _ = await make()
     hb(coord, "a", 0)
     assert join(coord).last.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     hb(coord, "a", -1)

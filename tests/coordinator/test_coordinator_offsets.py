@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import struct
 
-from ads.coordinator import records as rec
-from ads.coordinator.group.coordinator import GroupCoordinator, OffsetCommit
+from ads.coordinator.group import records as rec
+from ads.coordinator.group.api import CommittedOffset, OffsetCommit
+from ads.coordinator.group.coordinator import GroupCoordinator
 from ads.coordinator.group.state import GroupState
-from ads.coordinator.log import java_string_hash, partition_for
+from ads.coordinator.topic import java_string_hash, partition_for
 from ads.protocol.errors import ErrorCode
 from ads.records.batch import decode_records
-from coordinator_fakes import join_new, make, sync
+from coordinator_fakes import join_new, lead_all, make, sync
 
 
-def commit(coord: GroupCoordinator, group: str = "g", generation: int = -1, member: str = "",
-           offsets: list[tuple[str, int, int]] | None = None, metadata: str | None = "m"
-           ) -> list[ErrorCode]:
-    return coord.commit_offsets(group, generation, member, None, -1, [
+async def commit(coord: GroupCoordinator, group: str = "g", generation: int = -1,
+                 member: str = "", offsets: list[tuple[str, int, int]] | None = None,
+                 metadata: str | None = "m") -> list[ErrorCode]:
+    return await coord.commit_offsets(group, generation, member, None, -1, [
         OffsetCommit(t, p, o, 3, metadata) for t, p, o in (offsets or [("t", 0, 5)])])
 
 
@@ -29,22 +30,23 @@ def test_coordinator_partition_for_matches_java_hash() -> None:
     assert java_string_hash("ü€") == (0xFC * 31 + 0x20AC)
 
 
-def test_coordinator_commit_record_layout_is_kafkas() -> None:
-    coord, mlog, clock = make()
-    assert commit(coord, offsets=[("t", 1, 42)]) == [ErrorCode.NONE]
+async def test_coordinator_commit_record_layout_is_kafkas() -> None:
+    coord, mlog, clock = await make()
+    assert await commit(coord, offsets=[("t", 1, 42)]) == [ErrorCode.NONE]
     (batch,) = mlog.batches[coord.partition_of("g")]
     (record,) = decode_records(batch, max_uncompressed_bytes=1 << 20)
     assert record.key == struct.pack(">hh1sh1si", 1, 1, b"g", 1, b"t", 1)
     assert record.value == struct.pack(">hqih1sq", 3, 42, 3, 1, b"m", clock.time_ms())
     assert rec.parse_key(record.key) == rec.OffsetKey("g", "t", 1)
-    assert rec.parse_offset_value(record.value) == rec.CommittedOffset(42, 3, "m",
-                                                                       clock.time_ms())
+    assert rec.parse_offset_value(record.value) == CommittedOffset(42, 3, "m", clock.time_ms())
 
 
-def test_coordinator_commit_and_fetch_round_trip_metadata() -> None:
-    coord, _, _ = make()
-    assert commit(coord, offsets=[("t", 0, 7), ("u", 1, 9)], metadata=None) == [ErrorCode.NONE] * 2
-    assert commit(coord, offsets=[("t", 2, 1)], metadata="ünïcode meta") == [ErrorCode.NONE]
+async def test_coordinator_commit_and_fetch_round_trip_metadata() -> None:
+    coord, _, _ = await make()
+    assert await commit(coord, offsets=[("t", 0, 7), ("u", 1, 9)], metadata=None) == [
+        ErrorCode.NONE] * 2
+    assert await commit(coord, offsets=[("t", 2, 1)], metadata="ünïcode meta") == [
+        ErrorCode.NONE]
     error, found = coord.fetch_offsets("g", [("t", 0), ("t", 2), ("t", 5)])
     assert error == ErrorCode.NONE
     assert [(tp, c.offset if c else None, c.metadata if c else None) for tp, c in found] == [
@@ -54,45 +56,44 @@ def test_coordinator_commit_and_fetch_round_trip_metadata() -> None:
     assert coord.fetch_offsets("unknown", [("t", 0)]) == (ErrorCode.NONE, [(("t", 0), None)])
 
 
-def test_coordinator_commit_bad_input_gets_kafka_errors() -> None:
-    coord, mlog, _ = make(offset_metadata_max_bytes=10)
-    assert commit(coord, offsets=[("nope", 0, 1), ("t", 6, 1), ("t", -1, 1)]) == [
+async def test_coordinator_commit_bad_input_gets_kafka_errors() -> None:
+    coord, mlog, _ = await make(offset_metadata_max_bytes=10)
+    assert await commit(coord, offsets=[("nope", 0, 1), ("t", 6, 1), ("t", -1, 1)]) == [
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION] * 3
-    assert commit(coord, metadata="x" * 11) == [ErrorCode.OFFSET_METADATA_TOO_LARGE]
-    assert commit(coord, generation=3, member="m") == [ErrorCode.ILLEGAL_GENERATION]
-    assert coord.commit_offsets(None, -1, "", None, -1, []) == []  # type: ignore[arg-type]
+    assert await commit(coord, metadata="x" * 11) == [ErrorCode.OFFSET_METADATA_TOO_LARGE]
+    assert await commit(coord, generation=3, member="m") == [ErrorCode.ILLEGAL_GENERATION]
+    assert await coord.commit_offsets(None, -1, "", None, -1, []) == []  # type: ignore[arg-type]
     assert mlog.appended() == 0 and coord.groups == {}
     mlog.fail_with = ErrorCode.MESSAGE_TOO_LARGE
-    assert commit(coord) == [ErrorCode.INVALID_COMMIT_OFFSET_SIZE]
+    assert await commit(coord) == [ErrorCode.INVALID_COMMIT_OFFSET_SIZE]
     assert coord.fetch_offsets("g", [("t", 0)])[1] == [(("t", 0), None)]
 
 
-def test_coordinator_commit_rules_follow_the_group_state() -> None:
-    coord, _, _ = make()
+async def test_coordinator_commit_rules_follow_the_group_state() -> None:
+    coord, _, _ = await make()
     a, _ = join_new(coord)
-    assert commit(coord, generation=1, member=a) == [ErrorCode.REBALANCE_IN_PROGRESS]
+    assert await commit(coord, generation=1, member=a) == [ErrorCode.REBALANCE_IN_PROGRESS]
     sync(coord, a, 1, {a: b""})
-    assert commit(coord) == [ErrorCode.UNKNOWN_MEMBER_ID]  # generation -1, group not empty
-    assert commit(coord, generation=0, member=a) == [ErrorCode.ILLEGAL_GENERATION]
-    assert commit(coord, generation=1, member="x") == [ErrorCode.UNKNOWN_MEMBER_ID]
-    assert commit(coord, generation=1, member=a) == [ErrorCode.NONE]
+    assert await commit(coord) == [ErrorCode.UNKNOWN_MEMBER_ID]  # generation -1, group not empty
+    assert await commit(coord, generation=0, member=a) == [ErrorCode.ILLEGAL_GENERATION]
+    assert await commit(coord, generation=1, member="x") == [ErrorCode.UNKNOWN_MEMBER_ID]
+    assert await commit(coord, generation=1, member=a) == [ErrorCode.NONE]
 
 
-def test_coordinator_load_restores_offsets_and_groups() -> None:
-    coord, mlog, clock = make()
+async def test_coordinator_load_restores_offsets_and_groups() -> None:
+    coord, mlog, clock = await make()
     a, _ = join_new(coord, session_ms=10_000)
     sync(coord, a, 1, {a: b"assignment"})
-    commit(coord, generation=1, member=a, offsets=[("t", 0, 5), ("t", 1, 6)])
-    commit(coord, generation=1, member=a, offsets=[("t", 0, 8)])
-    commit(coord, group="solo", offsets=[("u", 0, 1)])
-    mlog.created = True
-    fresh = GroupCoordinator(mlog, clock, coord.config)
-    loading = fresh.startup()
-    assert loading == list(range(mlog.partitions))
+    await commit(coord, generation=1, member=a, offsets=[("t", 0, 5), ("t", 1, 6)])
+    await commit(coord, generation=1, member=a, offsets=[("t", 0, 8)])
+    await commit(coord, group="solo", offsets=[("u", 0, 1)])
+    fresh = GroupCoordinator(mlog, mlog, clock, coord.config)
+    for p in range(mlog.partitions):
+        fresh.runtime.become_leader(p, 0)
     assert fresh.fetch_offsets("g", [("t", 0)])[0] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     assert fresh.heartbeat("g", 1, a, None) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-    for p in loading:
-        fresh.load_partition(p)
+    for p in range(mlog.partitions):
+        await fresh.runtime.until_loaded(p)
     found = dict(fresh.fetch_offsets("g", None)[1])
     assert {tp: c.offset for tp, c in found.items() if c} == {("t", 0): 8, ("t", 1): 6}
     group = fresh.groups["g"]
@@ -105,42 +106,43 @@ def test_coordinator_load_restores_offsets_and_groups() -> None:
     assert fresh.groups["g"].state is GroupState.EMPTY
 
 
-def test_coordinator_load_skips_garbage_records() -> None:
-    coord, mlog, clock = make()
-    commit(coord)
+async def test_coordinator_load_skips_garbage_records() -> None:
+    coord, mlog, clock = await make()
+    await commit(coord)
     from ads.records.batch import build_batch
     p = coord.partition_of("g")
     mlog.batches[p].append(build_batch([(b"\x00", b"x"), (b"\x00\x07zz", b"y"), (None, b"z"),
                                         (rec.offset_key("g", "t", 1), b"\x00\x09")]))
     mlog.batches[p].append(b"not a batch at all" * 4)
-    fresh = GroupCoordinator(mlog, clock, coord.config)
-    fresh.load_partition(p)
+    fresh = GroupCoordinator(mlog, mlog, clock, coord.config)
+    await lead_all(fresh)
     assert dict(fresh.fetch_offsets("g", None)[1])[("t", 0)].offset == 5  # type: ignore[union-attr]
 
 
-def test_coordinator_delete_groups_and_offsets_write_tombstones() -> None:
-    coord, mlog, clock = make()
-    commit(coord, offsets=[("t", 0, 1), ("t", 1, 2)])
+async def test_coordinator_delete_groups_and_offsets_write_tombstones() -> None:
+    coord, mlog, clock = await make()
+    await commit(coord, offsets=[("t", 0, 1), ("t", 1, 2)])
     a, _ = join_new(coord, group="busy")
-    assert coord.delete_groups(["busy", "ghost", ""]) == [
+    assert await coord.delete_groups(["busy", "ghost", ""]) == [
         ErrorCode.NON_EMPTY_GROUP, ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.INVALID_GROUP_ID]
-    assert coord.delete_offsets("g", [("t", 0), ("zz", 0)]) == (
+    assert await coord.delete_offsets("g", [("t", 0), ("zz", 0)]) == (
         ErrorCode.NONE, [ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION])
     assert [tp for tp, _ in coord.fetch_offsets("g", None)[1]] == [("t", 1)]
-    assert coord.delete_groups(["g"]) == [ErrorCode.NONE]
+    assert await coord.delete_groups(["g"]) == [ErrorCode.NONE]
     assert "g" not in coord.groups and coord.fetch_offsets("g", None)[1] == []
-    fresh = GroupCoordinator(mlog, clock, coord.config)
-    fresh.load_partition(coord.partition_of("g"))
+    fresh = GroupCoordinator(mlog, mlog, clock, coord.config)
+    await lead_all(fresh)
     assert fresh.fetch_offsets("g", None)[1] == [] and "g" not in fresh.groups
-    assert coord.delete_offsets("ghost", [("t", 0)])[0] == ErrorCode.GROUP_ID_NOT_FOUND
+    assert (await coord.delete_offsets("ghost", [("t", 0)]))[0] == ErrorCode.GROUP_ID_NOT_FOUND
 
 
-def test_coordinator_offsets_expire_after_retention_of_empty_group() -> None:
-    coord, _, clock = make(offsets_retention_ms=60_000, offsets_retention_check_interval_ms=1000)
-    commit(coord, group="simple")
+async def test_coordinator_offsets_expire_after_retention_of_empty_group() -> None:
+    coord, _, clock = await make(offsets_retention_ms=60_000,
+                                 offsets_retention_check_interval_ms=1000)
+    await commit(coord, group="simple")
     a, _ = join_new(coord, group="live", session_ms=6000)
     sync(coord, a, 1, {a: b""}, group="live")
-    commit(coord, group="live", generation=1, member=a)
+    await commit(coord, group="live", generation=1, member=a)
     for _ in range(60):
         clock.advance(1000)
         coord.heartbeat("live", 1, a, None)

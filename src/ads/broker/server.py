@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from ads.broker import config as bconfig
+from ads.broker import coordinators
 from ads.broker.dispatch import Dispatcher
 from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.handlers import all_handlers
-from ads.broker.handlers import groups as group_handlers
 from ads.broker.partitions import Partition
 from ads.common.clock import SystemClock
 from ads.metadata.embedded import EmbeddedMetadataStore
@@ -97,7 +97,7 @@ class Broker:
             scheduler=self._run_later)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.dispatcher = Dispatcher(self, all_handlers())
-        self.group_coordinator = group_handlers.create_coordinator(self)
+        self.group_coordinator = coordinators.create_group_coordinator(self)
         self.fetch_sessions = FetchSessionCache(
             int(config.get("max.incremental.fetch.session.cache.slots")))  # type: ignore[call-overload]
         self.listener: KafkaListener | None = None
@@ -121,7 +121,7 @@ class Broker:
         self.log_manager.startup()
         for topic in self.metadata.topics.values():
             self._open_partitions(topic)
-        group_handlers.start_coordinator(self)
+        coordinators.start(self)
         host, port = self.config.listeners[0]
         self.listener = KafkaListener(
             self.dispatcher, host, port, self.config.socket_request_max_bytes)
@@ -162,7 +162,7 @@ class Broker:
         for task in [*self._tasks, *self._opening.values()]:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._opening.values(), return_exceptions=True)
-        self.group_coordinator.shutdown()
+        coordinators.stop(self)
         if self.log_cleaner is not None:
             # Off the loop: a cleaner thread may be waiting for the loop to swap segments in.
             await asyncio.to_thread(self.log_cleaner.shutdown)

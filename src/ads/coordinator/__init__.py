@@ -1,5 +1,8 @@
-"""Coordinators: the group coordinator with its offset manager (`group/`, `offsets.py`).
+"""Coordinators: the group coordinator (`group/`) and, next, the transaction coordinator.
 
-They keep their state in internal topics reached through the narrow `CoordinatorLog`
-interface the broker hands them, and import only `storage`, `records` and `protocol`.
+What every coordinator shares is here: the runtime that loads, serves and unloads the
+partitions of an internal topic this broker leads and writes their records (`runtime.py`),
+the per-partition timers (`timer.py`), and the narrow view a coordinator has of the broker
+(`topic.py`: `InternalTopic`, `TopicMetadata`, `AppendError`). Coordinators import only
+`common`, `storage`, `records` and `protocol`, never the broker.
 """

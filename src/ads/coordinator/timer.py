@@ -1,9 +1,12 @@
-"""Deadlines of the coordinators (session, rebalance and join-delay timeouts).
+"""Deadlines of a coordinator partition (session, rebalance, join-delay and expiry timeouts).
 
-A min-heap of deadlines read against the injected clock. The broker calls `run_due` from
-a periodic job on its event loop, and unit tests call it after advancing a `ManualClock`,
-so no timer ever sleeps or runs on another thread. Cancelled timers stay in the heap
-until they come due and are then dropped.
+A min-heap of deadlines read against the injected clock. The runtime keeps one `Timers`
+per loaded partition and calls `run_due` from its `tick`, which the broker runs on its
+event loop and unit tests run after advancing a `ManualClock`, so no timer ever sleeps or
+runs on another thread. A timer's function may return the effects it wants performed (the
+runtime's writes); `run_due` hands them back in the order the timers ran. Cancelled timers
+stay in the heap until they come due and are then dropped; unloading a partition cancels
+all of its timers at once.
 """
 
 from __future__ import annotations
@@ -11,51 +14,62 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Generic, TypeVar
 
 from ads.common.clock import Clock
 
 log = logging.getLogger("ads.coordinator")
 
+R = TypeVar("R")
+
 
 class TimerHandle:
-    __slots__ = ("deadline_ms", "fn", "cancelled")
+    __slots__ = ("deadline_ms", "cancelled")
 
-    def __init__(self, deadline_ms: int, fn: Callable[[], None]) -> None:
+    def __init__(self, deadline_ms: int) -> None:
         self.deadline_ms = deadline_ms
-        self.fn = fn
         self.cancelled = False
 
     def cancel(self) -> None:
         self.cancelled = True
 
 
-class Timers:
+class Timers(Generic[R]):
+    """Not thread-safe: the broker's event loop only."""
+
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
-        self._heap: list[tuple[int, int, TimerHandle]] = []
+        self._heap: list[tuple[int, int, TimerHandle, Callable[[], Iterable[R] | None]]] = []
         self._seq = itertools.count()
 
-    def schedule(self, delay_ms: int, fn: Callable[[], None]) -> TimerHandle:
-        handle = TimerHandle(self.clock.time_ms() + max(delay_ms, 0), fn)
-        heapq.heappush(self._heap, (handle.deadline_ms, next(self._seq), handle))
+    def schedule(self, delay_ms: int, fn: Callable[[], Iterable[R] | None]) -> TimerHandle:
+        handle = TimerHandle(self.clock.time_ms() + max(delay_ms, 0))
+        heapq.heappush(self._heap, (handle.deadline_ms, next(self._seq), handle, fn))
         return handle
 
-    def run_due(self) -> int:
-        """Runs every timer whose deadline has passed; returns how many ran."""
+    def run_due(self) -> list[R]:
+        """Runs every timer whose deadline has passed; returns what they asked for."""
         now = self.clock.time_ms()
-        ran = 0
+        out: list[R] = []
         while self._heap and self._heap[0][0] <= now:
-            _, _, handle = heapq.heappop(self._heap)
+            _, _, handle, fn = heapq.heappop(self._heap)
             if handle.cancelled:
                 continue
             handle.cancelled = True
-            ran += 1
             try:
-                handle.fn()
+                effects = fn()
             except Exception:
                 log.exception("coordinator timer failed")
-        return ran
+                continue
+            if effects is not None:
+                out.extend(effects)
+        return out
+
+    def cancel_all(self) -> None:
+        for _, _, handle, _ in self._heap:
+            handle.cancel()
+        self._heap.clear()
 
     def __len__(self) -> int:
-        return sum(1 for _, _, h in self._heap if not h.cancelled)
+        return sum(1 for _, _, h, _ in self._heap if not h.cancelled)

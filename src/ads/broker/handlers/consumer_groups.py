@@ -3,16 +3,18 @@
 
 Assignment is computed by the broker ("uniform" by default, or "range" when the member
 asks for it with `group.remote.assignor`). v0 lets the broker pick the member id; v1 wants
-the client's. Gaps: group state is not persisted (offsets are), so members rejoin after a
-coordinator restart; topic regexes use Python's `re` syntax rather than RE2J; authorized
-operations are not computed.
+the client's. The rules (epochs, member states, answers) are in
+`ads.coordinator.group.consumer_state`; this module maps requests to calls of the
+`GroupCoordinator` and its results back to responses. Gaps: group state is not persisted
+(offsets are), so members rejoin after a coordinator restart; topic regexes use Python's
+`re` syntax rather than RE2J; authorized operations are not computed.
 """
 
 from __future__ import annotations
 
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.broker.handlers.groups import client_host
-from ads.coordinator.group.consumer import ConsumerGroup, HeartbeatRequest, Owned
+from ads.coordinator.group.api import AssignedPartitions, HeartbeatRequest, Owned
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
@@ -36,7 +38,7 @@ def handle_heartbeat(ctx: RequestContext, req: m.ConsumerGroupHeartbeatRequest
         subscribed_topic_regex=req.subscribed_topic_regex if ctx.api_version >= 1 else None,
         server_assignor=req.server_assignor, topic_partitions=owned,
         client_id=ctx.client_id or "", client_host=client_host(ctx))
-    r = ctx.broker.group_coordinator.consumer.heartbeat(hb, ctx.api_version)
+    r = ctx.broker.group_coordinator.consumer_heartbeat(hb, ctx.api_version)
     assignment = None
     if r.assignment is not None:
         assignment = HR.Assignment(topic_partitions=[
@@ -48,40 +50,34 @@ def handle_heartbeat(ctx: RequestContext, req: m.ConsumerGroupHeartbeatRequest
         assignment=assignment)
 
 
-def _assignment(ctx: RequestContext, owned: Owned) -> m.ConsumerGroupDescribeResponse.Assignment:
-    log = ctx.broker.group_coordinator.log
+def _assignment(owned: tuple[AssignedPartitions, ...]) -> DR.Assignment:
     return DR.Assignment(topic_partitions=[
-        DR.TopicPartitions(topic_id=t, topic_name=log.topic_name(t) or "", partitions=sorted(p))
-        for t, p in sorted(owned.items(), key=lambda kv: str(kv[0])) if p])
+        DR.TopicPartitions(topic_id=a.topic_id, topic_name=a.topic_name,
+                           partitions=list(a.partitions))
+        for a in owned])
 
 
 def handle_describe(ctx: RequestContext, req: m.ConsumerGroupDescribeRequest
                     ) -> m.ConsumerGroupDescribeResponse:
-    coordinator = ctx.broker.group_coordinator
     out = []
     for group_id in req.group_ids:
-        error = coordinator.group_error(group_id)
-        group = coordinator.groups.get(group_id)
-        if error is ErrorCode.NONE and not isinstance(group, ConsumerGroup):
-            error = ErrorCode.GROUP_ID_NOT_FOUND
-        if error is not ErrorCode.NONE or not isinstance(group, ConsumerGroup):
-            message = (f"Group {group_id} is not a consumer group."
-                       if error is ErrorCode.GROUP_ID_NOT_FOUND else None)
-            out.append(DR.DescribedGroup(error_code=error, error_message=message,
-                                         group_id=group_id, group_state="Dead"))
+        d = ctx.broker.group_coordinator.describe_consumer_group(group_id)
+        if d.error is not ErrorCode.NONE:
+            out.append(DR.DescribedGroup(error_code=d.error, error_message=d.error_message,
+                                         group_id=group_id, group_state=d.state))
             continue
         members = [DR.DescribedGroup.Member(
             member_id=mem.member_id, instance_id=mem.instance_id, rack_id=mem.rack_id,
             member_epoch=mem.member_epoch, client_id=mem.client_id,
             client_host=mem.client_host, subscribed_topic_names=list(mem.subscribed_topic_names),
             subscribed_topic_regex=mem.subscribed_topic_regex,
-            assignment=_assignment(ctx, mem.assigned),
-            target_assignment=_assignment(ctx, group.target.get(mem.member_id, {})))
-            for mem in group.members.values()]
+            assignment=_assignment(mem.assignment),
+            target_assignment=_assignment(mem.target_assignment))
+            for mem in d.members]
         out.append(DR.DescribedGroup(
-            error_code=ErrorCode.NONE, group_id=group_id, group_state=group.state_name,
-            group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
-            assignor_name=group.assignor_name, members=members))
+            error_code=ErrorCode.NONE, group_id=group_id, group_state=d.state,
+            group_epoch=d.group_epoch, assignment_epoch=d.assignment_epoch,
+            assignor_name=d.assignor_name, members=members))
     return m.ConsumerGroupDescribeResponse(groups=out)
 
 

@@ -1,7 +1,9 @@
 """Committed offsets: OffsetCommit (key 8) v2-9, OffsetFetch (key 9) v1-9, OffsetDelete
 (key 47) v0.
 
-Commits are answered only after their record is appended to `__consumer_offsets`.
+Commits are answered only once their record is committed to `__consumer_offsets`, and
+OffsetDelete once its tombstones are; a group whose partition is loading gets
+COORDINATOR_LOAD_IN_PROGRESS.
 OffsetCommit v2-v4 retention times set a per-offset expire timestamp; from v5 the broker's
 `offsets.retention.minutes` alone applies. OffsetFetch v8+ takes several groups; v9 checks
 the member id and epoch of KIP-848 consumers. Offsets are answered from the coordinator's
@@ -13,8 +15,7 @@ exist; it is accepted and ignored.
 from __future__ import annotations
 
 from ads.broker.dispatch import ApiHandler, RequestContext
-from ads.coordinator.group.coordinator import OffsetCommit
-from ads.coordinator.records import CommittedOffset
+from ads.coordinator.group.api import CommittedOffset, OffsetCommit
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
@@ -23,14 +24,14 @@ FR = m.OffsetFetchResponse
 ByTopic = dict[str, list[tuple[int, CommittedOffset | None]]]
 
 
-def handle_offset_commit(ctx: RequestContext, req: m.OffsetCommitRequest
-                         ) -> m.OffsetCommitResponse:
+async def handle_offset_commit(ctx: RequestContext, req: m.OffsetCommitRequest
+                               ) -> m.OffsetCommitResponse:
     v = ctx.api_version
     commits = [
         OffsetCommit(t.name, p.partition_index, p.committed_offset,
                      p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata)
         for t in req.topics for p in t.partitions]
-    errors = iter(ctx.broker.group_coordinator.commit_offsets(
+    errors = iter(await ctx.broker.group_coordinator.commit_offsets(
         req.group_id, req.generation_id_or_member_epoch, req.member_id,
         req.group_instance_id if v >= 7 else None,
         req.retention_time_ms if 2 <= v <= 4 else -1, commits))
@@ -99,10 +100,10 @@ def handle_offset_fetch(ctx: RequestContext, req: m.OffsetFetchRequest
         for t, parts in by_topic.items()])
 
 
-def handle_offset_delete(ctx: RequestContext, req: m.OffsetDeleteRequest
-                         ) -> m.OffsetDeleteResponse:
+async def handle_offset_delete(ctx: RequestContext, req: m.OffsetDeleteRequest
+                               ) -> m.OffsetDeleteResponse:
     wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
-    error, results = ctx.broker.group_coordinator.delete_offsets(req.group_id, wanted)
+    error, results = await ctx.broker.group_coordinator.delete_offsets(req.group_id, wanted)
     if error is not ErrorCode.NONE:
         return m.OffsetDeleteResponse(error_code=error)
     codes = iter(results)

@@ -1,16 +1,19 @@
-"""Group membership APIs and the wiring of the group coordinator into the broker.
+"""Group membership APIs and the group coordinator's settings.
 
 FindCoordinator (key 10) v0-5: single keys (v0-3) and batches (v4+); group keys create
 `__consumer_offsets` on first use (its files made off the loop; the answer waits for
-them); transaction keys name this broker too; share-group keys
-(v6) are not advertised.
+them); transaction keys name this broker too; share-group keys (v6) are not advertised.
 JoinGroup (key 11) v2-9, SyncGroup (key 14) v0-5, Heartbeat (key 12) v0-4, LeaveGroup
 (key 13) v0-5 (batched members from v3), DescribeGroups (key 15) v0-5, ListGroups (key 16)
 v0-5 (state filter v4, type filter v5), DeleteGroups (key 42) v0-2.
 
-The protocol rules live in `ads.coordinator.group`; this module maps requests to its calls
-and results back to responses. JoinGroup and SyncGroup responses wait on the coordinator
-(join phase, leader's assignment); the others answer at once. Gap: authorized operations
+The protocol rules live in `ads.coordinator.group`; this module maps requests to calls of
+its `GroupCoordinator` (values in `api.py`) and results back to responses. JoinGroup and
+SyncGroup responses wait on the coordinator (join phase, leader's assignment, the group
+record being committed), DeleteGroups on its tombstones being committed; the others answer
+at once. A group whose `__consumer_offsets` partition is loading gets
+COORDINATOR_LOAD_IN_PROGRESS, and so does ListGroups while any partition loads.
+`group_config` maps the broker's settings to the coordinator's. Gap: authorized operations
 are never computed (no authorizer yet).
 """
 
@@ -18,116 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
-from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from ads.broker.dispatch import ApiHandler, RequestContext
-from ads.broker.partitions import PartitionError
-from ads.coordinator.group.classic import JoinResult, SyncResult
-from ads.coordinator.group.coordinator import GroupConfig, GroupCoordinator
-from ads.coordinator.group.rebalance import JoinRequest
-from ads.coordinator.log import OFFSETS_TOPIC, AppendError
-from ads.metadata.model import INTERNAL_TOPICS
+from ads.coordinator.group.api import GroupConfig, JoinRequest, JoinResult, SyncResult
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
-from ads.records.batch import iter_batches
-
-if TYPE_CHECKING:
-    from ads.broker.server import Broker
 
 log = logging.getLogger("ads.broker.groups")
 T = TypeVar("T")
-TICK_MS = 50
-
-
-# -- wiring -------------------------------------------------------------------------------
-class OffsetsTopicLog:
-    """`CoordinatorLog` over this broker's `__consumer_offsets` and topic metadata."""
-
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-
-    def _int(self, key: str) -> int:
-        return int(self.broker.config.get(key))  # type: ignore[call-overload]
-
-    def exists(self) -> bool:
-        return OFFSETS_TOPIC in self.broker.metadata.topics
-
-    def partition_count(self) -> int:
-        topic = self.broker.metadata.topics.get(OFFSETS_TOPIC)
-        if topic is not None:
-            return len(topic.partitions)
-        return self._int("offsets.topic.num.partitions")
-
-    def ensure_created(self) -> None:
-        if not self.exists():
-            self.broker.create_topic(OFFSETS_TOPIC, *self._spec())
-
-    def ready(self) -> bool:
-        """Created and every partition served."""
-        return self.exists() and not self.broker.opening(OFFSETS_TOPIC)
-
-    async def create_off_loop(self) -> None:
-        """Creates the topic (or waits for its creation) with the files made off the loop:
-        fifty partitions' fsyncs would stall every connection for tens of milliseconds."""
-        topic = self.broker.metadata.topics.get(OFFSETS_TOPIC)
-        if topic is None:
-            topic = self.broker.record_topic(OFFSETS_TOPIC, *self._spec())
-        await self.broker.open_new(topic)
-
-    def _spec(self) -> tuple[int, dict[str, str]]:
-        # One broker: replication factor 1 whatever offsets.topic.replication.factor says.
-        return self._int("offsets.topic.num.partitions"), {
-            "cleanup.policy": "compact",
-            "segment.bytes": str(self._int("offsets.topic.segment.bytes")),
-            "compression.type": "producer",
-        }
-
-    def append(self, partition: int, batch: bytes) -> int:
-        part = self.broker.partitions.get((OFFSETS_TOPIC, partition))
-        if part is None:
-            raise AppendError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        try:
-            return part.append(memoryview(batch), -1, self.broker.clock.time_ms()).base_offset
-        except PartitionError as exc:
-            raise AppendError(exc.code, str(exc)) from exc
-        except OSError as exc:
-            raise AppendError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from exc
-
-    def read_batches(self, partition: int) -> Iterator[bytes]:
-        part = self.broker.partitions.get((OFFSETS_TOPIC, partition))
-        if part is None:
-            return
-        plog = part.log
-        offset, end = plog.log_start_offset, plog.log_end_offset
-        chunk = max(self._int("offsets.load.buffer.size"), 1)
-        while offset < end:
-            data = plog.read(offset, chunk, max_offset=end, min_one_batch=True).read_bytes()
-            if not data:
-                return
-            next_offset = offset
-            for pos, header in iter_batches(data):
-                yield data[pos:pos + header.size]
-                next_offset = header.next_offset
-            if next_offset <= offset:
-                return
-            offset = next_offset
-
-    def topic_partitions(self, topic: str) -> int | None:
-        state = self.broker.metadata.topics.get(topic)
-        return None if state is None else len(state.partitions)
-
-    def topic_id(self, topic: str) -> uuid.UUID | None:
-        state = self.broker.metadata.topics.get(topic)
-        return None if state is None else state.topic_id
-
-    def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        state = self.broker.metadata.topic_by_id(topic_id)
-        return None if state is None else state.name
-
-    def topic_names(self) -> list[str]:
-        return [t for t in self.broker.metadata.topics if t not in INTERNAL_TOPICS]
 
 
 def group_config(config: Any) -> GroupConfig:
@@ -157,29 +60,6 @@ def group_config(config: Any) -> GroupConfig:
     )
 
 
-def create_coordinator(broker: Broker) -> GroupCoordinator:
-    return GroupCoordinator(OffsetsTopicLog(broker), broker.clock, group_config(broker.config))
-
-
-def start_coordinator(broker: Broker) -> None:
-    """Loads the existing `__consumer_offsets` partitions in the background (their groups
-    answer COORDINATOR_LOAD_IN_PROGRESS meanwhile) and starts the coordinator's timers."""
-    coordinator = broker.group_coordinator
-    partitions = coordinator.startup()
-
-    async def load() -> None:
-        for p in partitions:
-            await asyncio.sleep(0)  # requests for loaded partitions are served in between
-            if coordinator.is_loading(p):
-                try:
-                    coordinator.load_partition(p)
-                except Exception:
-                    log.exception("loading __consumer_offsets-%d failed", p)
-
-    broker.spawn(load())
-    broker.schedule("group-coordinator", TICK_MS, coordinator.tick)
-
-
 async def wait_for(start: Callable[[Callable[[T], None]], None]) -> T:
     """Starts a coordinator call that answers through a callback and awaits the answer."""
     fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
@@ -200,22 +80,19 @@ def client_host(ctx: RequestContext) -> str:
 def handle_find_coordinator(ctx: RequestContext, req: m.FindCoordinatorRequest
                             ) -> m.FindCoordinatorResponse | Awaitable[m.FindCoordinatorResponse]:
     key_type = req.key_type if ctx.api_version >= 1 else 0
-    if key_type == 0 and not _offsets_log(ctx).ready():
+    if key_type == 0 and not ctx.broker.group_coordinator.topic.ready():
         return _find_after_creating(ctx, req)
     return _find_coordinator(ctx, req, ErrorCode.NONE)
-
-
-def _offsets_log(ctx: RequestContext) -> OffsetsTopicLog:
-    return cast(OffsetsTopicLog, ctx.broker.group_coordinator.log)
 
 
 async def _find_after_creating(ctx: RequestContext, req: m.FindCoordinatorRequest
                                ) -> m.FindCoordinatorResponse:
     error = ErrorCode.NONE
+    topic = ctx.broker.group_coordinator.topic
     try:
-        await _offsets_log(ctx).create_off_loop()
+        await topic.create()
     except Exception:
-        log.exception("creating %s failed", OFFSETS_TOPIC)
+        log.exception("creating %s failed", topic.name)
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     return _find_coordinator(ctx, req, error)
 
@@ -326,23 +203,20 @@ def handle_describe_groups(ctx: RequestContext, req: m.DescribeGroupsRequest
 
 
 def handle_list_groups(ctx: RequestContext, req: m.ListGroupsRequest) -> m.ListGroupsResponse:
-    coordinator = ctx.broker.group_coordinator
     v = ctx.api_version
     states = req.states_filter if v >= 4 else []
     types = req.types_filter if v >= 5 else []
-    listed = coordinator.list_groups(states, types)
-    loading = any(coordinator.is_loading(p) for p in range(coordinator.log.partition_count())
-                  ) if coordinator.log.exists() else False
+    error, listed = ctx.broker.group_coordinator.list_groups(states, types)
     L = m.ListGroupsResponse.ListedGroup  # noqa: N806
     return m.ListGroupsResponse(
-        error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE,
+        error_code=error,
         groups=[L(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
                   group_type=g.group_type) for g in listed])
 
 
-def handle_delete_groups(ctx: RequestContext, req: m.DeleteGroupsRequest
-                         ) -> m.DeleteGroupsResponse:
-    errors = ctx.broker.group_coordinator.delete_groups(list(req.groups_names))
+async def handle_delete_groups(ctx: RequestContext, req: m.DeleteGroupsRequest
+                               ) -> m.DeleteGroupsResponse:
+    errors = await ctx.broker.group_coordinator.delete_groups(list(req.groups_names))
     R = m.DeleteGroupsResponse.DeletableGroupResult  # noqa: N806
     return m.DeleteGroupsResponse(results=[
         R(group_id=g, error_code=e) for g, e in zip(req.groups_names, errors, strict=True)])

@@ -7,39 +7,14 @@ broker's event loop only.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ads.coordinator.group.state import GroupState, check_transition
+from ads.coordinator.group.api import JoinCallback, SyncCallback
+from ads.coordinator.group.state import GroupState, check_transition, initial_state
 from ads.coordinator.timer import TimerHandle
 from ads.protocol import messages as m
 from ads.protocol.errors import DecodeError
-
-
-@dataclass(frozen=True, slots=True)
-class JoinResult:
-    error: int
-    generation_id: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader: str = ""
-    member_id: str = ""
-    # (member_id, group_instance_id, metadata) for the leader, empty for followers
-    members: tuple[tuple[str, str | None, bytes], ...] = ()
-    skip_assignment: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class SyncResult:
-    error: int
-    assignment: bytes = b""
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-
-
-JoinCallback = Callable[[JoinResult], None]
-SyncCallback = Callable[[SyncResult], None]
 
 
 @dataclass(slots=True)
@@ -199,6 +174,22 @@ class ClassicGroup:
             except Exception:  # noqa: BLE001 - opaque metadata is the client's business
                 return None
         return topics
+
+    @classmethod
+    def from_record(cls, group_id: str, value: m.GroupMetadataValue) -> ClassicGroup:
+        """The group its metadata record describes: Stable with its members, or Empty."""
+        group = cls(group_id, initial_state(bool(value.members)), value.generation,
+                    value.protocol_type or None, value.protocol, value.leader,
+                    current_state_timestamp=value.current_state_timestamp)
+        for mm in value.members:
+            member = Member(
+                mm.member_id, mm.group_instance_id, mm.client_id, mm.client_host,
+                mm.rebalance_timeout, mm.session_timeout, value.protocol_type,
+                [(value.protocol or "", bytes(mm.subscription))], bytes(mm.assignment))
+            group.members[member.member_id] = member
+            if member.group_instance_id is not None:
+                group.static_members[member.group_instance_id] = member.member_id
+        return group
 
     def to_record_value(self) -> m.GroupMetadataValue:
         MM = m.GroupMetadataValue.MemberMetadata  # noqa: N806

@@ -4,30 +4,37 @@ The rules are those of `state.py`; this module applies them. JoinGroup and SyncG
 be answered later (when the join phase completes or the leader's assignment arrives), so
 they take a callback; Heartbeat and LeaveGroup answer at once. Timers (session, join
 delay, rebalance and sync timeouts) run from `Timers.run_due` against the injected clock.
-The caller (`coordinator.py`) has already checked the group id and that the group's
-partition is loaded.
+The caller (`shard.py`) has already checked the group id, that the group's partition is
+loaded, and found the group.
+
+Nothing here writes: the group metadata record is returned as a `Write` (from every public
+method, and from every timer) for the runtime to append, and the step that depends on it
+(the leader's SyncGroup completing the rebalance, a static member taking its place back)
+is that write's continuation, run once the record is committed. A continuation first
+checks that the group is still where the write left it; if a rebalance overtook it, the
+parked members were answered already and it does nothing.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from ads.coordinator.group.classic import (
-    ClassicGroup,
+from ads.coordinator.group import records as rec
+from ads.coordinator.group.api import (
+    GroupConfig,
     JoinCallback,
+    JoinRequest,
     JoinResult,
-    Member,
     SyncCallback,
     SyncResult,
 )
+from ads.coordinator.group.classic import ClassicGroup, Member
 from ads.coordinator.group.state import HEARTBEAT, SYNC, GroupState
+from ads.coordinator.runtime import Write
+from ads.coordinator.timer import TimerHandle, Timers
 from ads.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from ads.coordinator.group.coordinator import GroupCoordinator
 
 log = logging.getLogger("ads.coordinator")
 
@@ -39,70 +46,60 @@ E, PR, CR, ST, D = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 
 
-@dataclass(frozen=True, slots=True)
-class JoinRequest:
-    group_id: str
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    require_known_member_id: bool
-    supports_skip_assignment: bool
-    reason: str | None = None
-
-
 class ClassicRebalancer:
-    def __init__(self, host: GroupCoordinator) -> None:
-        self.host = host
-        self.timers = host.timers
-        self.config = host.config
+    """Not thread-safe: the broker's event loop only."""
+
+    def __init__(self, timers: Timers[Write], config: GroupConfig) -> None:
+        self.timers = timers
+        self.config = config
+        # The writes of the call (or timer) under way, handed back when it returns.
+        self._writes: list[Write] = []
 
     def _now(self) -> int:
         return self.timers.clock.time_ms()
 
+    def _take(self) -> list[Write]:
+        writes, self._writes = self._writes, []
+        return writes
+
+    def _schedule(self, delay_ms: int, fn: Callable[[], None]) -> TimerHandle:
+        def run() -> list[Write]:
+            fn()
+            return self._take()
+
+        return self.timers.schedule(delay_ms, run)
+
+    def _store(self, group: ClassicGroup,
+               then: Callable[[ErrorCode], list[Write]] | None = None) -> None:
+        """Asks for the group metadata record (generation, members and assignments)."""
+        value = rec.group_value(group.to_record_value())
+        self._writes.append(Write([(rec.group_key(group.group_id), value)], then))
+
     # -- JoinGroup -------------------------------------------------------------------
-    def join(self, req: JoinRequest, callback: JoinCallback) -> None:
+    def join_error(self, req: JoinRequest) -> ErrorCode:
+        """What a join gets before its group is looked at."""
         cfg = self.config
-
-        def fail(code: ErrorCode) -> None:
-            callback(JoinResult(code, member_id=req.member_id))
-
         if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
-            fail(ErrorCode.INVALID_SESSION_TIMEOUT)
-            return
+            return ErrorCode.INVALID_SESSION_TIMEOUT
         if not req.protocol_type or not req.protocols:
-            fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-            return
-        existing = self.host.groups.get(req.group_id)
-        if existing is not None and not isinstance(existing, ClassicGroup):
-            if existing.members:
-                fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-                return
-            # An empty KIP-848 group (offsets only) becomes a classic group again.
-            del self.host.groups[req.group_id]
-            existing = None
-        group = existing
-        if group is None:
-            if req.member_id:
-                fail(ErrorCode.UNKNOWN_MEMBER_ID)
-                return
-            group = self.host.new_classic_group(req.group_id)
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        return ErrorCode.NONE
+
+    def join(self, group: ClassicGroup, req: JoinRequest, callback: JoinCallback
+             ) -> list[Write]:
         if group.is_(D):
-            fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-            return
+            callback(JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=req.member_id))
+            return self._take()
         if not group.supports(req.protocol_type, [n for n, _ in req.protocols]):
-            fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-            return
+            callback(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id))
+            return self._take()
         if req.member_id:
             self._join_known(group, req, callback)
         else:
             self._join_unknown(group, req, callback)
         if group.is_(PR):
             self._try_complete_join(group)
+        return self._take()
 
     def _join_unknown(self, group: ClassicGroup, req: JoinRequest, callback: JoinCallback
                       ) -> None:
@@ -117,7 +114,7 @@ class ClassicRebalancer:
         if req.group_instance_id is None and req.require_known_member_id:
             # KIP-394: the member learns its id first, so a retried join after a lost
             # response does not leave a defunct member behind.
-            group.pending_members[new_id] = self.timers.schedule(
+            group.pending_members[new_id] = self._schedule(
                 req.session_timeout_ms, lambda: self._expire_pending(group, new_id))
             callback(JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id))
             return
@@ -211,21 +208,28 @@ class ClassicRebalancer:
         self.touch(group, member)
         if group.is_(ST):
             if group.protocol_name == group.select_protocol():
-                error = self.host.store_group(group)
-                if error is not ErrorCode.NONE:
-                    group.replace_static_member(req.group_instance_id or "", new_id, old_id)
-                    member.protocols = old_protocols
-                    callback(JoinResult(error, member_id=""))
-                    return
-                # The static member takes its place back without a rebalance. The old
-                # leader id is returned so that a rejoining leader does not recompute an
-                # assignment a Stable group would never distribute (unless the client
-                # can skip the assignment, JoinGroup v9).
-                leader = new_id == group.leader_id and req.supports_skip_assignment
-                callback(JoinResult(
-                    ErrorCode.NONE, group.generation_id, group.protocol_type,
-                    group.protocol_name, new_id if leader else current_leader, new_id,
-                    self._member_metadata(group) if leader else (), skip_assignment=leader))
+                instance_id = req.group_instance_id or ""
+
+                def stored(error: ErrorCode) -> list[Write]:
+                    if error is not ErrorCode.NONE:
+                        if group.static_member_id(instance_id) == new_id:
+                            group.replace_static_member(instance_id, new_id, old_id)
+                            member.protocols = old_protocols
+                        callback(JoinResult(error, member_id=""))
+                        return self._take()
+                    # The static member takes its place back without a rebalance. The
+                    # old leader id is returned so that a rejoining leader does not
+                    # recompute an assignment a Stable group would never distribute
+                    # (unless the client can skip the assignment, JoinGroup v9).
+                    leader = new_id == group.leader_id and req.supports_skip_assignment
+                    callback(JoinResult(
+                        ErrorCode.NONE, group.generation_id, group.protocol_type,
+                        group.protocol_name, new_id if leader else current_leader, new_id,
+                        self._member_metadata(group) if leader else (),
+                        skip_assignment=leader))
+                    return self._take()
+
+                self._store(group, stored)
                 return
             member.join_callback = callback
             self._maybe_prepare_rebalance(group, f"static member {new_id} changed protocols")
@@ -260,10 +264,11 @@ class ClassicRebalancer:
             self._schedule_join(group, rebalance_timeout, self._complete_join)
             self._try_complete_join(group)
 
-    def _schedule_join(self, group: ClassicGroup, delay_ms: int, fn: object) -> None:
+    def _schedule_join(self, group: ClassicGroup, delay_ms: int,
+                       fn: Callable[[ClassicGroup], None]) -> None:
         if group.join_timer is not None:
             group.join_timer.cancel()
-        group.join_timer = self.timers.schedule(delay_ms, lambda: fn(group))  # type: ignore[operator]
+        group.join_timer = self._schedule(delay_ms, lambda: fn(group))
 
     def _initial_join_expired(self, group: ClassicGroup) -> None:
         remaining = int(group.extra.get("remaining_ms", 0))
@@ -299,7 +304,7 @@ class ClassicRebalancer:
             group.protocol_name = None
             group.transition(E, now)
             log.info("group %s is empty at generation %d", group.group_id, group.generation_id)
-            self.host.store_group(group)
+            self._store(group)
             return
         group.protocol_name = group.select_protocol()
         leader = group.members.get(group.leader_id or "")
@@ -321,7 +326,7 @@ class ClassicRebalancer:
         if group.sync_timer is not None:
             group.sync_timer.cancel()
         generation = group.generation_id
-        group.sync_timer = self.timers.schedule(
+        group.sync_timer = self._schedule(
             group.max_rebalance_timeout_ms(), lambda: self._sync_expired(group, generation))
 
     def _join_result(self, group: ClassicGroup, member: Member) -> JoinResult:
@@ -348,11 +353,17 @@ class ClassicRebalancer:
             self._prepare_rebalance(group, "members missed the sync deadline")
 
     # -- SyncGroup -------------------------------------------------------------------
-    def sync(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
-             protocol_type: str | None, protocol_name: str | None,
-             assignments: dict[str, bytes], callback: SyncCallback) -> None:
-        group = self.host.groups.get(group_id)
-        if not isinstance(group, ClassicGroup):
+    def sync(self, group: ClassicGroup | None, generation_id: int, member_id: str,
+             instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
+             assignments: dict[str, bytes], callback: SyncCallback) -> list[Write]:
+        self._sync(group, generation_id, member_id, instance_id, protocol_type, protocol_name,
+                   assignments, callback)
+        return self._take()
+
+    def _sync(self, group: ClassicGroup | None, generation_id: int, member_id: str,
+              instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
+              assignments: dict[str, bytes], callback: SyncCallback) -> None:
+        if group is None:
             callback(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
             return
         if group.is_(D):
@@ -380,16 +391,29 @@ class ClassicRebalancer:
             callback(SyncResult(ErrorCode.NONE, member.assignment, group.protocol_type,
                                 group.protocol_name))
             return
+        if member.sync_callback is not None and member.sync_callback is not callback:
+            # A retried SyncGroup replaces the parked one, whose connection is likely gone.
+            member.sync_callback(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
         member.sync_callback = callback
         if member_id != group.leader_id:
             return
         previous = {mid: mem.assignment for mid, mem in group.members.items()}
         for mid, mem in group.members.items():
             mem.assignment = bytes(assignments.get(mid, b""))
-        error = self.host.store_group(group)
+        generation = group.generation_id
+
+        def stored(error: ErrorCode) -> list[Write]:
+            if group.is_(CR) and group.generation_id == generation:
+                self._assignment_stored(group, previous, error)
+            return self._take()
+
+        self._store(group, stored)
+
+    def _assignment_stored(self, group: ClassicGroup, previous: dict[str, bytes],
+                           error: ErrorCode) -> None:
         if error is not ErrorCode.NONE:
             for mid, mem in group.members.items():
-                mem.assignment = previous[mid]
+                mem.assignment = previous.get(mid, b"")
             self._reset_and_propagate(group, error)
             self._maybe_prepare_rebalance(group, f"storing the assignment failed: {error.name}")
             return
@@ -413,10 +437,9 @@ class ClassicRebalancer:
             group.sync_timer = None
 
     # -- Heartbeat -------------------------------------------------------------------
-    def heartbeat(self, group_id: str, generation_id: int, member_id: str,
+    def heartbeat(self, group: ClassicGroup | None, generation_id: int, member_id: str,
                   instance_id: str | None) -> ErrorCode:
-        group = self.host.groups.get(group_id)
-        if not isinstance(group, ClassicGroup):
+        if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.is_(D):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -429,13 +452,13 @@ class ClassicRebalancer:
         return HEARTBEAT[group.state]
 
     # -- LeaveGroup ------------------------------------------------------------------
-    def leave(self, group_id: str, leaving: list[tuple[str, str | None]]
-              ) -> tuple[ErrorCode, list[ErrorCode]]:
-        group = self.host.groups.get(group_id)
-        if not isinstance(group, ClassicGroup):
-            return ErrorCode.UNKNOWN_MEMBER_ID, []
+    def leave(self, group: ClassicGroup | None, leaving: list[tuple[str, str | None]]
+              ) -> tuple[ErrorCode, list[ErrorCode], list[Write]]:
+        """The group's error, one error per leaving member, and the writes to perform."""
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID, [], []
         if group.is_(D):
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, [], []
         results = []
         for member_id, instance_id in leaving:
             if not member_id and instance_id is not None:
@@ -455,7 +478,7 @@ class ClassicRebalancer:
             if error is ErrorCode.NONE:
                 self._remove_member(group, group.members[member_id], "left the group")
             results.append(error)
-        return ErrorCode.NONE, results
+        return ErrorCode.NONE, results, self._take()
 
     # -- membership ------------------------------------------------------------------
     def touch(self, group: ClassicGroup, member: Member, timeout_ms: int | None = None) -> None:
@@ -464,7 +487,7 @@ class ClassicRebalancer:
             member.heartbeat_timer.cancel()
         member.last_heartbeat_ms = self._now()
         member_id = member.member_id
-        member.heartbeat_timer = self.timers.schedule(
+        member.heartbeat_timer = self._schedule(
             member.session_timeout_ms if timeout_ms is None else timeout_ms,
             lambda: self._session_expired(group, member, member_id))
 
@@ -497,6 +520,11 @@ class ClassicRebalancer:
             self._prepare_rebalance(group, f"{member.member_id} {reason}")
         elif group.is_(PR):
             self._try_complete_join(group)
+
+    def restore(self, group: ClassicGroup) -> None:
+        """A group loaded from `__consumer_offsets`: its members must heartbeat in time."""
+        for member in group.members.values():
+            self.touch(group, member)
 
     def remove_all(self, group: ClassicGroup) -> None:
         """Drops every member and timer of a group (the group is unloaded or deleted)."""

@@ -22,10 +22,10 @@ A null value is a tombstone: the offset or group is deleted, and compaction
 and 1 are offset commits, 2 group metadata; higher versions (Kafka's KIP-848 group
 records) are skipped when loading, as are value versions this module does not know.
 
-Crash recovery: one commit or group update is one record batch, appended before the request
-is acknowledged. A batch torn by a crash fails its CRC and is truncated by log recovery, so
-what was never acknowledged may vanish but an acknowledged commit never does. Loading
-replays the partition in offset order; the last record of a key wins.
+Crash recovery: one commit or group update is one record batch, committed before the
+request is acknowledged. A batch torn by a crash fails its CRC and is truncated by log
+recovery, so what was never acknowledged may vanish but an acknowledged commit never does.
+Loading replays the partition in offset order; the last record of a key wins.
 """
 
 from __future__ import annotations
@@ -33,8 +33,11 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from ads.coordinator.group.api import CommittedOffset
 from ads.protocol import messages as m
 from ads.protocol.errors import DecodeError
+
+OFFSETS_TOPIC = "__consumer_offsets"
 
 _VERSION = struct.Struct(">h")
 
@@ -59,15 +62,6 @@ class OffsetKey:
 @dataclass(frozen=True, slots=True)
 class GroupKey:
     group: str
-
-
-@dataclass(frozen=True, slots=True)
-class CommittedOffset:
-    offset: int
-    leader_epoch: int
-    metadata: str
-    commit_timestamp: int
-    expire_timestamp: int = -1
 
 
 def offset_key(group: str, topic: str, partition: int) -> bytes:

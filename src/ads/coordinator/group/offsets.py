@@ -1,8 +1,9 @@
 """The offset manager's cache: the last committed position of each group and partition.
 
-OffsetFetch answers from here. The cache changes only after the record that carries the
-change has been appended to `__consumer_offsets` (see `records.py` for the layout), and is
-rebuilt from that topic when a coordinator partition is loaded.
+OffsetFetch answers from here. The cache changes only once the record that carries the
+change is committed to `__consumer_offsets` (see `records.py` for the layout), and is
+rebuilt from that topic when a coordinator partition is loaded. A shard (`shard.py`) keeps
+one store for the groups of its partition.
 
 Expiry (`offsets.retention.minutes`, KIP-211): the offsets of a group that has members
 never expire, except those of topics its members no longer subscribe to; once the group
@@ -15,9 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from ads.coordinator.records import CommittedOffset, offset_key, offset_value
-
-TopicPartition = tuple[str, int]
+from ads.coordinator.group.api import CommittedOffset, TopicPartition
+from ads.coordinator.group.records import offset_key, offset_value
 
 
 class OffsetStore:

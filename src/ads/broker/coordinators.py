@@ -1,0 +1,56 @@
+"""Wiring of the coordinators into the broker: their internal topics, leadership, timers.
+
+The group coordinator gets `__consumer_offsets` (`internal_topics.InternalTopicLog`), the
+topic metadata and the broker's clock. Leadership of internal-topic partitions reaches the
+coordinator runtime through `become_leader` / `become_follower`; on one broker every
+partition is led here from the start, so `start` makes the runtime lead (and load, in the
+background) each partition of the topic, created or not. With replication the replica
+manager calls the two hooks when it becomes leader or follower of such a partition.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ads.broker.handlers.groups import group_config
+from ads.broker.internal_topics import OFFSETS_TOPIC_SPEC, BrokerTopicMetadata, InternalTopicLog
+from ads.coordinator.group.coordinator import GroupCoordinator
+
+if TYPE_CHECKING:
+    from ads.broker.server import Broker
+
+TICK_MS = 50
+
+
+def create_group_coordinator(broker: Broker) -> GroupCoordinator:
+    return GroupCoordinator(InternalTopicLog(broker, OFFSETS_TOPIC_SPEC),
+                            BrokerTopicMetadata(broker), broker.clock,
+                            group_config(broker.config))
+
+
+def start(broker: Broker) -> None:
+    """Leads every partition of the internal topics (one broker) and runs the timers."""
+    coordinator = broker.group_coordinator
+    name = coordinator.topic.name
+    topic = broker.metadata.topics.get(name)
+    for partition in range(coordinator.topic.partition_count()):
+        epoch = 0 if topic is None else topic.partitions[partition].leader_epoch
+        become_leader(broker, name, partition, epoch)
+    broker.schedule("group-coordinator", TICK_MS, coordinator.tick)
+
+
+def become_leader(broker: Broker, topic: str, partition: int, leader_epoch: int) -> None:
+    """This broker leads the partition of an internal topic now: its coordinator loads it."""
+    if topic == OFFSETS_TOPIC_SPEC.name:
+        broker.group_coordinator.runtime.become_leader(partition, leader_epoch)
+
+
+def become_follower(broker: Broker, topic: str, partition: int,
+                    leader_epoch: int | None = None) -> None:
+    """Another broker leads the partition now (None: the topic is gone): it is unloaded."""
+    if topic == OFFSETS_TOPIC_SPEC.name:
+        broker.group_coordinator.runtime.become_follower(partition, leader_epoch)
+
+
+def stop(broker: Broker) -> None:
+    broker.group_coordinator.shutdown()

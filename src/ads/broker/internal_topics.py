@@ -1,0 +1,158 @@
+"""The coordinators' internal topics, as the broker gives them to the coordinator runtime.
+
+`InternalTopicLog` implements `ads.coordinator.topic.InternalTopic` for one internal topic,
+named with its settings by an `InternalTopicSpec` (`OFFSETS_TOPIC` for the group
+coordinator; `__transaction_state` gets its own spec), and `BrokerTopicMetadata` implements
+`TopicMetadata` over the broker's metadata. Both are used from the event loop only.
+
+The topic is created on first use: FindCoordinator awaits `create` (its partitions' files
+are made in a worker thread), while an append to a topic that does not exist yet (a client
+that commits without asking for its coordinator first) creates it on the loop. On one
+broker every partition is led here and an appended batch is committed at once, so `append`
+returns a completed future. All access to partitions goes through `_append_to_partition`
+and `_partition_log`; the replica manager replaces those two (and the acknowledgement,
+which then waits for the partition's high watermark).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ads.broker.partitions import PartitionError
+from ads.coordinator.group.records import OFFSETS_TOPIC
+from ads.coordinator.topic import AppendError
+from ads.metadata.model import INTERNAL_TOPICS
+from ads.protocol.errors import ErrorCode
+from ads.records.batch import iter_batches
+
+if TYPE_CHECKING:
+    from ads.broker.server import Broker
+    from ads.storage.log import Log
+
+
+@dataclass(frozen=True, slots=True)
+class InternalTopicSpec:
+    """An internal topic and the broker settings it is made and loaded with."""
+
+    name: str
+    partitions_key: str
+    segment_bytes_key: str
+    load_buffer_key: str
+    # Topic configs set whatever the broker's defaults are.
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+OFFSETS_TOPIC_SPEC = InternalTopicSpec(
+    OFFSETS_TOPIC, "offsets.topic.num.partitions", "offsets.topic.segment.bytes",
+    "offsets.load.buffer.size",
+    {"cleanup.policy": "compact", "compression.type": "producer"})
+
+
+class InternalTopicLog:
+    """`InternalTopic` over this broker's partitions of one internal topic."""
+
+    def __init__(self, broker: Broker, spec: InternalTopicSpec) -> None:
+        self.broker = broker
+        self.spec = spec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def _int(self, key: str) -> int:
+        value = self.broker.config.get(key)
+        if not isinstance(value, int):  # the config table types these keys as ints
+            raise TypeError(f"{key} is not an integer setting")
+        return value
+
+    def partition_count(self) -> int:
+        topic = self.broker.metadata.topics.get(self.name)
+        if topic is not None:
+            return len(topic.partitions)
+        return self._int(self.spec.partitions_key)
+
+    def ready(self) -> bool:
+        return self.name in self.broker.metadata.topics and not self.broker.opening(self.name)
+
+    async def create(self) -> None:
+        """Creates the topic (or waits for its creation) with the files made off the loop:
+        fifty partitions' fsyncs would stall every connection for tens of milliseconds."""
+        topic = self.broker.metadata.topics.get(self.name)
+        if topic is None:
+            topic = self.broker.record_topic(self.name, *self._spec())
+        await self.broker.open_new(topic)
+
+    def _spec(self) -> tuple[int, dict[str, str]]:
+        # One broker: replication factor 1 whatever the topic's replication factor says.
+        return self._int(self.spec.partitions_key), {
+            **self.spec.configs,
+            "segment.bytes": str(self._int(self.spec.segment_bytes_key)),
+        }
+
+    def append(self, partition: int, batch: bytes) -> asyncio.Future[int]:
+        if self.name not in self.broker.metadata.topics:
+            self.broker.create_topic(self.name, *self._spec())
+        committed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        committed.set_result(self._append_to_partition(partition, batch))
+        return committed
+
+    async def read_batches(self, partition: int) -> AsyncIterator[bytes]:
+        plog = self._partition_log(partition)
+        if plog is None:
+            return
+        offset, end = plog.log_start_offset, plog.log_end_offset
+        chunk = max(self._int(self.spec.load_buffer_key), 1)
+        while offset < end:
+            data = plog.read(offset, chunk, max_offset=end, min_one_batch=True).read_bytes()
+            if not data:
+                return
+            next_offset = offset
+            for pos, header in iter_batches(data):
+                yield data[pos:pos + header.size]
+                next_offset = header.next_offset
+            if next_offset <= offset:
+                return
+            offset = next_offset
+            await asyncio.sleep(0)  # requests for other partitions are served in between
+
+    # -- partition access: the only code that reaches the broker's partitions ----------
+    def _append_to_partition(self, partition: int, batch: bytes) -> int:
+        part = self.broker.partitions.get((self.name, partition))
+        if part is None:
+            raise AppendError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        try:
+            return part.append(memoryview(batch), -1, self.broker.clock.time_ms()).base_offset
+        except PartitionError as exc:
+            raise AppendError(exc.code, str(exc)) from exc
+        except OSError as exc:
+            raise AppendError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from exc
+
+    def _partition_log(self, partition: int) -> Log | None:
+        part = self.broker.partitions.get((self.name, partition))
+        return None if part is None else part.log
+
+
+class BrokerTopicMetadata:
+    """`TopicMetadata` over the broker's metadata store."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def topic_partitions(self, topic: str) -> int | None:
+        state = self.broker.metadata.topics.get(topic)
+        return None if state is None else len(state.partitions)
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        state = self.broker.metadata.topics.get(topic)
+        return None if state is None else state.topic_id
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        state = self.broker.metadata.topic_by_id(topic_id)
+        return None if state is None else state.name
+
+    def topic_names(self) -> list[str]:
+        return [t for t in self.broker.metadata.topics if t not in INTERNAL_TOPICS]

@@ -1,0 +1,378 @@
+"""The coordinator runtime: one state machine per internal-topic partition this broker leads.
+
+Theory of operation
+-------------------
+A coordinator (groups on `__consumer_offsets`, transactions on `__transaction_state`) is a
+set of *shards*, one per partition of its internal topic, each holding the state of the
+keys (group ids, transactional ids) that hash to that partition. The runtime owns the
+shards: it loads one when the broker becomes the partition's leader, serves it while
+active, drops it when leadership moves away, writes the records its state machine asks
+for, and runs its timers. The broker hands the runtime an `InternalTopic`
+(`ads.coordinator.topic`) and calls `become_leader` / `become_follower`; the coordinator
+never sees the broker, its partitions or its replica manager.
+
+A partition moves through these states::
+
+    not led ──become_leader(epoch)──▶ LOADING ──every batch replayed──▶ ACTIVE
+                                         │
+                                         └──read or replay failed──▶ FAILED
+    FAILED ──become_leader(higher epoch)──▶ LOADING
+    LOADING, ACTIVE, FAILED ──become_follower, shutdown──▶ not led
+
+Answers, by state (`error`): not led or FAILED: NOT_COORDINATOR (the client looks for the
+coordinator again); LOADING: COORDINATOR_LOAD_IN_PROGRESS (the client retries); ACTIVE:
+the shard answers. Leader epochs order the calls as in Kafka: `become_leader` with an epoch
+not above the partition's is ignored, and one above it while LOADING or ACTIVE only moves
+the epoch on (the state in memory is still that of the log); `become_follower` unloads
+unless its epoch is not above the partition's (None: always, e.g. the topic is gone).
+
+Loading replays, in offset order, every record with a key of the partition into a fresh
+shard (`CoordinatorShard.replay`), then calls `on_loaded` and serves it. Control batches
+and keyless records are skipped; a batch that does not decode is skipped with a warning, as
+a record the shard cannot parse is. Requests for other partitions are served between the
+reads of a partition (the topic's `read_batches` yields to the event loop).
+
+Writes. A shard's state machine never appends anything itself: it returns `Write`s, the
+records to append and a continuation (`then`). The runtime appends a write's records as one
+batch at once, so batches land in the order the writes were issued, and calls `then` once
+the batch is committed (one broker: before `submit` or `write` returns; with replication,
+when the high watermark passes it). What depends on the record being durable (a commit
+entering the offset cache, a rebalance handing out its assignments, a group or offsets
+going away) happens only in `then`, so a client is never told what a reload would not
+rebuild. `then` gets the client's error instead when the append failed
+(`coordinator_error`) or the partition was unloaded before the batch committed
+(NOT_COORDINATOR); the writes `then` returns are performed next. `write` lets an async
+caller await the outcome; its continuation runs even if the caller is cancelled meanwhile.
+
+Timers: each loaded partition has its own `Timers`; `tick` runs the due ones of ACTIVE
+partitions and performs the writes they return. Unloading cancels them all.
+
+Limits: a request is checked against the state it sees when it is issued and not again
+when its write commits (with one broker nothing can happen in between). There is no write
+timeout yet (`offsets.commit.timeout.ms` matters once commits wait for replicas). Loading
+reads on the event loop, a chunk at a time. Used from the broker's event loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from ads.common.clock import Clock
+from ads.coordinator.timer import Timers
+from ads.coordinator.topic import AppendError, InternalTopic, partition_for
+from ads.protocol.errors import ErrorCode
+from ads.records.batch import build_batch, decode_records, read_batch_header
+from ads.records.errors import RecordError
+
+log = logging.getLogger("ads.coordinator")
+
+Record = tuple[bytes, bytes | None]
+_MAX_LOAD_BATCH_BYTES = 64 * 1024 * 1024
+
+# How append failures reach the coordinator's clients, as in Kafka's coordinators.
+_APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+}
+_TOO_LARGE = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE,
+                        ErrorCode.INVALID_FETCH_SIZE})
+
+
+def coordinator_error(code: ErrorCode, too_large: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+                      ) -> ErrorCode:
+    """The error a coordinator's client gets for an append that failed with `code`."""
+    if code in _TOO_LARGE:
+        return too_large
+    return _APPEND_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """Records a state machine wants appended to its partition, and what follows.
+
+    `then` gets ErrorCode.NONE once the records are committed, or the client's error; the
+    writes it returns are performed next. `too_large` is the client's error when the log
+    refuses the batch as too large (OffsetCommit: INVALID_COMMIT_OFFSET_SIZE).
+    """
+
+    records: Sequence[Record]
+    then: Callable[[ErrorCode], Sequence[Write]] | None = None
+    too_large: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class CoordinatorShard(Protocol):
+    """The state machine of one internal-topic partition."""
+
+    def replay(self, offset: int, key: bytes, value: bytes | None) -> None:
+        """Loading: applies one record of the partition (value None: a tombstone)."""
+        ...
+
+    def on_loaded(self) -> Sequence[Write]:
+        """Every record was replayed: start timers; the writes returned are performed."""
+        ...
+
+    def on_unloaded(self) -> None:
+        """The partition is dropped: answer parked requests NOT_COORDINATOR."""
+        ...
+
+
+S = TypeVar("S", bound=CoordinatorShard)
+
+
+class PartitionStatus(enum.Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+    FAILED = "failed"
+
+
+@dataclass(slots=True, eq=False)
+class _Partition(Generic[S]):
+    index: int
+    leader_epoch: int
+    shard: S
+    timers: Timers[Write]
+    status: PartitionStatus = PartitionStatus.LOADING
+    load: asyncio.Task[None] | None = None
+
+
+class CoordinatorRuntime(Generic[S]):
+    """The partitions of one internal topic this broker leads, and their shards.
+
+    `new_shard(partition, timers)` builds an empty shard; its state machines schedule their
+    deadlines on `timers`. Not thread-safe: the broker's event loop only.
+    """
+
+    def __init__(self, topic: InternalTopic, clock: Clock,
+                 new_shard: Callable[[int, Timers[Write]], S]) -> None:
+        self.topic = topic
+        self.clock = clock
+        self._new_shard = new_shard
+        self._partitions: dict[int, _Partition[S]] = {}
+        # Commits being waited for; referenced so that their tasks are not collected.
+        self._waiting: set[asyncio.Future[int]] = set()
+
+    # -- routing and answers ---------------------------------------------------------
+    def partition_for(self, key: str) -> int:
+        return partition_for(key, self.topic.partition_count())
+
+    def status(self, partition: int) -> PartitionStatus | None:
+        """None: this broker does not lead the partition."""
+        p = self._partitions.get(partition)
+        return None if p is None else p.status
+
+    def error(self, partition: int) -> ErrorCode:
+        """What a request for the partition's keys gets before its shard sees it."""
+        p = self._partitions.get(partition)
+        if p is None or p.status is PartitionStatus.FAILED:
+            return ErrorCode.NOT_COORDINATOR
+        if p.status is PartitionStatus.LOADING:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def shard(self, partition: int) -> S | None:
+        """The partition's shard while it is ACTIVE."""
+        p = self._partitions.get(partition)
+        return p.shard if p is not None and p.status is PartitionStatus.ACTIVE else None
+
+    def shards(self) -> list[tuple[int, S]]:
+        """The ACTIVE partitions and their shards."""
+        return [(i, p.shard) for i, p in sorted(self._partitions.items())
+                if p.status is PartitionStatus.ACTIVE]
+
+    def loading(self) -> bool:
+        return any(p.status is PartitionStatus.LOADING for p in self._partitions.values())
+
+    # -- leadership ------------------------------------------------------------------
+    def become_leader(self, partition: int, leader_epoch: int) -> None:
+        """This broker now leads the partition: load it in the background (needs the event
+        loop running)."""
+        current = self._partitions.get(partition)
+        if current is not None:
+            if current.leader_epoch >= leader_epoch:
+                log.info("%s-%d: ignored leadership at epoch %d (at %d already)",
+                         self.topic.name, partition, leader_epoch, current.leader_epoch)
+                return
+            if current.status is not PartitionStatus.FAILED:
+                current.leader_epoch = leader_epoch
+                return
+            self._close(current)
+        timers: Timers[Write] = Timers(self.clock)
+        p = _Partition(partition, leader_epoch, self._new_shard(partition, timers), timers)
+        self._partitions[partition] = p
+        p.load = asyncio.ensure_future(self._load(p))
+
+    def become_follower(self, partition: int, leader_epoch: int | None = None) -> None:
+        """Another broker leads the partition now (or it is gone, `leader_epoch` None)."""
+        current = self._partitions.get(partition)
+        if current is None:
+            return
+        if leader_epoch is not None and current.leader_epoch >= leader_epoch:
+            log.info("%s-%d: ignored losing leadership at epoch %d (at %d)",
+                     self.topic.name, partition, leader_epoch, current.leader_epoch)
+            return
+        del self._partitions[partition]
+        self._close(current)
+        log.info("unloaded %s-%d", self.topic.name, partition)
+
+    async def until_loaded(self, partition: int) -> PartitionStatus | None:
+        """Waits for the partition's load to end (tools and tests); returns its status."""
+        p = self._partitions.get(partition)
+        if p is not None and p.load is not None:
+            await asyncio.wait([p.load])
+        return self.status(partition)
+
+    def shutdown(self) -> None:
+        for p in list(self._partitions.values()):
+            self._close(p)
+        self._partitions.clear()
+
+    def _close(self, p: _Partition[S]) -> None:
+        if p.load is not None and not p.load.done():
+            p.load.cancel()
+        self._drop(p)
+
+    def _drop(self, p: _Partition[S]) -> None:
+        p.timers.cancel_all()
+        if p.status is not PartitionStatus.FAILED:
+            p.status = PartitionStatus.FAILED  # a dropped shard's writes are refused
+            p.shard.on_unloaded()
+
+    def _current(self, p: _Partition[S] | None) -> bool:
+        return p is not None and self._partitions.get(p.index) is p
+
+    async def _load(self, p: _Partition[S]) -> None:
+        started = time.monotonic()
+        count = 0
+        batches = self.topic.read_batches(p.index)
+        try:
+            async for batch in batches:
+                if not self._current(p):
+                    return
+                count += self._replay(p, batch)
+        except Exception:
+            log.exception("loading %s-%d failed", self.topic.name, p.index)
+            if self._current(p):
+                self._drop(p)
+            return
+        finally:
+            aclose = getattr(batches, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        if not self._current(p):
+            return
+        p.status = PartitionStatus.ACTIVE
+        log.info("loaded %s-%d: %d records in %.0f ms", self.topic.name, p.index, count,
+                 (time.monotonic() - started) * 1000)
+        self._perform(p, p.shard.on_loaded())
+
+    def _replay(self, p: _Partition[S], batch: bytes) -> int:
+        try:
+            if read_batch_header(batch).is_control:
+                return 0
+            records = decode_records(batch, max_uncompressed_bytes=_MAX_LOAD_BATCH_BYTES)
+        except RecordError as exc:
+            log.warning("skipping a bad batch of %s-%d: %s", self.topic.name, p.index, exc)
+            return 0
+        for r in records:
+            if r.key is not None:
+                p.shard.replay(r.offset, r.key, r.value)
+        return len(records)
+
+    # -- writes ----------------------------------------------------------------------
+    def submit(self, partition: int, writes: Iterable[Write]) -> None:
+        """Appends each write's records now; their continuations run once committed."""
+        self._perform(self._partitions.get(partition), writes)
+
+    async def write(self, partition: int, write: Write) -> ErrorCode:
+        """`submit` of one write, awaiting its outcome (its continuation has run by then)."""
+        answer: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+
+        def report(error: ErrorCode) -> None:
+            if not answer.done():
+                answer.set_result(error)
+
+        self._start(self._partitions.get(partition), write, report)
+        return await answer
+
+    def _perform(self, p: _Partition[S] | None, writes: Iterable[Write]) -> None:
+        for w in writes:
+            self._start(p, w, None)
+
+    def _start(self, p: _Partition[S] | None, write: Write,
+               report: Callable[[ErrorCode], None] | None) -> None:
+        started = self._append(p, write)
+        if isinstance(started, ErrorCode):
+            self._finish(p, write, started, report)
+        elif started.done():
+            self._finish(p, write, self._outcome(p, write, started), report)
+        else:
+            self._waiting.add(started)
+
+            def committed(fut: asyncio.Future[int]) -> None:
+                self._waiting.discard(fut)
+                self._finish(p, write, self._outcome(p, write, fut), report)
+
+            started.add_done_callback(committed)
+
+    def _append(self, p: _Partition[S] | None, write: Write) -> asyncio.Future[int] | ErrorCode:
+        if p is None or not self._current(p):
+            return ErrorCode.NOT_COORDINATOR
+        if p.status is not PartitionStatus.ACTIVE:
+            return self.error(p.index)
+        batch = build_batch(list(write.records), timestamp=self.clock.time_ms())
+        try:
+            return asyncio.ensure_future(self.topic.append(p.index, batch))
+        except AppendError as exc:
+            return coordinator_error(exc.code, write.too_large)
+        except Exception:
+            log.exception("appending to %s-%d failed", self.topic.name, p.index)
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def _outcome(self, p: _Partition[S] | None, write: Write, fut: asyncio.Future[int]
+                 ) -> ErrorCode:
+        if fut.cancelled():
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        exc = fut.exception()
+        if isinstance(exc, AppendError):
+            return coordinator_error(exc.code, write.too_large)
+        if exc is not None:
+            log.error("appending to %s failed", self.topic.name, exc_info=exc)
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        if not self._current(p):
+            return ErrorCode.NOT_COORDINATOR  # unloaded before the batch was committed
+        return ErrorCode.NONE
+
+    def _finish(self, p: _Partition[S] | None, write: Write, error: ErrorCode,
+                report: Callable[[ErrorCode], None] | None) -> None:
+        if error is not ErrorCode.NONE:
+            log.warning("a write to %s-%s failed: %s", self.topic.name,
+                        "?" if p is None else p.index, error.name)
+        follow: Sequence[Write] = ()
+        if write.then is not None:
+            try:
+                follow = write.then(error)
+            except Exception:
+                log.exception("a coordinator continuation failed")
+        if follow:
+            self._perform(p, follow)
+        if report is not None:
+            report(error)
+
+    # -- time ------------------------------------------------------------------------
+    def tick(self) -> None:
+        """Runs the due timers of every ACTIVE partition and performs their writes."""
+        for p in list(self._partitions.values()):
+            if p.status is PartitionStatus.ACTIVE:
+                writes = p.timers.run_due()
+                if writes:
+                    self._perform(p, writes)
