@@ -91,7 +91,7 @@ def test_topics_offsets_topic_is_finished_after_the_asker_disconnects(
     served = 0
     while time.time() < deadline:
         served = embedded.call(lambda: sum(
-            1 for name, _ in broker.partitions if name == "__consumer_offsets"))
+            1 for part in broker.replica_manager if part.topic == "__consumer_offsets"))
         if served == 50:
             break
         time.sleep(0.05)

@@ -29,7 +29,7 @@ def test_producer_expiration_forgets_idle_producer(tmp_path: Path) -> None:
                     index=0, records=batch)])])
             assert conn.request(m.ApiKey.PRODUCE, 9, req).responses[0].partition_responses[
                 0].error_code == ErrorCode.NONE
-            log = broker.broker.partitions[("exp", 0)].log  # type: ignore[union-attr]
+            log = broker.broker.replica_manager.partition("exp", 0).log  # type: ignore[union-attr]
             assert pid in broker.call(lambda: dict(log.producer_state.producers))
             deadline = time.time() + 10
             while time.time() < deadline and pid in broker.call(

@@ -52,5 +52,14 @@ def become_follower(broker: Broker, topic: str, partition: int,
         broker.group_coordinator.runtime.become_follower(partition, leader_epoch)
 
 
+def leadership_changed(broker: Broker, topic: str, partition: int, leader: bool,
+                       leader_epoch: int) -> None:
+    """The replica manager's listener: leadership of a partition moved to or from here."""
+    if leader:
+        become_leader(broker, topic, partition, leader_epoch)
+    else:
+        become_follower(broker, topic, partition, leader_epoch)
+
+
 def stop(broker: Broker) -> None:
     broker.group_coordinator.shutdown()

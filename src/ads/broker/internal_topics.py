@@ -9,9 +9,10 @@ The topic is created on first use: FindCoordinator awaits `create` (its partitio
 are made in a worker thread), while an append to a topic that does not exist yet (a client
 that commits without asking for its coordinator first) creates it on the loop. On one
 broker every partition is led here and an appended batch is committed at once, so `append`
-returns a completed future. All access to partitions goes through `_append_to_partition`
-and `_partition_log`; the replica manager replaces those two (and the acknowledgement,
-which then waits for the partition's high watermark).
+returns a completed future; otherwise the future completes when the replica manager's
+produce purgatory sees the partition's high watermark pass the batch, or fails at
+`offsets.commit.timeout.ms`. All access to partitions goes through `_append_to_partition`
+and `_partition_log`.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ads.broker.partitions import PartitionError
 from ads.coordinator.group.records import OFFSETS_TOPIC
 from ads.coordinator.topic import AppendError
 from ads.metadata.model import INTERNAL_TOPICS
 from ads.protocol.errors import ErrorCode
 from ads.records.batch import iter_batches
+from ads.replication.partition import PartitionError
 
 if TYPE_CHECKING:
     from ads.broker.server import Broker
@@ -97,7 +98,23 @@ class InternalTopicLog:
         if self.name not in self.broker.metadata.topics:
             self.broker.create_topic(self.name, *self._spec())
         committed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        committed.set_result(self._append_to_partition(partition, batch))
+        base_offset, next_offset = self._append_to_partition(partition, batch)
+        pending = self.broker.replica_manager.wait_for_commit(
+            {(self.name, partition): next_offset}, self._int("offsets.commit.timeout.ms"))
+        if pending is None:
+            committed.set_result(base_offset)
+            return committed
+
+        def answer(_: object) -> None:
+            if committed.done():
+                return
+            if pending.errors:
+                code = next(iter(pending.errors.values()))
+                committed.set_exception(AppendError(code))
+            else:
+                committed.set_result(base_offset)
+
+        pending.future.add_done_callback(answer)
         return committed
 
     async def read_batches(self, partition: int) -> AsyncIterator[bytes]:
@@ -120,19 +137,22 @@ class InternalTopicLog:
             await asyncio.sleep(0)  # requests for other partitions are served in between
 
     # -- partition access: the only code that reaches the broker's partitions ----------
-    def _append_to_partition(self, partition: int, batch: bytes) -> int:
-        part = self.broker.partitions.get((self.name, partition))
-        if part is None:
+    def _append_to_partition(self, partition: int, batch: bytes) -> tuple[int, int]:
+        """Appends as acks=all; returns the batch's base offset and the offset after it."""
+        replicas = self.broker.replica_manager
+        if replicas.get(self.name, partition) is None:
             raise AppendError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         try:
-            return part.append(memoryview(batch), -1, self.broker.clock.time_ms()).base_offset
+            result = replicas.append(self.name, partition, memoryview(batch), -1,
+                                     self.broker.clock.time_ms())
         except PartitionError as exc:
             raise AppendError(exc.code, str(exc)) from exc
         except OSError as exc:
             raise AppendError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from exc
+        return result.base_offset, result.next_offset
 
     def _partition_log(self, partition: int) -> Log | None:
-        part = self.broker.partitions.get((self.name, partition))
+        part = self.broker.replica_manager.get(self.name, partition)
         return None if part is None else part.log
 
 

@@ -1,4 +1,5 @@
-"""The broker: wiring of metadata, logs, partitions, the listener and the background jobs.
+"""The broker: wiring of metadata, logs, the replica manager, coordinators, the listener and
+the background jobs.
 
 Start order: config → metadata store → log manager (recovery) → partitions → listener.
 Stop order is the reverse: stop accepting, answer in-flight requests, close connections,
@@ -20,11 +21,11 @@ from ads.broker import coordinators
 from ads.broker.dispatch import Dispatcher
 from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.handlers import all_handlers
-from ads.broker.partitions import Partition
 from ads.common.clock import SystemClock
 from ads.metadata.embedded import EmbeddedMetadataStore
 from ads.metadata.model import BrokerEndpoint, PartitionState, TopicState
 from ads.net.server import KafkaListener
+from ads.replication.replica_manager import ReplicaManager
 from ads.storage.cleaner import CleanerConfig, LogCleaner
 from ads.storage.config import LogConfig
 from ads.storage.manager import LogManager
@@ -95,9 +96,12 @@ class Broker:
             self.log_dirs, clock=self.clock,
             default_config=log_config_from(bconfig.effective_topic_config(config, {})),
             scheduler=self._run_later)
-        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.replica_manager = ReplicaManager(self.node_id)
         self.dispatcher = Dispatcher(self, all_handlers())
         self.group_coordinator = coordinators.create_group_coordinator(self)
+        self.replica_manager.add_leadership_listener(
+            lambda topic, index, leader, epoch: coordinators.leadership_changed(
+                self, topic, index, leader, epoch))
         self.fetch_sessions = FetchSessionCache(
             int(config.get("max.incremental.fetch.session.cache.slots")))  # type: ignore[call-overload]
         self.listener: KafkaListener | None = None
@@ -221,12 +225,11 @@ class Broker:
     def _open_partitions(self, topic: TopicState) -> None:
         cfg = self.topic_log_config(topic)
         for p in topic.partitions:
-            key = (topic.name, p.partition)
-            if key in self.partitions:
+            if self.replica_manager.get(topic.name, p.partition) is not None:
                 continue
             plog = self.log_manager.create_log(topic.name, p.partition, cfg)
-            self.partitions[key] = Partition(
-                topic.name, topic.topic_id, p.partition, plog, p.leader_epoch, self.node_id, cfg)
+            self.replica_manager.add_partition(
+                topic.name, topic.topic_id, p.partition, plog, p.leader_epoch, cfg)
 
     def create_topic(self, name: str, num_partitions: int, configs: dict[str, str],
                      topic_id: uuid.UUID | None = None) -> TopicState:
@@ -283,7 +286,8 @@ class Broker:
                               previous: asyncio.Future[None] | None) -> None:
         if previous is not None:
             await asyncio.wait([previous])
-        todo = [p for p in topic.partitions if (topic.name, p.partition) not in self.partitions]
+        todo = [p for p in topic.partitions
+                if self.replica_manager.get(topic.name, p.partition) is None]
         if todo:
             await asyncio.to_thread(self._make_logs, topic.name, todo,
                                     self.topic_log_config(topic))
@@ -304,7 +308,7 @@ class Broker:
     def delete_topic(self, name: str) -> None:
         topic = self.metadata.delete_topic(name)
         for p in topic.partitions:
-            self.partitions.pop((name, p.partition), None)
+            self.replica_manager.remove_partition(name, p.partition)
             self.log_manager.delete_log(name, p.partition)
         log.info("deleted topic %s", name)
 
@@ -318,10 +322,7 @@ class Broker:
         topic = self.metadata.topics[name]
         cfg = self.topic_log_config(topic)
         self.log_manager.update_config(name, cfg)
-        for p in topic.partitions:
-            part = self.partitions.get((name, p.partition))
-            if part is not None:
-                part.config = cfg
+        self.replica_manager.update_config(name, cfg)
 
     def next_producer_id(self) -> int:
         pid = next(self._producer_ids, None)

@@ -34,7 +34,7 @@ def _cached_entry(broker: Broker, topic: TopicState) -> R.MetadataResponseTopic:
     hit = cache.get(topic.name)
     if hit is not None and hit[0] == version and hit[1] is topic:
         return hit[2]
-    entry = _topic_entry(topic, broker.partitions)
+    entry = _topic_entry(topic, broker.replica_manager)
     if all(p.error_code == ErrorCode.NONE for p in entry.partitions):
         if len(cache) > 4 * len(broker.metadata.topics) + 16:
             cache.clear()  # entries of deleted topics

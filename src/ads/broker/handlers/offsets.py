@@ -9,10 +9,12 @@ after the target, as Kafka does.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ads.broker.dispatch import ApiHandler, RequestContext
-from ads.broker.partitions import Partition, PartitionError, answer
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
+from ads.replication.partition import Partition, PartitionError
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
 LR = m.ListOffsetsResponse
@@ -36,7 +38,7 @@ def _list_one(part: Partition, timestamp: int, read_committed: bool
 
 
 def handle_list_offsets(ctx: RequestContext, req: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
-    broker = ctx.broker
+    replicas = ctx.broker.replica_manager
     read_committed = ctx.api_version >= 2 and req.isolation_level == 1
     topics = []
     for t in req.topics:
@@ -45,7 +47,7 @@ def handle_list_offsets(ctx: RequestContext, req: m.ListOffsetsRequest) -> m.Lis
             resp = LR.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
                 partition_index=p.partition_index, error_code=ErrorCode.NONE,
                 timestamp=-1, offset=-1, leader_epoch=-1)
-            def fill(part: Partition, p=p, resp=resp) -> None:  # type: ignore[no-untyped-def]
+            def fill(part: Partition, p: Any = p, resp: Any = resp) -> None:
                 if p.timestamp < EARLIEST_PENDING_UPLOAD or (
                         p.timestamp == MAX_TIMESTAMP and ctx.api_version < 7):
                     raise PartitionError(ErrorCode.UNSUPPORTED_VERSION)
@@ -54,7 +56,7 @@ def handle_list_offsets(ctx: RequestContext, req: m.ListOffsetsRequest) -> m.Lis
                 resp.timestamp, resp.offset, resp.leader_epoch = _list_one(
                     part, p.timestamp, read_committed)
 
-            answer(broker.partitions, t.name, p.partition_index, resp, fill)
+            resp.error_code = replicas.apply(t.name, p.partition_index, fill)
             parts.append(resp)
         topics.append(LR.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return m.ListOffsetsResponse(throttle_time_ms=0, topics=topics)
@@ -62,7 +64,7 @@ def handle_list_offsets(ctx: RequestContext, req: m.ListOffsetsRequest) -> m.Lis
 
 def handle_offset_for_leader_epoch(ctx: RequestContext, req: m.OffsetForLeaderEpochRequest
                                    ) -> m.OffsetForLeaderEpochResponse:
-    broker = ctx.broker
+    replicas = ctx.broker.replica_manager
     R = m.OffsetForLeaderEpochResponse  # noqa: N806
     topics = []
     for t in req.topics:
@@ -70,12 +72,12 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, req: m.OffsetForLeaderEp
         for p in t.partitions:
             resp = R.OffsetForLeaderTopicResult.EpochEndOffset(
                 partition=p.partition, error_code=ErrorCode.NONE, leader_epoch=-1, end_offset=-1)
-            def fill(part: Partition, p=p, resp=resp) -> None:  # type: ignore[no-untyped-def]
+            def fill(part: Partition, p: Any = p, resp: Any = resp) -> None:
                 part.check_leader_epoch(p.current_leader_epoch)
                 resp.leader_epoch, resp.end_offset = part.log.end_offset_for_epoch(
                     p.leader_epoch)
 
-            answer(broker.partitions, t.topic, p.partition, resp, fill)
+            resp.error_code = replicas.apply(t.topic, p.partition, fill)
             parts.append(resp)
         topics.append(R.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
     return m.OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
@@ -83,7 +85,7 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, req: m.OffsetForLeaderEp
 
 def handle_delete_records(ctx: RequestContext, req: m.DeleteRecordsRequest
                           ) -> m.DeleteRecordsResponse:
-    broker = ctx.broker
+    replicas = ctx.broker.replica_manager
     R = m.DeleteRecordsResponse  # noqa: N806
     topics = []
     for t in req.topics:
@@ -91,10 +93,10 @@ def handle_delete_records(ctx: RequestContext, req: m.DeleteRecordsRequest
         for p in t.partitions:
             resp = R.DeleteRecordsTopicResult.DeleteRecordsPartitionResult(
                 partition_index=p.partition_index, low_watermark=-1, error_code=ErrorCode.NONE)
-            def fill(part: Partition, p=p, resp=resp) -> None:  # type: ignore[no-untyped-def]
+            def fill(part: Partition, p: Any = p, resp: Any = resp) -> None:
                 resp.low_watermark = part.delete_records(p.offset)
 
-            answer(broker.partitions, t.name, p.partition_index, resp, fill)
+            resp.error_code = replicas.apply(t.name, p.partition_index, fill)
             parts.append(resp)
         topics.append(R.DeleteRecordsTopicResult(name=t.name, partitions=parts))
     return m.DeleteRecordsResponse(throttle_time_ms=0, topics=topics)

@@ -2,7 +2,9 @@
 
 librdkafka refuses to send compressed batches unless Produce's advertised minimum is 0
 (KAFKA-18659), so 0 is advertised and versions 0-2 are answered with UNSUPPORTED_VERSION
-per partition. acks=-1 behaves like acks=1 while this broker is the partition's whole ISR.
+per partition. acks=-1 waits in the replica manager's produce purgatory until the high
+watermark passes the appended batches (at once while this broker is the partition's whole
+ISR), answering REQUEST_TIMED_OUT for partitions still waiting at `timeout_ms`.
 Transactional batches are refused until the transaction coordinator exists; clients may
 not write to internal topics (`__consumer_offsets`).
 With acks=0 no response is sent; if a partition fails, the connection is closed so the
@@ -12,13 +14,15 @@ client notices, as Kafka does.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 
 from ads.broker.dispatch import ApiHandler, RequestContext
-from ads.broker.partitions import PartitionError
 from ads.metadata.model import INTERNAL_TOPICS, InvalidTopicError, validate_topic_name
 from ads.net.server import CloseConnection
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
+from ads.replication.partition import PartitionError
+from ads.replication.purgatory import DelayedProduce
 
 log = logging.getLogger("ads.broker.produce")
 R = m.ProduceResponse
@@ -26,13 +30,16 @@ TopicResp = R.TopicProduceResponse
 PartResp = R.TopicProduceResponse.PartitionProduceResponse
 
 
-def handle(ctx: RequestContext, req: m.ProduceRequest) -> m.ProduceResponse | None:
+def handle(ctx: RequestContext, req: m.ProduceRequest
+           ) -> m.ProduceResponse | Awaitable[m.ProduceResponse] | None:
     broker = ctx.broker
     acks = req.acks
     now = broker.clock.time_ms()
-    partitions = broker.partitions
+    replicas = broker.replica_manager
     failed = False
     responses = []
+    appended: dict[tuple[str, int], int] = {}  # acks=all: the offset each must commit
+    entries: dict[tuple[str, int], PartResp] = {}
     for td in req.topic_data:
         results = []
         for pd in td.partition_data:
@@ -46,21 +53,24 @@ def handle(ctx: RequestContext, req: m.ProduceRequest) -> m.ProduceResponse | No
                 resp.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
                 resp.error_message = f"Cannot append to internal topic {td.name}"
             else:
-                part = partitions.get((td.name, pd.index))
-                if part is None:
-                    resp.error_code = _unknown_code(td.name)
-                else:
-                    try:
-                        result = part.append(pd.records, acks, now)
-                    except PartitionError as exc:
+                try:
+                    result = replicas.append(td.name, pd.index, pd.records, acks, now)
+                except PartitionError as exc:
+                    if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                        resp.error_code = _unknown_code(td.name)
+                    else:
                         resp.error_code = exc.code
                         resp.error_message = exc.message
                         log.info("produce to %s-%d from %s rejected: %s: %s", td.name, pd.index,
                                  ctx.connection.peer, exc.code.name, exc.message)
-                    else:
-                        resp.base_offset = result.base_offset
-                        resp.log_append_time_ms = result.log_append_time_ms
-                        resp.log_start_offset = result.log_start_offset
+                else:
+                    resp.base_offset = result.base_offset
+                    resp.log_append_time_ms = result.log_append_time_ms
+                    resp.log_start_offset = result.log_start_offset
+                    if acks == -1:
+                        key = (td.name, pd.index)
+                        appended[key] = result.next_offset
+                        entries[key] = resp
             failed = failed or resp.error_code != ErrorCode.NONE
             results.append(resp)
         responses.append(TopicResp(name=td.name, partition_responses=results))
@@ -68,7 +78,19 @@ def handle(ctx: RequestContext, req: m.ProduceRequest) -> m.ProduceResponse | No
         if failed:
             raise CloseConnection
         return None
-    return m.ProduceResponse(responses=responses, throttle_time_ms=0)
+    response = m.ProduceResponse(responses=responses, throttle_time_ms=0)
+    pending = replicas.wait_for_commit(appended, req.timeout_ms) if appended else None
+    if pending is None:
+        return response
+    return _after_commit(pending, entries, response)
+
+
+async def _after_commit(pending: DelayedProduce, entries: dict[tuple[str, int], PartResp],
+                        response: m.ProduceResponse) -> m.ProduceResponse:
+    await pending.future
+    for key, code in pending.errors.items():
+        entries[key].error_code = code
+    return response
 
 
 def _unknown_code(name: str) -> ErrorCode:

@@ -1,9 +1,11 @@
-"""Partitions this broker leads: the produce and fetch paths in front of the logs.
+"""One partition replica on this broker: its log, leader epoch, ISR and high watermark.
 
-This is the single-node form of Kafka's replica manager. Each partition has a log, a leader
-epoch, an ISR and a high watermark; with one replica the ISR is this broker and the high
-watermark follows the log end offset after every append. Appends wake the fetches that
-wait in purgatory for new data.
+The leader validates and appends produced batches and serves reads; a follower (made one by
+`ReplicaManager.become_follower`) refuses both with NOT_LEADER_OR_FOLLOWER. The high
+watermark is the smallest log end offset over the in-sync replicas (`replica_end_offsets`
+holds what each one has; with one replica that is this broker's log end offset), advanced
+only by `maybe_advance_high_watermark`. Waking what waits on a partition is the replica
+manager's job (`ads.replication.purgatory`), not the partition's.
 
 The produce path does per-batch work only: `validate_batches` reads each batch header and
 runs one C CRC32C over it; the log patches base offsets in place and appends the bytes.
@@ -11,9 +13,7 @@ runs one C CRC32C over it; the log patches base offsets in place and appends the
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from ads.protocol.errors import ErrorCode
@@ -33,9 +33,10 @@ from ads.storage.errors import StorageError
 if TYPE_CHECKING:
     import uuid
 
+    from ads.storage.files import FileRegion
     from ads.storage.log import Log
 
-log = logging.getLogger("ads.broker")
+log = logging.getLogger("ads.replication")
 
 # Bound on a compressed batch's decompressed size when its keys are checked.
 _MAX_INFLATED_BYTES = 64 << 20
@@ -62,10 +63,12 @@ class ProduceResult(NamedTuple):  # a tuple: built on every append, cheaper than
     base_offset: int
     log_append_time_ms: int
     log_start_offset: int
+    # The offset after the appended batch: acks=all waits until the high watermark reaches it.
+    next_offset: int
 
 
 class Partition:
-    """One partition led by this broker. Used from the event loop thread only."""
+    """One partition replica on this broker. Used from the event loop thread only."""
 
     def __init__(self, topic: str, topic_id: uuid.UUID, index: int, log_: Log,
                  leader_epoch: int, node_id: int, config: LogConfig) -> None:
@@ -73,13 +76,49 @@ class Partition:
         self.topic_id = topic_id
         self.index = index
         self.log = log_
-        self.leader_epoch = leader_epoch
-        self.isr = [node_id]
+        self.node_id = node_id
         self.config = config
-        self._waiters: list[asyncio.Future[None]] = []
+        self.leader_epoch = leader_epoch
+        self.is_leader = False
+        self.isr: list[int] = []
+        # Log end offsets of the replicas as the leader knows them; the high watermark is
+        # their minimum over the ISR. Followers' entries come with replication.
+        self.replica_end_offsets: dict[int, int] = {}
+        self.make_leader(leader_epoch, [node_id])
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.topic, self.index
+
+    def make_leader(self, leader_epoch: int, isr: list[int]) -> None:
+        """Leads from `leader_epoch` on: later appends carry it; older epochs are fenced."""
+        self.leader_epoch = leader_epoch
+        self.is_leader = True
+        self.isr = list(isr)
         if self.log.latest_epoch is None or self.log.latest_epoch < leader_epoch:
             self.log.assign_epoch(leader_epoch, self.log.log_end_offset)
-        self.log.high_watermark = self.log.log_end_offset
+        self.replica_end_offsets = {self.node_id: self.log.log_end_offset}
+        self.maybe_advance_high_watermark()
+
+    def make_follower(self, leader_epoch: int) -> None:
+        """Another broker leads from `leader_epoch` on; this replica stops serving clients."""
+        self.leader_epoch = leader_epoch
+        self.is_leader = False
+        self.isr = []
+        self.replica_end_offsets = {}
+
+    def maybe_advance_high_watermark(self) -> bool:
+        """Moves the high watermark to the smallest log end offset in the ISR if that is
+        ahead of it; returns whether it moved. Never moves it back."""
+        if self.isr == [self.node_id]:  # one replica: it is the whole ISR
+            candidate = self.log.log_end_offset
+        else:
+            ends = self.replica_end_offsets
+            candidate = min((ends.get(r, -1) for r in self.isr), default=-1)
+        if candidate > self.log.high_watermark:
+            self.log.high_watermark = candidate
+            return True
+        return False
 
     @property
     def high_watermark(self) -> int:
@@ -127,10 +166,9 @@ class Partition:
         except StorageError as exc:
             raise PartitionError(ErrorCode[exc.kafka_error], str(exc)) from exc
         if not info.duplicate:
-            # One replica: it is the whole ISR, so everything appended is committed.
-            self.log.high_watermark = self.log.log_end_offset
-            self._wake()
-        return ProduceResult(info.first_offset, info.log_append_time_ms, info.log_start_offset)
+            self.replica_end_offsets[self.node_id] = self.log.log_end_offset
+        return ProduceResult(info.first_offset, info.log_append_time_ms, info.log_start_offset,
+                             info.last_offset + 1)
 
     def _check_keys(self, records: memoryview, header: rb.BatchHeader) -> None:
         # Compaction keeps the last record per key, so a record without one could never be
@@ -147,7 +185,7 @@ class Partition:
                 f"{self.topic}-{self.index}.")
 
     def read(self, fetch_offset: int, max_bytes: int, min_one_batch: bool,
-             max_offset: int) -> tuple[object | None, int]:
+             max_offset: int) -> tuple[FileRegion | None, int]:
         """Returns (file region or None, its length) of whole batches from fetch_offset."""
         try:
             result = self.log.read(fetch_offset, max_bytes, max_offset=max_offset,
@@ -176,34 +214,3 @@ class Partition:
         if current_leader_epoch < self.leader_epoch:
             raise PartitionError(ErrorCode.FENCED_LEADER_EPOCH)
         raise PartitionError(ErrorCode.UNKNOWN_LEADER_EPOCH)
-
-    # -- purgatory -------------------------------------------------------------------
-    def add_waiter(self, fut: asyncio.Future[None]) -> None:
-        self._waiters.append(fut)
-
-    def remove_waiter(self, fut: asyncio.Future[None]) -> None:
-        try:
-            self._waiters.remove(fut)
-        except ValueError:
-            pass
-
-    def _wake(self) -> None:
-        if self._waiters:
-            waiters, self._waiters = self._waiters, []
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(None)
-
-
-def answer(partitions: dict[tuple[str, int], Partition], topic: str, index: int,
-           resp: object, fill: Callable[[Partition], None]) -> None:
-    """Fills one partition's response entry: `fill(partition)` sets its fields; an unknown
-    partition or a PartitionError sets the entry's `error_code` instead."""
-    part = partitions.get((topic, index))
-    if part is None:
-        resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # type: ignore[attr-defined]
-        return
-    try:
-        fill(part)
-    except PartitionError as exc:
-        resp.error_code = exc.code  # type: ignore[attr-defined]

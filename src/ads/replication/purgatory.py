@@ -1,0 +1,161 @@
+"""Purgatories: requests that wait for something to happen to a partition.
+
+A delayed operation watches one or more partitions (by `(topic, index)` key) and completes
+when an event on one of them lets it, or when its deadline passes, whichever comes first.
+Two kinds exist, as in Kafka:
+
+- `DelayedFetch`: a fetch that found fewer than `min_bytes`. Any append to one of its
+  partitions (or a change of leadership) wakes it; the waiting request then reads again and
+  either answers or parks once more until its deadline.
+- `DelayedProduce`: an acks=all produce whose batches are appended but not yet below the high
+  watermark. It completes when the high watermark of every partition it wrote reaches the
+  offset after its batch, answers NOT_ENOUGH_REPLICAS_AFTER_APPEND for a partition whose ISR
+  fell below `min.insync.replicas` meanwhile, NOT_LEADER_OR_FOLLOWER for one this broker no
+  longer leads, and REQUEST_TIMED_OUT for the partitions still waiting at the request's
+  timeout. On one broker the high watermark follows every append, so no produce waits.
+
+An operation parks in the same loop step that found it incomplete (`watch` is synchronous):
+an append handled later in the same loop pass must find it, or the request would sleep
+through that append until its deadline.
+
+Not thread-safe: used from the event loop thread only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from ads.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from ads.replication.partition import Partition
+
+PartitionKey = tuple[str, int]
+
+
+class DelayedOperation:
+    """Base of delayed operations: a future that completes once, by an event or a deadline."""
+
+    __slots__ = ("future", "keys", "_timer")
+
+    def __init__(self, keys: list[PartitionKey]) -> None:
+        self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.keys = keys
+        self._timer: asyncio.TimerHandle | None = None
+
+    def try_complete(self) -> bool:
+        """Called on an event for one of the keys: completes the operation if it can."""
+        raise NotImplementedError
+
+    def on_expire(self) -> None:
+        """Called once at the deadline if nothing completed the operation before."""
+
+    def arm(self, timeout_s: float) -> None:
+        """Starts the deadline: `on_expire` runs then unless an event completed it first."""
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(max(timeout_s, 0.0), self._expire)
+
+    def complete(self) -> None:
+        if not self.future.done():
+            self.future.set_result(None)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expire(self) -> None:
+        self._timer = None
+        if not self.future.done():
+            self.on_expire()
+            self.complete()
+
+
+class DelayedFetch(DelayedOperation):
+    """A fetch waiting for data: any event on its partitions wakes it to read again."""
+
+    __slots__ = ()
+
+    def try_complete(self) -> bool:
+        self.complete()
+        return True
+
+
+class DelayedProduce(DelayedOperation):
+    """An acks=all produce waiting until the high watermark passes what it appended."""
+
+    __slots__ = ("_waiting", "errors")
+
+    def __init__(self, waiting: dict[PartitionKey, tuple[Partition, int]]) -> None:
+        super().__init__(list(waiting))
+        self._waiting = waiting  # partition -> (replica, offset the HW must reach)
+        self.errors: dict[PartitionKey, ErrorCode] = {}
+
+    def try_complete(self) -> bool:
+        for key, (part, required) in list(self._waiting.items()):
+            if not part.is_leader:
+                self.errors[key] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif part.high_watermark >= required:
+                pass
+            elif len(part.isr) < part.config.min_insync_replicas:
+                self.errors[key] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            else:
+                continue
+            del self._waiting[key]
+        if self._waiting:
+            return False
+        self.complete()
+        return True
+
+    def on_expire(self) -> None:
+        for key in self._waiting:
+            self.errors[key] = ErrorCode.REQUEST_TIMED_OUT
+        self._waiting.clear()
+
+
+class Purgatory:
+    """Delayed operations watched by partition key."""
+
+    __slots__ = ("name", "_watchers")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._watchers: dict[PartitionKey, list[DelayedOperation]] = {}
+
+    def watch(self, op: DelayedOperation, timeout_s: float) -> None:
+        """Parks `op` on its keys now and arms its deadline."""
+        for key in op.keys:
+            self._watchers.setdefault(key, []).append(op)
+        op.arm(timeout_s)
+        op.future.add_done_callback(lambda _: self._forget(op))
+
+    def check_and_complete(self, key: PartitionKey) -> None:
+        """An event on `key`: every operation watching it tries to complete."""
+        ops = self._watchers.get(key)
+        if not ops:
+            return
+        for op in list(ops):
+            if not op.future.done():
+                op.try_complete()
+
+    def complete_all(self, keys: Iterable[PartitionKey]) -> None:
+        """Leadership moved or the partitions went away: wake whatever watches them."""
+        for key in keys:
+            self.check_and_complete(key)
+
+    def watched(self) -> int:
+        """Number of operations waiting (an operation on two partitions counts twice)."""
+        return sum(len(ops) for ops in self._watchers.values())
+
+    def _forget(self, op: DelayedOperation) -> None:
+        for key in op.keys:
+            ops = self._watchers.get(key)
+            if ops is None:
+                continue
+            try:
+                ops.remove(op)
+            except ValueError:
+                pass
+            if not ops:
+                del self._watchers[key]
+

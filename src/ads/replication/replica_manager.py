@@ -1,0 +1,270 @@
+"""The replica manager: every partition replica on this broker, and the requests that wait.
+
+Handlers reach partitions only through it (Kafka's ReplicaManager):
+
+- `partition(topic, index)` for a partition this broker leads: UNKNOWN_TOPIC_OR_PARTITION
+  when it has no replica of it, NOT_LEADER_OR_FOLLOWER when another broker leads it;
+  `apply` runs a per-partition step of a request and turns its PartitionError into the code.
+- `append` (produce) validates and appends one partition's batch; `wait_for_commit` parks an
+  acks=all request in the produce purgatory until the high watermark passes what it appended
+  (answers at once when it already has, as always on one broker).
+- `fetch` reads what a fetch asks for (one segment's file region per partition, never a
+  copy) and, with fewer than `min_bytes` found, waits in the fetch purgatory until an append
+  or its deadline.
+- `add_partition`, `remove_partition`, `update_config`: the partitions the broker serves.
+- `become_leader`, `become_follower`: leadership changes; what waits on the partition wakes
+  and `on_leadership_change` listeners (the coordinators of internal topics) hear of it.
+
+The high watermark advances only in `Partition.maybe_advance_high_watermark`, after an
+append here (and, with replication, after a follower's fetch reports its log end offset).
+Consumers read only below it.
+
+Not thread-safe: used from the event loop thread only (DESIGN rule 6).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, NamedTuple
+
+from ads.protocol.errors import ErrorCode
+from ads.replication.partition import Partition, PartitionError, ProduceResult
+from ads.replication.purgatory import DelayedFetch, DelayedProduce, PartitionKey, Purgatory
+
+if TYPE_CHECKING:
+    import uuid
+
+    from ads.storage.config import LogConfig
+    from ads.storage.files import FileRegion
+    from ads.storage.log import Log
+
+LeadershipListener = Callable[[str, int, bool, int], None]
+
+
+class FetchPartition(NamedTuple):
+    """One partition of a fetch: `topic` is None when the request named an unknown id."""
+
+    topic: str | None
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int
+
+
+class FetchParams(NamedTuple):
+    max_bytes: int
+    min_bytes: int
+    max_wait_ms: int
+    read_committed: bool
+    check_epoch: bool  # Fetch v9+: fence requests from older leader epochs
+
+
+class PartitionRead(NamedTuple):  # a tuple: built per partition of every fetch
+    error: ErrorCode
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    records: FileRegion | None
+    size: int
+
+
+UNKNOWN_READ = PartitionRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, None, 0)
+
+
+class FetchResult(NamedTuple):
+    reads: list[PartitionRead]  # in the order of the request's partitions
+    bytes: int
+    error: bool
+    keys: list[PartitionKey]  # the partitions found, which a waiting fetch watches
+
+
+class ReplicaManager:
+    def __init__(self, node_id: int) -> None:
+        self.node_id = node_id
+        self._partitions: dict[PartitionKey, Partition] = {}
+        self.fetch_purgatory = Purgatory("fetch")
+        self.produce_purgatory = Purgatory("produce")
+        self._listeners: list[LeadershipListener] = []
+
+    # -- the partitions ------------------------------------------------------------------
+    def get(self, topic: str, index: int) -> Partition | None:
+        """This broker's replica of the partition, leader or not."""
+        return self._partitions.get((topic, index))
+
+    def __contains__(self, key: object) -> bool:
+        """Whether this broker leads the `(topic, index)` partition."""
+        part = self._partitions.get(key) if isinstance(key, tuple) else None
+        return part is not None and part.is_leader
+
+    def __iter__(self) -> Iterator[Partition]:
+        return iter(list(self._partitions.values()))
+
+    def partition(self, topic: str, index: int) -> Partition:
+        """The partition if this broker leads it; PartitionError otherwise."""
+        part = self._partitions.get((topic, index))
+        if part is None:
+            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if not part.is_leader:
+            raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return part
+
+    def apply(self, topic: str, index: int, step: Callable[[Partition], None]) -> ErrorCode:
+        """Runs `step` on the partition this broker leads; returns the error it met."""
+        try:
+            step(self.partition(topic, index))
+        except PartitionError as exc:
+            return exc.code
+        return ErrorCode.NONE
+
+    def add_partition(self, topic: str, topic_id: uuid.UUID, index: int, log: Log,
+                      leader_epoch: int, config: LogConfig) -> Partition:
+        """Serves a partition of a new or reopened topic, led here (one broker)."""
+        key = (topic, index)
+        part = self._partitions.get(key)
+        if part is None:
+            part = Partition(topic, topic_id, index, log, leader_epoch, self.node_id, config)
+            self._partitions[key] = part
+        return part
+
+    def remove_partition(self, topic: str, index: int) -> None:
+        """The partition is deleted: whatever waits on it answers now."""
+        if self._partitions.pop((topic, index), None) is not None:
+            self._wake((topic, index))
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        for part in self._partitions.values():
+            if part.topic == topic:
+                part.config = config
+
+    def add_leadership_listener(self, listener: LeadershipListener) -> None:
+        """`listener(topic, index, is_leader, leader_epoch)` hears every leadership change."""
+        self._listeners.append(listener)
+
+    def become_leader(self, topic: str, index: int, leader_epoch: int,
+                      isr: list[int] | None = None) -> None:
+        """Leads the partition from `leader_epoch` (a newer epoch fences older ones)."""
+        part = self._replica(topic, index)
+        if leader_epoch < part.leader_epoch:
+            raise PartitionError(ErrorCode.FENCED_LEADER_EPOCH,
+                                 f"epoch {leader_epoch} is older than {part.leader_epoch}")
+        part.make_leader(leader_epoch, isr or [self.node_id])
+        self._wake(part.key)
+        for listener in self._listeners:
+            listener(topic, index, True, leader_epoch)
+
+    def become_follower(self, topic: str, index: int, leader_epoch: int) -> None:
+        """Another broker leads from `leader_epoch`: produce and consumer fetches here get
+        NOT_LEADER_OR_FOLLOWER, and the requests waiting on the partition answer now."""
+        part = self._replica(topic, index)
+        if leader_epoch < part.leader_epoch:
+            raise PartitionError(ErrorCode.FENCED_LEADER_EPOCH,
+                                 f"epoch {leader_epoch} is older than {part.leader_epoch}")
+        part.make_follower(leader_epoch)
+        self._wake(part.key)
+        for listener in self._listeners:
+            listener(topic, index, False, leader_epoch)
+
+    def _replica(self, topic: str, index: int) -> Partition:
+        part = self._partitions.get((topic, index))
+        if part is None:
+            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return part
+
+    def _wake(self, key: PartitionKey) -> None:
+        self.produce_purgatory.check_and_complete(key)
+        self.fetch_purgatory.check_and_complete(key)
+
+    # -- produce -------------------------------------------------------------------------
+    def append(self, topic: str, index: int, records: memoryview | None, acks: int,
+               now_ms: int) -> ProduceResult:
+        """Validates and appends one partition's batch; PartitionError with its code."""
+        part = self.partition(topic, index)
+        result = part.append(records, acks, now_ms)
+        if part.maybe_advance_high_watermark():
+            self._wake(part.key)
+        return result
+
+    def wait_for_commit(self, appended: dict[PartitionKey, int], timeout_ms: int
+                        ) -> DelayedProduce | None:
+        """acks=all: None when every partition's high watermark already reached its offset
+        (`appended` maps partition to the offset after its batch), otherwise the parked
+        operation, whose `errors` say which partitions failed once its future is done."""
+        waiting = {}
+        for key, required in appended.items():
+            part = self._partitions.get(key)
+            if part is not None and part.high_watermark < required:
+                waiting[key] = (part, required)
+        if not waiting:
+            return None
+        op = DelayedProduce(waiting)
+        if op.try_complete():
+            return op
+        self.produce_purgatory.watch(op, timeout_ms / 1000.0)
+        return op
+
+    # -- fetch ---------------------------------------------------------------------------
+    def fetch(self, targets: list[FetchPartition], params: FetchParams
+              ) -> FetchResult | Awaitable[FetchResult]:
+        """Reads the partitions; waits for more data while below `min_bytes` (long poll)."""
+        result = self._read(targets, params)
+        min_bytes = max(params.min_bytes, 1)
+        if (params.max_wait_ms <= 0 or result.bytes >= min_bytes or result.error
+                or not result.keys):
+            return result
+        # Park in this same step (see the purgatory's header) and read again when woken.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + params.max_wait_ms / 1000.0
+        op = DelayedFetch(result.keys)
+        self.fetch_purgatory.watch(op, params.max_wait_ms / 1000.0)
+        return self._fetch_later(targets, params, op, deadline)
+
+    async def _fetch_later(self, targets: list[FetchPartition], params: FetchParams,
+                           op: DelayedFetch, deadline: float) -> FetchResult:
+        loop = asyncio.get_running_loop()
+        min_bytes = max(params.min_bytes, 1)
+        while True:
+            try:
+                await op.future
+            finally:
+                op.complete()  # a cancelled request leaves no timer or watcher behind
+            result = self._read(targets, params)
+            remaining = deadline - loop.time()
+            if result.bytes >= min_bytes or result.error or remaining <= 0:
+                return result
+            op = DelayedFetch(result.keys)
+            self.fetch_purgatory.watch(op, remaining)
+
+    def _read(self, targets: list[FetchPartition], params: FetchParams) -> FetchResult:
+        reads: list[PartitionRead] = []
+        keys: list[PartitionKey] = []
+        total = 0
+        error = False
+        remaining = params.max_bytes
+        partitions = self._partitions
+        for t in targets:
+            part = partitions.get((t.topic, t.partition)) if t.topic is not None else None
+            if part is None:
+                reads.append(UNKNOWN_READ)
+                error = True
+                continue
+            keys.append(part.key)
+            if not part.is_leader:
+                reads.append(PartitionRead(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, -1, None, 0))
+                error = True
+                continue
+            hw, lso, start = part.high_watermark, part.last_stable_offset, part.log_start_offset
+            try:
+                if params.check_epoch:
+                    part.check_leader_epoch(t.current_leader_epoch)
+                limit = max(0, min(t.max_bytes, remaining))
+                region, size = part.read(t.fetch_offset, limit, total == 0,
+                                         lso if params.read_committed else hw)
+            except PartitionError as exc:
+                reads.append(PartitionRead(exc.code, hw, lso, start, None, 0))
+                error = True
+                continue
+            reads.append(PartitionRead(ErrorCode.NONE, hw, lso, start, region, size))
+            total += size
+            remaining -= size
+        return FetchResult(reads, total, error, keys)
