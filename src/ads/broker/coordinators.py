@@ -17,18 +17,18 @@ from ads.broker.internal_topics import OFFSETS_TOPIC_SPEC, BrokerTopicMetadata, 
 from ads.coordinator.group.coordinator import GroupCoordinator
 
 if TYPE_CHECKING:
-    from ads.broker.server import Broker
+    from ads.broker.context import BrokerContext
 
 TICK_MS = 50
 
 
-def create_group_coordinator(broker: Broker) -> GroupCoordinator:
+def create_group_coordinator(broker: BrokerContext) -> GroupCoordinator:
     return GroupCoordinator(InternalTopicLog(broker, OFFSETS_TOPIC_SPEC),
                             BrokerTopicMetadata(broker), broker.clock,
                             group_config(broker.config))
 
 
-def start(broker: Broker) -> None:
+def start(broker: BrokerContext) -> None:
     """Leads every partition of the internal topics (one broker) and runs the timers."""
     coordinator = broker.group_coordinator
     name = coordinator.topic.name
@@ -39,20 +39,20 @@ def start(broker: Broker) -> None:
     broker.schedule("group-coordinator", TICK_MS, coordinator.tick)
 
 
-def become_leader(broker: Broker, topic: str, partition: int, leader_epoch: int) -> None:
+def become_leader(broker: BrokerContext, topic: str, partition: int, leader_epoch: int) -> None:
     """This broker leads the partition of an internal topic now: its coordinator loads it."""
     if topic == OFFSETS_TOPIC_SPEC.name:
         broker.group_coordinator.runtime.become_leader(partition, leader_epoch)
 
 
-def become_follower(broker: Broker, topic: str, partition: int,
+def become_follower(broker: BrokerContext, topic: str, partition: int,
                     leader_epoch: int | None = None) -> None:
     """Another broker leads the partition now (None: the topic is gone): it is unloaded."""
     if topic == OFFSETS_TOPIC_SPEC.name:
         broker.group_coordinator.runtime.become_follower(partition, leader_epoch)
 
 
-def leadership_changed(broker: Broker, topic: str, partition: int, leader: bool,
+def leadership_changed(broker: BrokerContext, topic: str, partition: int, leader: bool,
                        leader_epoch: int) -> None:
     """The replica manager's listener: leadership of a partition moved to or from here."""
     if leader:
@@ -61,5 +61,5 @@ def leadership_changed(broker: Broker, topic: str, partition: int, leader: bool,
         become_follower(broker, topic, partition, leader_epoch)
 
 
-def stop(broker: Broker) -> None:
+def stop(broker: BrokerContext) -> None:
     broker.group_coordinator.shutdown()

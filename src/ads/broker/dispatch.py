@@ -14,15 +14,13 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ads.broker.context import BrokerContext
 from ads.net.server import CloseConnection, ConnectionInfo, Response
 from ads.protocol import codec
 from ads.protocol.errors import DecodeError, ErrorCode, UnknownApiKeyError, UnsupportedVersionError
 from ads.protocol.messages import ApiKey
-
-if TYPE_CHECKING:
-    from ads.broker.server import Broker
 
 log = logging.getLogger("ads.broker")
 
@@ -39,7 +37,8 @@ class ApiHandler:
 
 @dataclass(slots=True)
 class RequestContext:
-    broker: Broker
+    broker: BrokerContext
+    dispatcher: Dispatcher
     api_key: int
     api_version: int
     correlation_id: int
@@ -48,7 +47,7 @@ class RequestContext:
 
 
 class Dispatcher:
-    def __init__(self, broker: Broker, handlers: list[ApiHandler]) -> None:
+    def __init__(self, broker: BrokerContext, handlers: list[ApiHandler]) -> None:
         self._broker = broker
         self.handlers = {h.api_key: h for h in handlers}
 
@@ -85,7 +84,7 @@ class Dispatcher:
             raise CloseConnection from exc
 
         ctx = RequestContext(
-            self._broker, header.api_key, header.api_version, header.correlation_id,
+            self._broker, self, header.api_key, header.api_version, header.correlation_id,
             header.client_id, conn)
         try:
             result = handler.fn(ctx, request)

@@ -31,7 +31,7 @@ from ads.records.batch import iter_batches
 from ads.replication.partition import PartitionError
 
 if TYPE_CHECKING:
-    from ads.broker.server import Broker
+    from ads.broker.context import BrokerContext
     from ads.storage.log import Log
 
 
@@ -56,7 +56,7 @@ OFFSETS_TOPIC_SPEC = InternalTopicSpec(
 class InternalTopicLog:
     """`InternalTopic` over this broker's partitions of one internal topic."""
 
-    def __init__(self, broker: Broker, spec: InternalTopicSpec) -> None:
+    def __init__(self, broker: BrokerContext, spec: InternalTopicSpec) -> None:
         self.broker = broker
         self.spec = spec
 
@@ -159,7 +159,7 @@ class InternalTopicLog:
 class BrokerTopicMetadata:
     """`TopicMetadata` over the broker's metadata store."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
 
     def topic_partitions(self, topic: str) -> int | None:

@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 from ads.broker.dispatch import ApiHandler
+from ads.broker.handlers import (
+    api_versions,
+    configs,
+    consumer_groups,
+    fetch,
+    group_offsets,
+    groups,
+    metadata,
+    offsets,
+    produce,
+    producer_id,
+    topics,
+)
 
 
 def all_handlers() -> list[ApiHandler]:
-    from ads.broker.handlers import (
-        api_versions,
-        configs,
-        consumer_groups,
-        fetch,
-        group_offsets,
-        groups,
-        metadata,
-        offsets,
-        produce,
-        producer_id,
-        topics,
-    )
-
     modules = [api_versions, metadata, produce, fetch, offsets, topics, configs, producer_id,
                groups, group_offsets, consumer_groups]
     return [h for module in modules for h in module.HANDLERS]

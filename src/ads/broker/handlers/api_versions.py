@@ -14,7 +14,7 @@ from ads.protocol.errors import ErrorCode
 def handle(ctx: RequestContext, req: m.ApiVersionsRequest) -> m.ApiVersionsResponse:
     ApiVersion = m.ApiVersionsResponse.ApiVersion  # noqa: N806
     keys = [ApiVersion(api_key=k, min_version=lo, max_version=hi)
-            for k, lo, hi in ctx.broker.dispatcher.api_ranges()]
+            for k, lo, hi in ctx.dispatcher.api_ranges()]
     return m.ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=keys, throttle_time_ms=0)
 
 

@@ -20,13 +20,13 @@ from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from ads.broker.server import Broker
+    from ads.broker.context import BrokerContext
 
 ZERO_UUID = uuid.UUID(int=0)
 R = m.MetadataResponse
 
 
-def _cached_entry(broker: Broker, topic: TopicState) -> R.MetadataResponseTopic:
+def _cached_entry(broker: BrokerContext, topic: TopicState) -> R.MetadataResponseTopic:
     """The topic's entry, built once per metadata version while all its partitions are
     served: building a 1,000-partition entry took a third of a Metadata request."""
     cache = broker.metadata_entries

@@ -1,0 +1,61 @@
+"""What request handlers and the coordinators' wiring may use of the broker.
+
+Handlers depend on this narrow interface, not on `ads.broker.server.Broker`, which
+implements it: the broker imports its handlers, so a handler that imported the broker would
+close an import circle, and a handler's needs stay visible in one place.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
+
+from ads.broker.config import BrokerConfig
+from ads.broker.fetch_sessions import FetchSessionCache
+from ads.common.clock import Clock
+from ads.coordinator.group.coordinator import GroupCoordinator
+from ads.metadata.embedded import EmbeddedMetadataStore
+from ads.metadata.model import BrokerEndpoint, TopicState
+from ads.replication.replica_manager import ReplicaManager
+
+
+class BrokerContext(Protocol):
+    config: BrokerConfig
+    clock: Clock
+    node_id: int
+    endpoint: BrokerEndpoint
+    metadata: EmbeddedMetadataStore
+    replica_manager: ReplicaManager
+    group_coordinator: GroupCoordinator
+    fetch_sessions: FetchSessionCache
+    # Metadata's per-topic response entries (handlers/metadata.py), by topic name.
+    metadata_entries: dict[str, tuple[int, TopicState, Any]]
+
+    # -- topics: recorded in the metadata, then their partitions served ------------------
+    def create_topic(self, name: str, num_partitions: int, configs: dict[str, str],
+                     topic_id: uuid.UUID | None = None) -> TopicState: ...
+
+    def record_topic(self, name: str, num_partitions: int, configs: dict[str, str],
+                     topic_id: uuid.UUID | None = None) -> TopicState: ...
+
+    def record_partitions(self, name: str, total: int) -> TopicState: ...
+
+    async def open_new(self, topic: TopicState) -> None: ...
+
+    def open_in_background(self, topic: TopicState) -> None: ...
+
+    def opening(self, name: str) -> bool: ...
+
+    def delete_topic(self, name: str) -> None: ...
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None: ...
+
+    def next_producer_id(self) -> int: ...
+
+    # -- background work, cancelled when the broker stops --------------------------------
+    def spawn(self, work: Coroutine[object, object, None]) -> None: ...
+
+    def schedule(self, name: str, interval_ms: object, job: Callable[[], object],
+                 off_loop: bool = False) -> None: ...
+
