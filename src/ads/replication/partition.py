@@ -77,18 +77,15 @@ class Partition:
         self.index = index
         self.log = log_
         self.node_id = node_id
+        self.key = (topic, index)  # the purgatories' key, built once
         self.config = config
         self.leader_epoch = leader_epoch
         self.is_leader = False
         self.isr: list[int] = []
-        # Log end offsets of the replicas as the leader knows them; the high watermark is
-        # their minimum over the ISR. Followers' entries come with replication.
+        # Log end offsets of the followers as the leader knows them (its own is its log's);
+        # the high watermark is the minimum over the ISR. Filled in by replication.
         self.replica_end_offsets: dict[int, int] = {}
         self.make_leader(leader_epoch, [node_id])
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return self.topic, self.index
 
     def make_leader(self, leader_epoch: int, isr: list[int]) -> None:
         """Leads from `leader_epoch` on: later appends carry it; older epochs are fenced."""
@@ -97,7 +94,7 @@ class Partition:
         self.isr = list(isr)
         if self.log.latest_epoch is None or self.log.latest_epoch < leader_epoch:
             self.log.assign_epoch(leader_epoch, self.log.log_end_offset)
-        self.replica_end_offsets = {self.node_id: self.log.log_end_offset}
+        self.replica_end_offsets = {}
         self.maybe_advance_high_watermark()
 
     def make_follower(self, leader_epoch: int) -> None:
@@ -110,11 +107,10 @@ class Partition:
     def maybe_advance_high_watermark(self) -> bool:
         """Moves the high watermark to the smallest log end offset in the ISR if that is
         ahead of it; returns whether it moved. Never moves it back."""
-        if self.isr == [self.node_id]:  # one replica: it is the whole ISR
-            candidate = self.log.log_end_offset
-        else:
+        candidate = self.log.log_end_offset
+        if len(self.isr) > 1:  # the leader alone is the whole ISR; else its followers count
             ends = self.replica_end_offsets
-            candidate = min((ends.get(r, -1) for r in self.isr), default=-1)
+            candidate = min(candidate, *(ends.get(r, -1) for r in self.isr if r != self.node_id))
         if candidate > self.log.high_watermark:
             self.log.high_watermark = candidate
             return True
@@ -165,8 +161,6 @@ class Partition:
                 log_append_time=self.config.message_timestamp_type == "LogAppendTime")
         except StorageError as exc:
             raise PartitionError(ErrorCode[exc.kafka_error], str(exc)) from exc
-        if not info.duplicate:
-            self.replica_end_offsets[self.node_id] = self.log.log_end_offset
         return ProduceResult(info.first_offset, info.log_append_time_ms, info.log_start_offset,
                              info.last_offset + 1)
 
