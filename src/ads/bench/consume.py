@@ -94,9 +94,9 @@ class _Confluent:
         if first is None:
             return 0, 0
         msgs = [first, *self._c.consume(10_000, 0)]
-        bad = [m for m in msgs if m.error() is not None]
-        if bad:
-            err = bad[0].error()
+        errors = [err for m in msgs if (err := m.error()) is not None]
+        if errors:
+            err = errors[0]
             if err.fatal() or not err.retriable():
                 raise BenchError(f"consumer error: {err.str()}")
             msgs = [m for m in msgs if m.error() is None]

@@ -68,11 +68,12 @@ class _Receiver(threading.Thread):
             now = clock()
             msgs = [first, *self.consumer.consume(1000, 0)]
             for m in msgs:
-                if m.error() is not None:
-                    if self.error is None and m.error().code() != KafkaError._PARTITION_EOF:
-                        self.error = m.error().str()
+                err, value = m.error(), m.value()
+                if err is not None:
+                    if self.error is None and err.code() != KafkaError._PARTITION_EOF:
+                        self.error = err.str()
                     continue
-                sent = int.from_bytes(m.value()[:8], "big")
+                sent = int.from_bytes((value or b"")[:8], "big")
                 if sent:
                     append((now - sent) / 1e9)
                     self.received += 1

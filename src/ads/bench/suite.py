@@ -138,7 +138,10 @@ class AdsBrokerProcess:
 
     def delete_topic(self, name: str) -> None:
         """Best effort: frees the disk (and the page cache's dirty pages) between runs."""
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "logger": CLIENT_LOG})
+        # confluent-kafka takes a logging.Logger for "logger"; its type hints allow only
+        # str, int and float values.
+        admin = AdminClient({"bootstrap.servers": self.bootstrap,
+                             "logger": CLIENT_LOG})  # type: ignore[dict-item]
         with contextlib.suppress(Exception):
             admin.delete_topics([name], operation_timeout=30)[name].result(timeout=30)
 

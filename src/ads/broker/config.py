@@ -174,9 +174,27 @@ def _unescape(s: str, line_no: int) -> str:
 T = TypeVar("T", int, bool, str)
 
 
-def _as_int(value: object) -> int:
-    assert isinstance(value, int)
+def as_int(value: object, key: str = "setting") -> int:
+    """`value` of an integer key (the config table types it); TypeError names the key."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{key} is not an integer setting: {value!r}")
     return value
+
+
+def as_float(value: object, key: str = "setting") -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{key} is not a numeric setting: {value!r}")
+    return float(value)
+
+
+def as_str_list(value: object, key: str = "setting") -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list):
+        raise TypeError(f"{key} is not a list setting: {value!r}")
+    return [str(v) for v in value]
+
+
 
 
 class _Key(Generic[T]):
@@ -186,7 +204,7 @@ class _Key(Generic[T]):
 
     def __init__(self, key: str, convert: Callable[[object], T]) -> None:
         self.key = key
-        self.convert = convert
+        self.convert: Callable[[object], T] = convert
 
     @overload
     def __get__(self, obj: None, owner: type | None = None) -> _Key[T]: ...
@@ -244,6 +262,22 @@ class BrokerConfig:
             return list(value) if isinstance(value, list) else value
         return self._given[key]
 
+    def get_int(self, key: str) -> int:
+        """`get` for a key the config table types as INT or LONG."""
+        return as_int(self.get(key), key)
+
+    def get_float(self, key: str) -> float:
+        return as_float(self.get(key), key)
+
+    def get_bool(self, key: str) -> bool:
+        value = self.get(key)
+        if not isinstance(value, bool):
+            raise TypeError(f"{key} is not a boolean setting: {value!r}")
+        return value
+
+    def get_list(self, key: str) -> list[str]:
+        return as_str_list(self.get(key), key)
+
     def source(self, key: str) -> ConfigSource:
         if key in self._given:
             return ConfigSource.STATIC_BROKER_CONFIG
@@ -283,7 +317,7 @@ class BrokerConfig:
     # -- typed convenience -----------------------------------------------------------------
     @property
     def node_id(self) -> int:
-        return _as_int(self._resolve("node.id"))
+        return as_int(self._resolve("node.id"))
 
     @property
     def log_dirs(self) -> list[Path]:
@@ -325,30 +359,30 @@ class BrokerConfig:
 
     @property
     def offsets_retention_ms(self) -> int:
-        return _as_int(self.get("offsets.retention.minutes")) * 60_000
+        return as_int(self.get("offsets.retention.minutes")) * 60_000
 
     @property
     def topic_defaults(self) -> dict[str, object]:
         """Typed value of every topic key for a topic without overrides."""
         return {k: list(v) if isinstance(v, list) else v for k, v in self._topic_defaults.items()}
 
-    num_partitions = _Key("num.partitions", _as_int)
-    default_replication_factor = _Key("default.replication.factor", _as_int)
-    message_max_bytes = _Key("message.max.bytes", _as_int)
-    socket_request_max_bytes = _Key("socket.request.max.bytes", _as_int)
-    queued_max_requests = _Key("queued.max.requests", _as_int)
-    connections_max_idle_ms = _Key("connections.max.idle.ms", _as_int)
-    log_retention_ms = _Key("log.retention.ms", _as_int)
-    log_retention_bytes = _Key("log.retention.bytes", _as_int)
-    log_segment_bytes = _Key("log.segment.bytes", _as_int)
-    log_roll_ms = _Key("log.roll.ms", _as_int)
-    min_insync_replicas = _Key("min.insync.replicas", _as_int)
-    offsets_topic_num_partitions = _Key("offsets.topic.num.partitions", _as_int)
-    offsets_topic_replication_factor = _Key("offsets.topic.replication.factor", _as_int)
-    group_initial_rebalance_delay_ms = _Key("group.initial.rebalance.delay.ms", _as_int)
-    group_min_session_timeout_ms = _Key("group.min.session.timeout.ms", _as_int)
-    group_max_session_timeout_ms = _Key("group.max.session.timeout.ms", _as_int)
-    group_max_size = _Key("group.max.size", _as_int)
+    num_partitions = _Key("num.partitions", as_int)
+    default_replication_factor = _Key("default.replication.factor", as_int)
+    message_max_bytes = _Key("message.max.bytes", as_int)
+    socket_request_max_bytes = _Key("socket.request.max.bytes", as_int)
+    queued_max_requests = _Key("queued.max.requests", as_int)
+    connections_max_idle_ms = _Key("connections.max.idle.ms", as_int)
+    log_retention_ms = _Key("log.retention.ms", as_int)
+    log_retention_bytes = _Key("log.retention.bytes", as_int)
+    log_segment_bytes = _Key("log.segment.bytes", as_int)
+    log_roll_ms = _Key("log.roll.ms", as_int)
+    min_insync_replicas = _Key("min.insync.replicas", as_int)
+    offsets_topic_num_partitions = _Key("offsets.topic.num.partitions", as_int)
+    offsets_topic_replication_factor = _Key("offsets.topic.replication.factor", as_int)
+    group_initial_rebalance_delay_ms = _Key("group.initial.rebalance.delay.ms", as_int)
+    group_min_session_timeout_ms = _Key("group.min.session.timeout.ms", as_int)
+    group_max_session_timeout_ms = _Key("group.max.session.timeout.ms", as_int)
+    group_max_size = _Key("group.max.size", as_int)
     auto_create_topics_enable = _Key("auto.create.topics.enable", bool)
     delete_topic_enable = _Key("delete.topic.enable", bool)
     compression_type = _Key("compression.type", str)
@@ -360,7 +394,7 @@ class BrokerConfig:
             raise ConfigError(
                 f"node.id ({v['node.id']}) and broker.id ({v['broker.id']}) must be equal "
                 "when both are set", key="node.id")
-        if _as_int(v["group.min.session.timeout.ms"]) > _as_int(v["group.max.session.timeout.ms"]):
+        if as_int(v["group.min.session.timeout.ms"]) > as_int(v["group.max.session.timeout.ms"]):
             raise ConfigError("group.min.session.timeout.ms must not exceed "
                               "group.max.session.timeout.ms", key="group.min.session.timeout.ms")
         if v["remote.log.storage.system.enable"]:
@@ -554,7 +588,7 @@ def validate_topic_configs(configs: Mapping[str, str | None], *, allow_null: boo
     merged = broker.topic_defaults if broker is not None else {}
     merged.update((k, v) for k, v in out.items() if v is not None)
     low, high = merged.get("min.compaction.lag.ms"), merged.get("max.compaction.lag.ms")
-    if low is not None and high is not None and _as_int(low) > _as_int(high):
+    if low is not None and high is not None and as_int(low) > as_int(high):
         raise ConfigError(f"Conflicting topic configs: min.compaction.lag.ms ({low}) is "
                           f"greater than max.compaction.lag.ms ({high})",
                           key="min.compaction.lag.ms")

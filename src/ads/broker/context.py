@@ -56,6 +56,6 @@ class BrokerContext(Protocol):
     # -- background work, cancelled when the broker stops --------------------------------
     def spawn(self, work: Coroutine[object, object, None]) -> None: ...
 
-    def schedule(self, name: str, interval_ms: object, job: Callable[[], object],
+    def schedule(self, name: str, interval_ms: int, job: Callable[[], object],
                  off_loop: bool = False) -> None: ...
 

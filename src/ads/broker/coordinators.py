@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ads.broker.handlers.groups import group_config
 from ads.broker.internal_topics import OFFSETS_TOPIC_SPEC, BrokerTopicMetadata, InternalTopicLog
+from ads.broker.settings import group_config
 from ads.coordinator.group.coordinator import GroupCoordinator
 
 if TYPE_CHECKING:

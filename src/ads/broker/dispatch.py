@@ -116,7 +116,7 @@ class Dispatcher:
         return codec.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, body)
 
     def _unsupported(self, exc: UnsupportedVersionError, conn: ConnectionInfo) -> Response:
-        if exc.api_key == ApiKey.API_VERSIONS:
+        if exc.api_key == ApiKey.API_VERSIONS and exc.correlation_id is not None:
             return self._api_versions_fallback(exc.correlation_id)
         log.warning("closing connection from %s: %s v%d is not supported",
                     conn.peer, _api_name(exc.api_key), exc.api_version)

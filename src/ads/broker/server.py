@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,42 +21,19 @@ from ads.broker import coordinators
 from ads.broker.dispatch import Dispatcher
 from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.handlers import all_handlers
-from ads.common.clock import SystemClock
+from ads.broker.settings import cleaner_config_from, log_config_from
+from ads.common.clock import Clock, SystemClock
 from ads.metadata.embedded import EmbeddedMetadataStore
 from ads.metadata.model import BrokerEndpoint, PartitionState, TopicState
 from ads.net.server import KafkaListener
 from ads.replication.replica_manager import ReplicaManager
-from ads.storage.cleaner import CleanerConfig, LogCleaner
+from ads.storage.cleaner import LogCleaner
 from ads.storage.config import LogConfig
 from ads.storage.manager import LogManager
 
 log = logging.getLogger("ads.broker")
 
 PRODUCER_ID_BLOCK = 1000
-
-
-def log_config_from(effective: dict[str, object]) -> LogConfig:
-    """Maps Kafka's topic config keys (typed, fully resolved) onto the log's settings."""
-    policy = effective["cleanup.policy"]
-    return LogConfig(
-        segment_bytes=int(effective["segment.bytes"]),  # type: ignore[call-overload]
-        segment_ms=int(effective["segment.ms"]),  # type: ignore[call-overload]
-        retention_ms=int(effective["retention.ms"]),  # type: ignore[call-overload]
-        retention_bytes=int(effective["retention.bytes"]),  # type: ignore[call-overload]
-        index_interval_bytes=int(effective["index.interval.bytes"]),  # type: ignore[call-overload]
-        flush_messages=int(effective["flush.messages"]),  # type: ignore[call-overload]
-        flush_ms=int(effective["flush.ms"]),  # type: ignore[call-overload]
-        max_message_bytes=int(effective["max.message.bytes"]),  # type: ignore[call-overload]
-        message_timestamp_type=str(effective["message.timestamp.type"]),
-        cleanup_policy=tuple(policy) if isinstance(policy, list) else (str(policy),),
-        file_delete_delay_ms=int(effective["file.delete.delay.ms"]),  # type: ignore[call-overload]
-        min_insync_replicas=int(effective["min.insync.replicas"]),  # type: ignore[call-overload]
-        delete_retention_ms=int(effective["delete.retention.ms"]),  # type: ignore[call-overload]
-        min_compaction_lag_ms=int(effective["min.compaction.lag.ms"]),  # type: ignore[call-overload]
-        max_compaction_lag_ms=int(effective["max.compaction.lag.ms"]),  # type: ignore[call-overload]
-        min_cleanable_dirty_ratio=float(
-            effective["min.cleanable.dirty.ratio"]),  # type: ignore[arg-type]
-    )
 
 
 def _log_failure(what: str) -> Callable[[asyncio.Future[None]], None]:
@@ -69,25 +46,10 @@ def _log_failure(what: str) -> Callable[[asyncio.Future[None]], None]:
     return report
 
 
-def cleaner_config_from(config: bconfig.BrokerConfig) -> CleanerConfig:
-    """The broker's ``log.cleaner.*`` settings for the log cleaner."""
-    get = config.get
-    return CleanerConfig(
-        enable=bool(get("log.cleaner.enable")),
-        threads=int(get("log.cleaner.threads")),  # type: ignore[call-overload]
-        dedupe_buffer_size=int(get("log.cleaner.dedupe.buffer.size")),  # type: ignore[call-overload]
-        io_buffer_size=int(get("log.cleaner.io.buffer.size")),  # type: ignore[call-overload]
-        io_buffer_load_factor=float(get("log.cleaner.io.buffer.load.factor")),  # type: ignore[arg-type]
-        io_max_bytes_per_second=float(
-            get("log.cleaner.io.max.bytes.per.second")),  # type: ignore[arg-type]
-        backoff_ms=int(get("log.cleaner.backoff.ms")),  # type: ignore[call-overload]
-    )
-
-
 class Broker:
-    def __init__(self, config: bconfig.BrokerConfig, clock: SystemClock | None = None) -> None:
+    def __init__(self, config: bconfig.BrokerConfig, clock: Clock | None = None) -> None:
         self.config = config
-        self.clock = clock or SystemClock()
+        self.clock: Clock = clock or SystemClock()
         self.node_id: int = config.node_id
         self.log_dirs = [Path(d) for d in config.log_dirs]
         self.metadata = EmbeddedMetadataStore(self.log_dirs[0], self.node_id)
@@ -103,7 +65,7 @@ class Broker:
             lambda topic, index, leader, epoch: coordinators.leadership_changed(
                 self, topic, index, leader, epoch))
         self.fetch_sessions = FetchSessionCache(
-            int(config.get("max.incremental.fetch.session.cache.slots")))  # type: ignore[call-overload]
+            config.get_int("max.incremental.fetch.session.cache.slots"))
         self.listener: KafkaListener | None = None
         self.log_cleaner: LogCleaner | None = None
         self.endpoint = BrokerEndpoint(self.node_id, "127.0.0.1", 0)
@@ -113,7 +75,7 @@ class Broker:
         self.metadata_entries: dict[str, tuple[int, TopicState, Any]] = {}
         # Topics whose new partitions' files are being made in a worker thread.
         self._opening: dict[str, asyncio.Future[None]] = {}
-        self._producer_ids = iter(())
+        self._producer_ids: Iterator[int] = iter(())
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -137,13 +99,13 @@ class Broker:
         if adv_host in ("", "0.0.0.0"):  # noqa: S104 - only a comparison
             adv_host = "127.0.0.1" if bound_host in ("0.0.0.0", "") else bound_host  # noqa: S104
         self.endpoint = BrokerEndpoint(self.node_id, adv_host, adv_port)
-        self.schedule("log-retention", self.config.get("log.retention.check.interval.ms"),
+        self.schedule("log-retention", self.config.get_int("log.retention.check.interval.ms"),
                        self._retention)
-        self.schedule("log-flush", self.config.get("log.flush.scheduler.interval.ms"),
+        self.schedule("log-flush", self.config.get_int("log.flush.scheduler.interval.ms"),
                        self._flush, off_loop=True)
-        self.schedule("checkpoint", self.config.get("log.flush.offset.checkpoint.interval.ms"),
+        self.schedule("checkpoint", self.config.get_int("log.flush.offset.checkpoint.interval.ms"),
                        self.log_manager.checkpoint, off_loop=True)
-        expiration_ms = int(self.config.get("producer.id.expiration.ms"))  # type: ignore[call-overload]
+        expiration_ms = self.config.get_int("producer.id.expiration.ms")
         self.schedule("producer-expiration", min(expiration_ms, 600_000),
                        lambda: self.log_manager.remove_expired_producers(
                            self.clock.time_ms(), expiration_ms))
@@ -177,11 +139,11 @@ class Broker:
         """Runs `work` on the broker's loop; it is cancelled when the broker stops."""
         self._tasks.append(asyncio.ensure_future(work))
 
-    def schedule(self, name: str, interval_ms: object, job: Callable[[], object],
+    def schedule(self, name: str, interval_ms: int, job: Callable[[], object],
                  off_loop: bool = False) -> None:
         """Runs `job` every `interval_ms` until the broker stops: on the broker's loop, or
         in a worker thread when it waits on disks (`off_loop`, DESIGN rule 6)."""
-        interval = max(int(interval_ms), 10) / 1000.0  # type: ignore[call-overload]
+        interval = max(interval_ms, 10) / 1000.0
         max_interval = 3600.0
 
         async def loop() -> None:

@@ -90,7 +90,8 @@ def _headers(msg: Message) -> str:
     headers = msg.headers()
     if not headers:
         return ""
-    return ",".join(f"{k}={_text(v)}" for k, v in headers)
+    pairs = headers.items() if isinstance(headers, dict) else headers
+    return ",".join(f"{k}={_text(v)}" for k, v in pairs)
 
 
 def _timestamp(msg: Message) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 # Kafka's rule: ASCII letters, digits, '.', '_' and '-', at most 249 characters.
 _LEGAL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
@@ -53,13 +54,13 @@ class PartitionState:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, object]) -> PartitionState:
+    def from_json(cls, data: dict[str, Any]) -> PartitionState:  # parsed JSON
         return cls(
-            partition=int(data["partition"]),  # type: ignore[call-overload]
-            leader=int(data["leader"]),  # type: ignore[call-overload]
-            leader_epoch=int(data["leader_epoch"]),  # type: ignore[call-overload]
-            replicas=[int(r) for r in data["replicas"]],  # type: ignore[attr-defined]
-            isr=[int(r) for r in data["isr"]],  # type: ignore[attr-defined]
+            partition=int(data["partition"]),
+            leader=int(data["leader"]),
+            leader_epoch=int(data["leader_epoch"]),
+            replicas=[int(r) for r in data["replicas"]],
+            isr=[int(r) for r in data["isr"]],
         )
 
 
@@ -83,12 +84,12 @@ class TopicState:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, object]) -> TopicState:
+    def from_json(cls, data: dict[str, Any]) -> TopicState:  # parsed JSON
         return cls(
             name=str(data["name"]),
             topic_id=uuid.UUID(str(data["topic_id"])),
-            partitions=[PartitionState.from_json(p) for p in data["partitions"]],  # type: ignore[attr-defined]
-            configs={str(k): str(v) for k, v in data["configs"].items()},  # type: ignore[attr-defined]
+            partitions=[PartitionState.from_json(p) for p in data["partitions"]],
+            configs={str(k): str(v) for k, v in data["configs"].items()},
         )
 
 

@@ -170,7 +170,7 @@ def _batch_frame(spark: SparkSession, o: LoadOptions, start: Offsets, end: Offse
     from pyspark.sql import functions as f
 
     ranged = {tp: s for tp, s in start.items() if end[tp] > s}
-    assign = {}
+    assign: dict[str, list[int]] = {}
     for tp in sorted(ranged):
         assign.setdefault(tp.topic, []).append(tp.partition)
     reader = (spark.read.format("ads")
@@ -184,7 +184,8 @@ def _batch_frame(spark: SparkSession, o: LoadOptions, start: Offsets, end: Offse
         reader = reader.option("minPartitions", str(o.min_partitions))
     df = reader.load()
     return df.withColumn("date", f.date_format(
-        f.to_utc_timestamp(f.col("timestamp"), spark.conf.get("spark.sql.session.timeZone")),
+        f.to_utc_timestamp(f.col("timestamp"),
+                           spark.conf.get("spark.sql.session.timeZone") or "UTC"),
         "yyyy-MM-dd"))
 
 

@@ -157,7 +157,7 @@ class Planner:
                 if not t.startswith("__") and pattern.fullmatch(t) for p in ps)
         if o.strategy == "subscribe":
             self.cluster.refresh(o.topics)
-            out = []
+            out: list[TopicPartition] = []
             for topic in o.topics:
                 parts = self.cluster.partitions(topic)
                 if not parts:

@@ -10,12 +10,15 @@ import asyncio
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import TypeVar
 
 from ads.broker.config import load_broker_config
 from ads.broker.server import Broker
+
+R = TypeVar("R")
 
 
 class EmbeddedBroker:
@@ -76,11 +79,11 @@ class EmbeddedBroker:
             raise failure[0]
         return self
 
-    def call(self, fn, *args):  # type: ignore[no-untyped-def]
+    def call(self, fn: Callable[..., R], *args: object) -> R:
         """Runs `fn(*args)` on the broker's loop thread and returns its result."""
         assert self._loop is not None
 
-        async def wrapper():  # type: ignore[no-untyped-def]
+        async def wrapper() -> R:
             return fn(*args)
 
         return asyncio.run_coroutine_threadsafe(wrapper(), self._loop).result(timeout=30)

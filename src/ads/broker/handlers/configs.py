@@ -94,11 +94,16 @@ def handle_alter(ctx: RequestContext, req: m.AlterConfigsRequest) -> m.AlterConf
     for res in req.resources:
         replacement = {c.name: c.value for c in res.configs if c.value is not None}
         code, msg = _alter(ctx, res.resource_type, res.resource_name,
-                           lambda _old, r=replacement: r, req.validate_only)
+                           _replace_with(replacement), req.validate_only)
         out.append(R.AlterConfigsResourceResponse(
             error_code=code, error_message=msg, resource_type=res.resource_type,
             resource_name=res.resource_name))
     return m.AlterConfigsResponse(throttle_time_ms=0, responses=out)
+
+
+def _replace_with(replacement: dict[str, str]) -> Compute:
+    """AlterConfigs: the resource's overrides become exactly the request's."""
+    return lambda _current: dict(replacement)
 
 
 def _default_string(broker_config: bconfig.BrokerConfig, name: str) -> str:
@@ -108,7 +113,9 @@ def _default_string(broker_config: bconfig.BrokerConfig, name: str) -> str:
     return ""
 
 
-def _incremental(ops: list, broker_config: bconfig.BrokerConfig) -> Compute:  # type: ignore[type-arg]
+def _incremental(
+        ops: list[m.IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig],
+        broker_config: bconfig.BrokerConfig) -> Compute:
     def compute(current: dict[str, str]) -> dict[str, str]:
         for op in ops:
             if op.config_operation == SET:

@@ -17,6 +17,7 @@ stable offset while there are no transactions.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 
@@ -84,22 +85,21 @@ def _plan(ctx: RequestContext, req: m.FetchRequest) -> _Plan | m.FetchResponse:
     return _Plan(list(session.partitions.values()), by_id, incremental=True, session=session)
 
 
-def _topic_name(ctx: RequestContext, topic: TopicKey, by_id: bool) -> str | None:
+def _topic_name(ctx: RequestContext, topic: TopicKey) -> str | None:
     """v13+ name topics by id; None when the id is unknown."""
-    if by_id:
-        state = ctx.broker.metadata.topic_by_id(topic)  # type: ignore[arg-type]
+    if isinstance(topic, uuid.UUID):
+        state = ctx.broker.metadata.topic_by_id(topic)
         return state.name if state else None
-    return str(topic)
+    return topic
 
 
 def _read(ctx: RequestContext, req: m.FetchRequest, plan: _Plan
           ) -> FetchResult | Awaitable[FetchResult]:
-    by_id = plan.by_id
     names = plan.names
     targets = []
     for t in plan.targets:
         if t.topic not in names:
-            names[t.topic] = _topic_name(ctx, t.topic, by_id)
+            names[t.topic] = _topic_name(ctx, t.topic)
         targets.append(FetchPartition(names[t.topic], t.partition, t.fetch_offset,
                                       t.partition_max_bytes, t.current_leader_epoch))
     params = FetchParams(req.max_bytes, req.min_bytes, req.max_wait_ms,
@@ -128,10 +128,8 @@ def _response(plan: _Plan, result: FetchResult, read_committed: bool) -> m.Fetch
         t.high_watermark = read.high_watermark
         t.last_stable_offset = read.last_stable_offset
         t.log_start_offset = read.log_start_offset
-    if by_id:
-        topics = [TopicResp(topic_id=topic, partitions=parts) for topic, parts in groups.items()]
-    else:
-        topics = [TopicResp(topic=topic, partitions=parts) for topic, parts in groups.items()]
+    topics = [TopicResp(topic_id=topic, partitions=parts) if isinstance(topic, uuid.UUID)
+              else TopicResp(topic=topic, partitions=parts) for topic, parts in groups.items()]
     return m.FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                            session_id=plan.session.id if plan.session else 0,
                            responses=topics)

@@ -13,8 +13,8 @@ SyncGroup responses wait on the coordinator (join phase, leader's assignment, th
 record being committed), DeleteGroups on its tombstones being committed; the others answer
 at once. A group whose `__consumer_offsets` partition is loading gets
 COORDINATOR_LOAD_IN_PROGRESS, and so does ListGroups while any partition loads.
-`group_config` maps the broker's settings to the coordinator's. Gap: authorized operations
-are never computed (no authorizer yet).
+The broker's settings reach the coordinator through `broker/settings.py: group_config`.
+Gap: authorized operations are never computed (no authorizer yet).
 """
 
 from __future__ import annotations
@@ -22,42 +22,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from ads.broker.dispatch import ApiHandler, RequestContext
-from ads.coordinator.group.api import GroupConfig, JoinRequest, JoinResult, SyncResult
+from ads.coordinator.group.api import JoinRequest, JoinResult, SyncResult
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
 log = logging.getLogger("ads.broker.groups")
 T = TypeVar("T")
-
-
-def group_config(config: Any) -> GroupConfig:
-    def get(key: str, default: int) -> int:
-        value = config.get(key)
-        return default if value is None else int(value)
-
-    assignors = tuple(config.get("group.consumer.assignors")) or ("uniform", "range")
-    d = GroupConfig()
-    return GroupConfig(
-        initial_rebalance_delay_ms=get("group.initial.rebalance.delay.ms",
-                                       d.initial_rebalance_delay_ms),
-        min_session_timeout_ms=get("group.min.session.timeout.ms", d.min_session_timeout_ms),
-        max_session_timeout_ms=get("group.max.session.timeout.ms", d.max_session_timeout_ms),
-        max_size=get("group.max.size", d.max_size),
-        offsets_retention_ms=get("offsets.retention.minutes", 10080) * 60_000,
-        offsets_retention_check_interval_ms=get("offsets.retention.check.interval.ms",
-                                                d.offsets_retention_check_interval_ms),
-        offset_metadata_max_bytes=get("offset.metadata.max.bytes", d.offset_metadata_max_bytes),
-        consumer_session_timeout_ms=get("group.consumer.session.timeout.ms",
-                                        d.consumer_session_timeout_ms),
-        consumer_heartbeat_interval_ms=get("group.consumer.heartbeat.interval.ms",
-                                           d.consumer_heartbeat_interval_ms),
-        consumer_max_size=get("group.consumer.max.size", d.consumer_max_size),
-        consumer_assignors=tuple(a.rsplit(".", 1)[-1].lower().removesuffix("assignor")
-                                 for a in assignors),
-    )
 
 
 async def wait_for(start: Callable[[Callable[[T], None]], None]) -> T:

@@ -88,7 +88,7 @@ def handle_metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataRe
                 if not allow_create:
                     topics.append(_error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
                     continue
-                topic = broker.record_topic(name, int(broker.config.get("num.partitions")), {})
+                topic = broker.record_topic(name, broker.config.get_int("num.partitions"), {})
                 broker.open_in_background(topic)
             topics.append(_cached_entry(broker, topic))
     ep = broker.endpoint

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Awaitable
 from typing import TypeVar
 
@@ -58,9 +59,9 @@ def _check_new_topic(ctx: RequestContext, t: m.CreateTopicsRequest.CreatableTopi
                                f"do not exist; the only broker is {broker.node_id}")
         num_partitions = len(t.assignments)
     else:
-        num_partitions = (int(broker.config.get("num.partitions")) if t.num_partitions == -1
+        num_partitions = (broker.config.get_int("num.partitions") if t.num_partitions == -1
                           else t.num_partitions)
-        rf = (int(broker.config.get("default.replication.factor"))
+        rf = (broker.config.get_int("default.replication.factor")
               if t.replication_factor == -1 else t.replication_factor)
         if num_partitions <= 0:
             raise _Refused(ErrorCode.INVALID_PARTITIONS,
@@ -127,7 +128,7 @@ def handle_delete_topics(ctx: RequestContext, req: m.DeleteTopicsRequest
                          ) -> m.DeleteTopicsResponse:
     broker = ctx.broker
     R = m.DeleteTopicsResponse  # noqa: N806
-    wanted: list[tuple[str | None, object]] = []
+    wanted: list[tuple[str | None, uuid.UUID | None]] = []
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
@@ -136,7 +137,7 @@ def handle_delete_topics(ctx: RequestContext, req: m.DeleteTopicsRequest
     for name, topic_id in wanted:
         res = R.DeletableTopicResult(name=name, error_code=ErrorCode.NONE)
         if name is None and topic_id is not None:
-            state = broker.metadata.topic_by_id(topic_id)  # type: ignore[arg-type]
+            state = broker.metadata.topic_by_id(topic_id)
             if state is None:
                 res.error_code = ErrorCode.UNKNOWN_TOPIC_ID
                 res.topic_id = topic_id
