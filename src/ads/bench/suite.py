@@ -141,7 +141,7 @@ class AdsBrokerProcess:
         # confluent-kafka takes a logging.Logger for "logger"; its type hints allow only
         # str, int and float values.
         admin = AdminClient({"bootstrap.servers": self.bootstrap,
-                             "logger": CLIENT_LOG})  # type: ignore[dict-item]
+                             "logger": CLIENT_LOG})  # type: ignore[dict-item]  # see above
         with contextlib.suppress(Exception):
             admin.delete_topics([name], operation_timeout=30)[name].result(timeout=30)
 

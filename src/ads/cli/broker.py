@@ -8,7 +8,7 @@ import logging
 import signal
 import sys
 
-from ads.broker.config import ConfigError, load_broker_config
+from ads.broker.config import BrokerConfig, ConfigError, load_broker_config
 from ads.broker.server import Broker
 
 log = logging.getLogger("ads")
@@ -57,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_serve(config))
 
 
-async def _serve(config: object) -> int:
-    broker = Broker(config)  # type: ignore[arg-type]
+async def _serve(config: BrokerConfig) -> int:
+    broker = Broker(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sized
-from typing import Any
+from typing import Any, Literal, overload
 from uuid import UUID
 
 from ads.protocol.errors import DecodeError
@@ -373,6 +373,11 @@ class Reader:
         value, self.pos = read_varlong(self.buf, self.pos)
         return value
 
+    @overload
+    def _length(self, compact: bool, wide: bool, nullable: Literal[False], what: str) -> int: ...
+    @overload
+    def _length(self, compact: bool, wide: bool, nullable: bool, what: str) -> int | None: ...
+
     def _length(self, compact: bool, wide: bool, nullable: bool, what: str) -> int | None:
         if compact:
             n = self.uvarint() - 1
@@ -386,6 +391,11 @@ class Reader:
             raise DecodeError(f"invalid {what} length {n}")
         return n
 
+    @overload
+    def _text(self, n: int) -> str: ...
+    @overload
+    def _text(self, n: int | None) -> str | None: ...
+
     def _text(self, n: int | None) -> str | None:
         if n is None:
             return None
@@ -395,28 +405,33 @@ class Reader:
             raise DecodeError(f"string is not valid UTF-8: {exc}") from None
 
     def string(self) -> str:
-        return self._text(self._length(False, False, False, "string"))  # type: ignore[return-value]
+        return self._text(self._length(False, False, False, "string"))
 
     def nullable_string(self) -> str | None:
         return self._text(self._length(False, False, True, "string"))
 
     def compact_string(self) -> str:
-        return self._text(self._length(True, False, False, "string"))  # type: ignore[return-value]
+        return self._text(self._length(True, False, False, "string"))
 
     def compact_nullable_string(self) -> str | None:
         return self._text(self._length(True, False, True, "string"))
+
+    @overload
+    def _blob(self, n: int) -> memoryview: ...
+    @overload
+    def _blob(self, n: int | None) -> memoryview | None: ...
 
     def _blob(self, n: int | None) -> memoryview | None:
         return None if n is None else self._take(n, "bytes")
 
     def bytes_(self) -> memoryview:
-        return self._blob(self._length(False, True, False, "bytes"))  # type: ignore[return-value]
+        return self._blob(self._length(False, True, False, "bytes"))
 
     def nullable_bytes(self) -> memoryview | None:
         return self._blob(self._length(False, True, True, "bytes"))
 
     def compact_bytes(self) -> memoryview:
-        return self._blob(self._length(True, False, False, "bytes"))  # type: ignore[return-value]
+        return self._blob(self._length(True, False, False, "bytes"))
 
     def compact_nullable_bytes(self) -> memoryview | None:
         return self._blob(self._length(True, False, True, "bytes"))

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ads.spark.options import SourceOptions, duration_ms
 from ads.spark.output import Commit, OutputLog
@@ -246,7 +246,7 @@ def _run_batch(spark: SparkSession, log: OutputLog, o: LoadOptions, last: Commit
     spark.conf.set(key, str(_CONCURRENT_WRITERS))
     try:
         with _Progress(spark, report):
-            frame.write.partitionBy("topic", "date").mode(  # type: ignore[attr-defined]
+            frame.write.partitionBy("topic", "date").mode(  # type: ignore[attr-defined]  # see savemode
                 "overwrite").parquet(str(staging))
     finally:
         if previous is None:
@@ -262,7 +262,11 @@ def _run_batch(spark: SparkSession, log: OutputLog, o: LoadOptions, last: Commit
                       o.bootstrap_servers)
 
 
-def _install_stop_handlers(stopping: threading.Event) -> dict[int, object]:
+# What signal.signal returns and accepts (typeshed keeps the name private).
+StopHandler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+
+
+def _install_stop_handlers(stopping: threading.Event) -> dict[int, StopHandler]:
     if threading.current_thread() is not threading.main_thread():
         return {}
 
@@ -271,15 +275,15 @@ def _install_stop_handlers(stopping: threading.Event) -> dict[int, object]:
             raise KeyboardInterrupt
         stopping.set()
 
-    previous: dict[int, object] = {}
+    previous: dict[int, StopHandler] = {}
     for sig in (signal.SIGTERM, signal.SIGINT):
         previous[sig] = signal.signal(sig, handler)
     return previous
 
 
-def _restore_stop_handlers(previous: dict[int, object]) -> None:
+def _restore_stop_handlers(previous: dict[int, StopHandler]) -> None:
     for sig, handler in previous.items():
-        signal.signal(sig, handler)  # type: ignore[arg-type]
+        signal.signal(sig, handler)
 
 
 @dataclass(frozen=True, slots=True)

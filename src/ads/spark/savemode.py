@@ -43,7 +43,8 @@ def install() -> None:
             mode = "append"
         original_save(self, path, format, mode, partitionBy, **options)
 
-    DataFrameWriter.mode = mode  # type: ignore[method-assign]
-    DataFrameWriter.format = format  # type: ignore[method-assign]
-    DataFrameWriter.save = save  # type: ignore[method-assign]
+    # Patching the writer's methods is the point here; mypy forbids assigning to methods.
+    DataFrameWriter.mode = mode  # type: ignore[method-assign]  # patched on purpose
+    DataFrameWriter.format = format  # type: ignore[method-assign]  # patched on purpose
+    DataFrameWriter.save = save  # type: ignore[method-assign]  # patched on purpose
     setattr(DataFrameWriter, _MARK, True)

@@ -14,6 +14,8 @@ exist; it is accepted and ignored.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.coordinator.group.api import CommittedOffset, OffsetCommit
 from ads.protocol import messages as m
@@ -60,7 +62,9 @@ def _fetch_group(ctx: RequestContext, group_id: str,
 
 
 def _partition_fields(partition: int, committed: CommittedOffset | None, error: ErrorCode
-                      ) -> dict[str, object]:
+                      ) -> dict[str, Any]:
+    """Keyword arguments of an OffsetFetch partition entry (the v1-7 and v8+ structs have
+    the same fields under different classes)."""
     if committed is None:
         return {"partition_index": partition, "committed_offset": -1,
                 "committed_leader_epoch": -1, "metadata": "", "error_code": error}
@@ -84,7 +88,7 @@ def handle_offset_fetch(ctx: RequestContext, req: m.OffsetFetchRequest
                                            g.member_epoch if v >= 9 else -1)
             groups.append(G(group_id=g.group_id, error_code=error, topics=[] if error else [
                 G.OffsetFetchResponseTopics(name=t, partitions=[
-                    P(**_partition_fields(p, c, ErrorCode.NONE)) for p, c in parts])  # type: ignore[arg-type]
+                    P(**_partition_fields(p, c, ErrorCode.NONE)) for p, c in parts])
                 for t, parts in by_topic.items()]))
         return m.OffsetFetchResponse(groups=groups)
     topics = None if req.topics is None else [(t.name, list(t.partition_indexes))
@@ -95,7 +99,7 @@ def handle_offset_fetch(ctx: RequestContext, req: m.OffsetFetchRequest
     T = FR.OffsetFetchResponseTopic  # noqa: N806
     return m.OffsetFetchResponse(error_code=error, topics=[
         T(name=t, partitions=[
-            T.OffsetFetchResponsePartition(**_partition_fields(p, c, part_error))  # type: ignore[arg-type]
+            T.OffsetFetchResponsePartition(**_partition_fields(p, c, part_error))
             for p, c in parts])
         for t, parts in by_topic.items()])
 
