@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Coroutine
-from typing import Any, Protocol
+from typing import Protocol
 
 from ads.broker.config import BrokerConfig
 from ads.broker.fetch_sessions import FetchSessionCache
 from ads.common.clock import Clock
 from ads.coordinator.group.coordinator import GroupCoordinator
+from ads.metadata.cache import TopicCache
 from ads.metadata.embedded import EmbeddedMetadataStore
 from ads.metadata.model import BrokerEndpoint, TopicState
+from ads.protocol.messages import MetadataResponse
 from ads.replication.replica_manager import ReplicaManager
 
 
@@ -29,8 +31,8 @@ class BrokerContext(Protocol):
     replica_manager: ReplicaManager
     group_coordinator: GroupCoordinator
     fetch_sessions: FetchSessionCache
-    # Metadata's per-topic response entries (handlers/metadata.py), by topic name.
-    metadata_entries: dict[str, tuple[int, TopicState, Any]]
+    # Metadata's per-topic response entries (handlers/metadata.py).
+    metadata_entries: TopicCache[MetadataResponse.MetadataResponseTopic]
 
     # -- topics: recorded in the metadata, then their partitions served ------------------
     def create_topic(self, name: str, num_partitions: int, configs: dict[str, str],

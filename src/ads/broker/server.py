@@ -14,7 +14,6 @@ import logging
 import uuid
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any
 
 from ads.broker import config as bconfig
 from ads.broker import coordinators
@@ -23,9 +22,11 @@ from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.handlers import all_handlers
 from ads.broker.settings import cleaner_config_from, log_config_from
 from ads.common.clock import Clock, SystemClock
+from ads.metadata.cache import TopicCache
 from ads.metadata.embedded import EmbeddedMetadataStore
 from ads.metadata.model import BrokerEndpoint, PartitionState, TopicState
 from ads.net.server import KafkaListener
+from ads.protocol.messages import MetadataResponse
 from ads.replication.replica_manager import ReplicaManager
 from ads.storage.cleaner import LogCleaner
 from ads.storage.config import LogConfig
@@ -72,7 +73,8 @@ class Broker:
         self.bound_address = ("", 0)
         self._tasks: list[asyncio.Task[None]] = []
         # Metadata's per-topic response entries (handlers/metadata.py), by topic name.
-        self.metadata_entries: dict[str, tuple[int, TopicState, Any]] = {}
+        self.metadata_entries: TopicCache[MetadataResponse.MetadataResponseTopic] = TopicCache(
+            lambda: self.metadata.version)
         # Topics whose new partitions' files are being made in a worker thread.
         self._opening: dict[str, asyncio.Future[None]] = {}
         self._producer_ids: Iterator[int] = iter(())

@@ -30,15 +30,12 @@ def _cached_entry(broker: BrokerContext, topic: TopicState) -> R.MetadataRespons
     """The topic's entry, built once per metadata version while all its partitions are
     served: building a 1,000-partition entry took a third of a Metadata request."""
     cache = broker.metadata_entries
-    version = broker.metadata.version
-    hit = cache.get(topic.name)
-    if hit is not None and hit[0] == version and hit[1] is topic:
-        return hit[2]
+    hit = cache.get(topic)
+    if hit is not None:
+        return hit
     entry = _topic_entry(topic, broker.replica_manager)
     if all(p.error_code == ErrorCode.NONE for p in entry.partitions):
-        if len(cache) > 4 * len(broker.metadata.topics) + 16:
-            cache.clear()  # entries of deleted topics
-        cache[topic.name] = (version, topic, entry)
+        cache.put(topic, entry, len(broker.metadata.topics))
     return entry
 
 
