@@ -31,7 +31,7 @@ class RecordScan:
     to ``ends[i]``."""
 
     start: int
-    keys: list[bytes | None] = field(default_factory=list)
+    keys: list[Buffer | None] = field(default_factory=list)  # slices of the body
     offset_deltas: list[int] = field(default_factory=list)
     timestamp_deltas: list[int] = field(default_factory=list)
     ends: list[int] = field(default_factory=list)
