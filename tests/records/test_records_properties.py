@@ -47,13 +47,13 @@ def test_records_properties_round_trip(
 @given(st.lists(INT64, min_size=1, max_size=50))
 def test_records_properties_varint_round_trip(values: list[int]) -> None:
     # A record body is a run of varints; decode them through the record decoder's reader.
-    from ads.records.record import _read_varint
+    from ads.records.record import read_varint
 
     data = b"".join(encode_varint(v) for v in values)
     pos = 0
     decoded = []
     for _ in values:
-        value, pos = _read_varint(data, pos)
+        value, pos = read_varint(data, pos)
         decoded.append(value)
     assert decoded == values and pos == len(data)
 

@@ -12,12 +12,11 @@ Equality compares every field; `records` and `bytes` values compare by content.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 from typing import Any, ClassVar, Self
 
 from ads.protocol.compiler import build_decoder, build_encoder
 from ads.protocol.errors import DecodeError
-from ads.protocol.schema import Field
+from ads.protocol.schema import Decoder, Encoder, StructBase
 from ads.protocol.types import BytesLike, Reader, Writer
 
 # Exceptions that a compiled decoder lets escape on malformed input, turned into DecodeError
@@ -25,25 +24,13 @@ from ads.protocol.types import BytesLike, Reader, Writer
 _MALFORMED = (struct.error, IndexError, ValueError)
 
 
-Encoder = Callable[[Any, Writer], None]
-Decoder = Callable[[memoryview, int], tuple[Any, int]]
+__all__ = ["Decoder", "Encoder", "Message", "Struct"]
 
 
-class Struct:
+class Struct(StructBase):
     """A struct of a message: the generated classes derive from it."""
 
     __slots__ = ()
-
-    _FIELDS: ClassVar[tuple[Field, ...]] = ()
-    # First flexible version of the enclosing message (None: never flexible).
-    _FLEXIBLE: ClassVar[int | None] = None
-    _ENC: ClassVar[dict[int, Encoder]]
-    _DEC: ClassVar[dict[int, Decoder]]
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        cls._ENC = {}
-        cls._DEC = {}
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):

@@ -32,10 +32,10 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ads.protocol.errors import DecodeError, UnsupportedVersionError
-from ads.protocol.schema import MAX_VERSION, MISSING, Field
+from ads.protocol.schema import MAX_VERSION, MISSING, Field, StructBase
 from ads.protocol.types import (
     read_uvarint,
     skip_tagged_fields,
@@ -44,9 +44,6 @@ from ads.protocol.types import (
     write_records,
     write_tagged_fields,
 )
-
-if TYPE_CHECKING:
-    from ads.protocol.base import Struct
 
 _FIXED: dict[str, tuple[str, int]] = {
     "int8": ("b", 1),
@@ -96,7 +93,7 @@ def _within(rng: tuple[int, int], version: int) -> bool:
     return rng[0] <= version <= rng[1]
 
 
-def check_version(cls: type[Struct], version: int) -> None:
+def check_version(cls: type[StructBase], version: int) -> None:
     valid = getattr(cls, "VALID_VERSIONS", (0, MAX_VERSION))
     if not _within(valid, version):
         api_key = getattr(cls, "API_KEY", None)
@@ -106,7 +103,7 @@ def check_version(cls: type[Struct], version: int) -> None:
 class _Gen:
     """Source writer for one (class, version)."""
 
-    def __init__(self, cls: type[Struct], version: int) -> None:
+    def __init__(self, cls: type[StructBase], version: int) -> None:
         self.version = version
         self.flexible = cls._FLEXIBLE is not None and version >= cls._FLEXIBLE
         self.lines: list[str] = []
@@ -161,7 +158,7 @@ class _Gen:
             return "[]" if f.kind == "array" else f"{self.const(f.struct)}()"
         return self.literal(f.default)
 
-    def compile(self, src: str, name: str, cls: type[Struct]) -> Callable[..., Any]:
+    def compile(self, src: str, name: str, cls: type[StructBase]) -> Callable[..., Any]:
         key = (cls, src, tuple(self.names))
         fn = _SHARED.get(key)
         if fn is None:
@@ -173,7 +170,7 @@ class _Gen:
             _SHARED[key] = fn
         return fn
 
-    def min_size(self, kind: str, cls: type[Struct] | None, compact: bool) -> int:
+    def min_size(self, kind: str, cls: type[StructBase] | None, compact: bool) -> int:
         fixed = _FIXED.get(kind)
         if fixed:
             return fixed[1]
@@ -219,7 +216,7 @@ class _Gen:
             self.line(f"{name}, = {self.unpacker('i' if wide else 'h')}(buf, pos)")
             self.line(f"pos += {4 if wide else 2}")
 
-    def dec_struct(self, cls: type[Struct], var: str) -> None:
+    def dec_struct(self, cls: type[StructBase], var: str) -> None:
         self.line(f"{var} = _new({self.const(cls)})")
         run: list[tuple[str, tuple[str, int]]] = []
         tagged: list[Field] = []
@@ -371,7 +368,7 @@ class _Gen:
         else:
             self.line(f"{buf} += {self.packer('i' if wide else 'h')}({expr})")
 
-    def enc_struct(self, cls: type[Struct], var: str, buf: str) -> None:
+    def enc_struct(self, cls: type[StructBase], var: str, buf: str) -> None:
         run: list[tuple[str, str]] = []
         tagged: list[Field] = []
         for f in cls._FIELDS:
@@ -484,7 +481,7 @@ class _Gen:
         return f"{expr} != {self.literal(f.default)}"
 
 
-def _source(gen: _Gen, cls: type[Struct], decoder: bool) -> str:
+def _source(gen: _Gen, cls: type[StructBase], decoder: bool) -> str:
     if decoder:
         gen.dec_struct(cls, "o")
         return ("def _decode(buf, pos):\n    end = len(buf)\n" + "\n".join(gen.lines)
@@ -493,7 +490,7 @@ def _source(gen: _Gen, cls: type[Struct], decoder: bool) -> str:
     return "def _encode(o, w):\n    b = w.buf\n" + "\n".join(gen.lines) + "\n"
 
 
-def build_encoder(cls: type[Struct], version: int) -> Callable[[Any, Any], None]:
+def build_encoder(cls: type[StructBase], version: int) -> Callable[[Any, Any], None]:
     """Compile (or fetch) the encoder of `cls` at `version` and cache it on the class."""
     check_version(cls, version)
     gen = _Gen(cls, version)
@@ -502,7 +499,7 @@ def build_encoder(cls: type[Struct], version: int) -> Callable[[Any, Any], None]
     return fn
 
 
-def build_decoder(cls: type[Struct], version: int) -> Callable[[memoryview, int], Any]:
+def build_decoder(cls: type[StructBase], version: int) -> Callable[[memoryview, int], Any]:
     """Compile (or fetch) the decoder of `cls` at `version` and cache it on the class."""
     check_version(cls, version)
     gen = _Gen(cls, version)
@@ -511,7 +508,7 @@ def build_decoder(cls: type[Struct], version: int) -> Callable[[memoryview, int]
     return fn
 
 
-def source_of(cls: type[Struct], version: int, *, decoder: bool) -> str:
+def source_of(cls: type[StructBase], version: int, *, decoder: bool) -> str:
     """The generated source of a decoder or encoder, for reading and debugging."""
     check_version(cls, version)
     return _source(_Gen(cls, version), cls, decoder)

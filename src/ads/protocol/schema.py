@@ -1,15 +1,17 @@
-"""The schema model shared by the generated messages and the compiler: `Field` and defaults.
+"""The schema model shared by the generated messages and the compiler: `Field`, defaults and
+`StructBase`, the class-level shape of a struct (its fields and compiled codecs) that the
+compiler reads; `base.Struct` adds the methods. Imports go base -> compiler -> schema.
 
 No byte format is defined here; see `types.py` for the encodings a field kind uses.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
-if TYPE_CHECKING:
-    from ads.protocol.base import Struct
+from ads.protocol.types import Writer
 
 MAX_VERSION = 0x7FFF
 NO_VERSIONS = (1, 0)
@@ -47,6 +49,27 @@ class Field:
     tag: int | None = None
     tagged: tuple[int, int] = NO_VERSIONS
     default: Any = None
-    struct: type[Struct] | None = None
+    struct: type[StructBase] | None = None
     element: str | None = None
     flexible: tuple[int, int] = (0, MAX_VERSION)
+
+
+Encoder = Callable[[Any, Writer], None]
+Decoder = Callable[[memoryview, int], tuple[Any, int]]
+
+
+class StructBase:
+    """What the compiler needs of a struct class: its fields, flexibility and codec caches."""
+
+    __slots__ = ()
+
+    _FIELDS: ClassVar[tuple[Field, ...]] = ()
+    # First flexible version of the enclosing message (None: never flexible).
+    _FLEXIBLE: ClassVar[int | None] = None
+    _ENC: ClassVar[dict[int, Encoder]]
+    _DEC: ClassVar[dict[int, Decoder]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._ENC = {}
+        cls._DEC = {}

@@ -39,6 +39,7 @@ __all__ = [
     "decode_record_body",
     "encode_record",
     "encode_varint",
+    "read_varint",
 ]
 
 Header = tuple[str, bytes | None]
@@ -100,7 +101,9 @@ def encode_record(
     out += body
 
 
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    """The zigzag varint (or varlong) at ``pos`` and the position after it; ``IndexError``
+    past the buffer's end, ``CorruptRecordError`` past 10 bytes."""
     b = buf[pos]
     pos += 1
     if b < 0x80:
@@ -119,7 +122,7 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 def _read_nullable(buf: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
-    length, pos = _read_varint(buf, pos)
+    length, pos = read_varint(buf, pos)
     if length < 0:
         if length != -1:
             raise CorruptRecordError(f"negative length {length}")
@@ -147,16 +150,16 @@ def decode_record_body(
     limit = len(buf)
     try:
         for _ in range(count):
-            length, pos = _read_varint(buf, pos)
+            length, pos = read_varint(buf, pos)
             end = pos + length
             if length <= 0 or end > limit:
                 raise CorruptRecordError(f"record length {length} does not fit the batch")
             pos += 1  # record attributes are unused
-            timestamp_delta, pos = _read_varint(buf, pos)
-            offset_delta, pos = _read_varint(buf, pos)
+            timestamp_delta, pos = read_varint(buf, pos)
+            offset_delta, pos = read_varint(buf, pos)
             key, pos = _read_nullable(buf, pos, end)
             value, pos = _read_nullable(buf, pos, end)
-            header_count, pos = _read_varint(buf, pos)
+            header_count, pos = read_varint(buf, pos)
             if header_count < 0 or header_count > end - pos:
                 raise CorruptRecordError(f"invalid header count {header_count}")
             headers: list[Header] = []

@@ -26,7 +26,7 @@ from ads.records.errors import (
     UnsupportedCompressionError,
     UnsupportedMagicError,
 )
-from ads.storage.cleaner import first_null_key
+from ads.records.scan import first_null_key
 from ads.storage.config import LogConfig
 from ads.storage.errors import StorageError
 

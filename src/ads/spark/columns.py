@@ -45,6 +45,7 @@ from ads.records.batch import (
 from ads.records.compression import decompress
 from ads.records.crc import crc32c
 from ads.records.errors import CorruptRecordError, RecordError
+from ads.records.record import read_varint
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -246,21 +247,16 @@ def _record_starts(buf: np.ndarray, data: memoryview, body_start: int, body_end:
 
 
 def _varint_at(data: memoryview, pos: int, end: int) -> tuple[int, int]:
-    """The zigzag varint at ``pos`` and its width."""
-    raw = 0
-    shift = 0
-    at = pos
-    while True:
-        if at >= end:
-            raise CorruptRecordError("record length runs past the batch")
-        b = data[at]
-        at += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (raw >> 1) ^ -(raw & 1), at - pos
-        shift += 7
-        if shift >= 7 * _VARINT_BYTES:
-            raise CorruptRecordError("record length varint is too long")
+    """The zigzag varint at ``pos`` (read by ``ads.records.record.read_varint``) and its width."""
+    try:
+        value, after = read_varint(data, pos)
+    except IndexError:
+        raise CorruptRecordError("record length runs past the batch") from None
+    if after > end:
+        raise CorruptRecordError("record length runs past the batch")
+    if after - pos > _VARINT_BYTES:
+        raise CorruptRecordError("record length varint is too long")
+    return value, after - pos
 
 
 def _walk(data: memoryview, pos: int, end: int, count: int) -> tuple[np.ndarray, int]:

@@ -19,7 +19,7 @@ than ``min.compaction.lag.ms`` are never touched. A pass:
 Tombstones survive ``delete.retention.ms`` after the pass that first cleaned them, which
 writes the delete horizon into their batch (attribute bit 6, ``hasDeleteHorizonMs``).
 
-Modules: ``offset_map``, ``scan`` (keys out of batch bodies), ``filter`` (per batch),
+Modules: ``offset_map``, ``filter`` (per batch),
 ``cleaner`` (one pass over one log), ``log_cleaner`` (threads, choice of log, checkpoint,
 metrics), ``throttler`` (``log.cleaner.io.max.bytes.per.second``), ``bench`` (throughput).
 """
@@ -38,7 +38,6 @@ from ads.storage.cleaner.log_cleaner import (
     LogCleaner,
 )
 from ads.storage.cleaner.offset_map import OffsetMap
-from ads.storage.cleaner.scan import first_null_key
 
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT",
@@ -50,6 +49,5 @@ __all__ = [
     "LogToClean",
     "OffsetMap",
     "clean_log",
-    "first_null_key",
     "plan_cleaning",
 ]

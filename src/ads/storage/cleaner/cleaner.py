@@ -50,9 +50,9 @@ from ads.common.clock import Clock
 from ads.records.batch import ATTRIBUTES_OFFSET, BATCH_OVERHEAD, BatchHeader, read_batch_header
 from ads.records.crc import crc32c
 from ads.records.errors import CorruptRecordError
+from ads.records.scan import batch_body, scan_records
 from ads.storage.cleaner.filter import BatchFilter, FilterCounts
 from ads.storage.cleaner.offset_map import OffsetMap
-from ads.storage.cleaner.scan import batch_body, scan_records
 from ads.storage.cleaner.throttler import Throttler
 from ads.storage.config import LONG_MAX, LogConfig
 from ads.storage.files import CLEANED_SUFFIX, O_CLOEXEC, BatchInfo

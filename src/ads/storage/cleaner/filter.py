@@ -46,8 +46,8 @@ from ads.records.batch import (
 )
 from ads.records.crc import crc32c
 from ads.records.errors import CorruptRecordError
+from ads.records.scan import RecordScan, batch_body, rebase_timestamps, scan_records
 from ads.storage.cleaner.offset_map import OffsetMap
-from ads.storage.cleaner.scan import RecordScan, batch_body, rebase_timestamps, scan_records
 
 __all__ = ["BatchFilter", "FilterCounts"]
 

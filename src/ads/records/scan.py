@@ -1,4 +1,5 @@
-"""Reading the keys out of a batch body without decoding values.
+"""The record scanner: keys, offset and timestamp deltas and record bounds of a batch body,
+without decoding values; used by the log cleaner and the produce path's key check.
 
 The record layout is ``ads.records.record``'s. The cleaner needs, per record, only its key,
 offset delta, whether the value is null (a tombstone) and where the record's bytes start and
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from ads.records import compression
 from ads.records.batch import RECORDS_OFFSET, BatchHeader
 from ads.records.errors import CorruptRecordError
-from ads.records.record import encode_varint
+from ads.records.record import encode_varint, read_varint
 
 __all__ = ["RecordScan", "batch_body", "first_null_key", "rebase_timestamps", "scan_records"]
 
@@ -30,25 +31,11 @@ class RecordScan:
     to ``ends[i]``."""
 
     start: int
-    keys: list[bytes | None] = field(default_factory=list)
+    keys: list[Buffer | None] = field(default_factory=list)  # slices of the body
     offset_deltas: list[int] = field(default_factory=list)
     timestamp_deltas: list[int] = field(default_factory=list)
     ends: list[int] = field(default_factory=list)
     tombstones: list[bool] = field(default_factory=list)
-
-
-def _varint(buf: Buffer, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:  # noqa: PLR2004
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:  # noqa: PLR2004
-            raise CorruptRecordError("varint longer than 10 bytes")
 
 
 def batch_body(
@@ -83,7 +70,7 @@ def scan_records(body: Buffer, start: int, end: int, count: int) -> RecordScan:
                 raw = (b & 0x7F) | (body[pos + 1] << 7)
                 length, pos = (raw >> 1) ^ -(raw & 1), pos + 2
             else:
-                length, pos = _varint(body, pos)
+                length, pos = read_varint(body, pos)
             record_end = pos + length
             if length <= 0 or record_end > end:
                 raise CorruptRecordError(f"record length {length} does not fit the batch")
@@ -91,17 +78,17 @@ def scan_records(body: Buffer, start: int, end: int, count: int) -> RecordScan:
             if b < 0x80:  # noqa: PLR2004
                 stamp, pos = (b >> 1) ^ -(b & 1), pos + 2
             else:
-                stamp, pos = _varint(body, pos + 1)
+                stamp, pos = read_varint(body, pos + 1)
             b = body[pos]
             if b < 0x80:  # noqa: PLR2004
                 delta, pos = (b >> 1) ^ -(b & 1), pos + 1
             else:
-                delta, pos = _varint(body, pos)
+                delta, pos = read_varint(body, pos)
             b = body[pos]
             if b < 0x80:  # noqa: PLR2004
                 key_length, pos = (b >> 1) ^ -(b & 1), pos + 1
             else:
-                key_length, pos = _varint(body, pos)
+                key_length, pos = read_varint(body, pos)
             if key_length >= 0:
                 key_end = pos + key_length
                 if key_end >= record_end:
@@ -146,8 +133,8 @@ def rebase_timestamps(
     for i in indexes:
         pos = scan.ends[i - 1] if i else scan.start
         end = scan.ends[i]
-        _, pos = _varint(body, pos)
-        stamp, after = _varint(body, pos + 1)
+        _, pos = read_varint(body, pos)
+        stamp, after = read_varint(body, pos + 1)
         rest = bytearray(b"\x00")
         rest += encode_varint(stamp - shift)
         rest += body[after:end]
