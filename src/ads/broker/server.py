@@ -28,6 +28,7 @@ from ads.net.server import KafkaListener
 from ads.replication.replica_manager import ReplicaManager
 from ads.storage.cleaner import CleanerConfig, LogCleaner
 from ads.storage.config import LogConfig
+from ads.storage.fileio import OS_FILE_IO, FileIO
 from ads.storage.manager import LogManager
 
 log = logging.getLogger("ads.broker")
@@ -85,7 +86,9 @@ def cleaner_config_from(config: bconfig.BrokerConfig) -> CleanerConfig:
 
 
 class Broker:
-    def __init__(self, config: bconfig.BrokerConfig, clock: SystemClock | None = None) -> None:
+    def __init__(self, config: bconfig.BrokerConfig, clock: SystemClock | None = None,
+                 file_io: FileIO = OS_FILE_IO) -> None:
+        """`file_io`: the file layer the logs write through (tests inject faults with it)."""
         self.config = config
         self.clock = clock or SystemClock()
         self.node_id: int = config.node_id
@@ -95,7 +98,7 @@ class Broker:
         self.log_manager = LogManager(
             self.log_dirs, clock=self.clock,
             default_config=log_config_from(bconfig.effective_topic_config(config, {})),
-            scheduler=self._run_later)
+            scheduler=self._run_later, file_io=file_io)
         self.replica_manager = ReplicaManager(self.node_id)
         self.dispatcher = Dispatcher(self, all_handlers())
         self.group_coordinator = coordinators.create_group_coordinator(self)
