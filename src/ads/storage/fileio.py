@@ -52,8 +52,9 @@ OS_FILE_IO: FileIO = OsFileIO()
 class FaultyFileIO:
     """A ``FileIO`` that injects faults; thread-safe (background flushes call ``fsync``).
 
-    - ``fail_next_write(errno)`` / ``fail_next_fsync(errno)`` / ``fail_next_open(errno)``:
-      the next call of that kind raises ``OSError(errno)``, later ones succeed again.
+    - ``fail_next_write(errno, skip=n)`` / ``fail_next_fsync(errno)`` /
+      ``fail_next_open(errno)``: the next call of that kind (after ``skip`` writes that
+      succeed) raises ``OSError(errno)``; later ones succeed again.
     - ``short_writes(n)``: the next ``n`` writes store only half of their bytes (at least
       one) and report that, as a write interrupted by a signal or a full disk does.
     - ``space_left(n)``: ENOSPC once ``n`` more bytes have been written; a write crossing the
@@ -64,6 +65,7 @@ class FaultyFileIO:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._fail_write: int | None = None
+        self._fail_write_skip = 0
         self._fail_fsync: int | None = None
         self._fail_open: int | None = None
         self._short_writes = 0
@@ -71,9 +73,9 @@ class FaultyFileIO:
         self.writes = 0
         self.fsyncs = 0
 
-    def fail_next_write(self, code: int = errno.EIO) -> None:
+    def fail_next_write(self, code: int = errno.EIO, *, skip: int = 0) -> None:
         with self._lock:
-            self._fail_write = code
+            self._fail_write, self._fail_write_skip = code, skip
 
     def fail_next_fsync(self, code: int = errno.EIO) -> None:
         with self._lock:
@@ -102,8 +104,11 @@ class FaultyFileIO:
         with self._lock:
             self.writes += 1
             if self._fail_write is not None:
-                code, self._fail_write = self._fail_write, None
-                raise OSError(code, os.strerror(code))
+                if self._fail_write_skip:
+                    self._fail_write_skip -= 1
+                else:
+                    code, self._fail_write = self._fail_write, None
+                    raise OSError(code, os.strerror(code))
             length = len(view)
             if self._short_writes and length > 1:
                 self._short_writes -= 1
