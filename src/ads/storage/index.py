@@ -81,10 +81,10 @@ class _IndexFile:
 
     def _write(self, data: bytes) -> None:
         fd = self._writer()
-        view = memoryview(data)
         try:
-            while view:
-                view = view[self._io.write(fd, view) :]
+            written = self._io.write(fd, data)
+            while written < len(data):  # a short write: write the rest
+                written += self._io.write(fd, data[written:])
         except OSError:
             # Keep whole entries only; if even this fails the index is rebuilt on load.
             self._io.ftruncate(fd, self.entries * self.entry_size)

@@ -298,14 +298,18 @@ class Log:
             segment = self._maybe_roll(end, max_timestamp, next_offset - 1, now_ms)
             # Before the write: an epoch entry at the log end offset with no batch after it
             # (the write then fails) is harmless, a batch without its epoch entry is not.
-            self._assign_epoch(leader_epoch, first_offset)
+            try:
+                self.epoch_cache.assign(leader_epoch, first_offset)
+            except OSError as exc:
+                raise KafkaStorageError(f"{self.dir}: cannot write leader epochs: {exc}") from exc
             try:
                 segment.append(
                     buf, first_offset, next_offset - 1, max_timestamp, offset_of_max, batches
                 )
-            finally:
+            except KafkaStorageError:
                 if segment.damaged:
                     self._take_offline(f"a failed append could not be undone in {segment!r}")
+                raise
             self._log_end_offset = next_offset
             if next_offset - self.recovery_point >= self.config.flush_messages:
                 self._flush_appended(segment, first_offset, next_offset)
@@ -316,12 +320,6 @@ class Log:
         return LogAppendInfo(
             first_offset, next_offset - 1, now_ms if log_append_time else -1, self.log_start_offset
         )
-
-    def _assign_epoch(self, epoch: int, start_offset: int) -> None:
-        try:
-            self.epoch_cache.assign(epoch, start_offset)
-        except OSError as exc:
-            raise KafkaStorageError(f"{self.dir}: cannot write the leader epochs: {exc}") from exc
 
     def _flush_appended(self, segment: LogSegment, first_offset: int, next_offset: int) -> None:
         """``flush.messages`` reached: fsync up to ``next_offset`` before acknowledging.
@@ -341,7 +339,7 @@ class Log:
     def _maybe_roll(
         self, size: int, max_timestamp: int, max_offset: int, now_ms: int
     ) -> LogSegment:
-        segment = self._local.active
+        segment = self._local.segments[-1]
         if segment.should_roll(size, max_timestamp, max_offset, now_ms):
             return self._roll()
         return segment

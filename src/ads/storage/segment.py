@@ -119,6 +119,8 @@ class LogSegment(SegmentReads):
         self._closed = False
         # Set when a failed append could not be undone: the files' tail is unknown.
         self.damaged = False
+        # Index entry counts before the running append added any (see ``append``).
+        self._entries_before: tuple[int, int] | None = None
 
     @classmethod
     def create(
@@ -209,6 +211,8 @@ class LogSegment(SegmentReads):
             self._bytes_since_last_index_entry > self.config.index_interval_bytes
             and not self.offset_index.is_full
         ):
+            if self._entries_before is None:
+                self._entries_before = (self.offset_index.entries, self.time_index.entries)
             self.offset_index.append(last_offset, position)
             if not self.time_index.is_full:
                 self.time_index.maybe_append(
@@ -265,28 +269,25 @@ class LogSegment(SegmentReads):
                 for pos, h in iter_batches(data)
             ]
         position = self._size
-        undo = (
-            self.offset_index.entries,
-            self.time_index.entries,
-            self._bytes_since_last_index_entry,
-            self._max_timestamp,
-            self._offset_of_max_timestamp,
-        )
+        # A failed append needs the index entry counts from before it; _index_batch takes
+        # them before it adds an entry (one append in several), so this costs one store.
+        self._entries_before = None
         view, write, fd = memoryview(data), self._io.write, self._fd
         try:
             while view:
                 view = view[write(fd, view) :]
+            recent = self._recent
             for pos, size, base, last, ts in batches:
                 self._index_batch(position + pos, size, base, last, ts)
+                recent[base] = (position + pos, size)
         except OSError as exc:
-            self._undo_append(position, *undo)
+            for batch in batches:
+                self._recent.pop(batch[2], None)
+            self._undo_append(position)
             raise KafkaStorageError(f"append to {self.log_path} failed: {exc}") from exc
         self._size = position + len(data)
         if self._rolling_based_timestamp is None and position == 0:
             self._rolling_based_timestamp = max_timestamp
-        recent = self._recent
-        for pos, size, base, _, _ in batches:
-            recent[base] = (position + pos, size)
         while len(recent) > _RECENT_BATCHES:
             del recent[next(iter(recent))]
         if max_timestamp > self._load_max_timestamp():
@@ -294,24 +295,16 @@ class LogSegment(SegmentReads):
             self._offset_of_max_timestamp = offset_of_max_timestamp
         return position
 
-    def _undo_append(
-        self,
-        position: int,
-        offset_entries: int,
-        time_entries: int,
-        bytes_since_index_entry: int,
-        max_timestamp: int | None,
-        offset_of_max_timestamp: int,
-    ) -> None:
-        self._bytes_since_last_index_entry = bytes_since_index_entry
-        self._max_timestamp, self._offset_of_max_timestamp = max_timestamp, offset_of_max_timestamp
+    def _undo_append(self, position: int) -> None:
         try:
-            self.offset_index.truncate_entries(offset_entries)
-            self.time_index.truncate_entries(time_entries)
+            if self._entries_before is not None:
+                self.offset_index.truncate_entries(self._entries_before[0])
+                self.time_index.truncate_entries(self._entries_before[1])
             self._io.ftruncate(self._fd, position)
         except OSError:
             self.damaged = True
             logger.exception("cannot cut a failed append off %s", self.log_path)
+        self._after_cut(position)
 
     def rolling_based_timestamp(self) -> int | None:
         """The first batch's max timestamp, which segment.ms counts from (Kafka's rule)."""
@@ -448,8 +441,16 @@ class LogSegment(SegmentReads):
         self.time_index.truncate_to(base_offset)
         removed = self._size - position
         self._io.ftruncate(self._fd, position)
-        self._size = position
         self._recent.clear()
+        self._after_cut(position)
+        if position == 0:
+            self.created_ms = self._clock.time_ms()
+            self._rolling_based_timestamp = None
+        return removed, base_offset
+
+    def _after_cut(self, position: int) -> None:
+        """Bring the append state back in line with a log now ending at ``position``."""
+        self._size = position
         self._bytes_since_last_index_entry = position - self.offset_index.last_position
         # The time index's last entry may now understate the maximum (its later entries held
         # batches that survive); batches before its offset are all below it, so rescan after.
@@ -459,10 +460,6 @@ class LogSegment(SegmentReads):
             if kept.max_timestamp > max_ts:
                 max_ts, offset_of_max = kept.max_timestamp, kept.base_offset
         self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max
-        if position == 0:
-            self.created_ms = self._clock.time_ms()
-            self._rolling_based_timestamp = None
-        return removed, base_offset
 
     # ------------------------------------------------------------------------- file handling
 
