@@ -256,8 +256,9 @@ class LogManager:
         return flushed
 
     def cleanup(self, now_ms: int) -> int:
-        """Apply retention to every log; returns the number of segments deleted."""
-        return sum(log.enforce_retention(now_ms) for log in self.logs())
+        """Apply retention to every log but the offline ones; returns the number of segments
+        deleted."""
+        return sum(log.enforce_retention(now_ms) for log in self.logs() if not log.offline)
 
     def remove_expired_producers(self, now_ms: int, producer_id_expiration_ms: int) -> int:
         return sum(
