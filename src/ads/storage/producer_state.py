@@ -48,7 +48,7 @@ from __future__ import annotations
 import logging
 import struct
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -422,7 +422,7 @@ class ProducerStateManager:
         self.take_snapshot()
 
 
-def encode_snapshot(entries: Iterator[ProducerStateEntry] | list[ProducerStateEntry]) -> bytes:
+def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
     body = bytearray()
     count = 0
     for e in entries:
