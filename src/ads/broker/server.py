@@ -30,6 +30,7 @@ from ads.protocol.messages import MetadataResponse
 from ads.replication.replica_manager import ReplicaManager
 from ads.storage.cleaner import LogCleaner
 from ads.storage.config import LogConfig
+from ads.storage.fileio import OS_FILE_IO, FileIO
 from ads.storage.manager import LogManager
 
 log = logging.getLogger("ads.broker")
@@ -48,7 +49,9 @@ def _log_failure(what: str) -> Callable[[asyncio.Future[None]], None]:
 
 
 class Broker:
-    def __init__(self, config: bconfig.BrokerConfig, clock: Clock | None = None) -> None:
+    def __init__(self, config: bconfig.BrokerConfig, clock: Clock | None = None,
+                 file_io: FileIO = OS_FILE_IO) -> None:
+        """`file_io`: the file layer the logs write through (tests inject faults with it)."""
         self.config = config
         self.clock: Clock = clock or SystemClock()
         self.node_id: int = config.node_id
@@ -58,7 +61,7 @@ class Broker:
         self.log_manager = LogManager(
             self.log_dirs, clock=self.clock,
             default_config=log_config_from(bconfig.effective_topic_config(config, {})),
-            scheduler=self._run_later)
+            scheduler=self._run_later, file_io=file_io)
         self.replica_manager = ReplicaManager(self.node_id)
         self.dispatcher = Dispatcher(self, all_handlers())
         self.group_coordinator = coordinators.create_group_coordinator(self)

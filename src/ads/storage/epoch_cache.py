@@ -67,8 +67,13 @@ class LeaderEpochCache:
             return
         if self._epochs and epoch == self._epochs[-1] and start_offset >= self._starts[-1]:
             return
+        before = (self._epochs[:], self._starts[:])
         if self._add(epoch, start_offset):
-            self._persist()
+            try:
+                self._persist()
+            except OSError:
+                self._epochs, self._starts = before  # memory matches the file, as before
+                raise
 
     def epoch_for_offset(self, offset: int) -> int:
         """The epoch whose range holds ``offset``, ``UNDEFINED_EPOCH`` if before all."""

@@ -15,7 +15,8 @@ increase from entry to entry.
 
 Entries live in memory (two ``array`` columns, searched by bisection) once the file is loaded;
 sealed segments load their indexes on first use. Each append is written to the file at once
-(one small ``os.write``); ``flush`` fsyncs.
+(one small write through the segment's file layer, ``ads.storage.fileio``); ``flush``
+fsyncs. A write that fails is cut off the file again, so the file keeps whole entries only.
 
 Crash rule: indexes are not trusted after an unclean shutdown. Segments past the recovery
 point are re-scanned and their indexes rebuilt from the log; any index whose size is not a
@@ -36,6 +37,7 @@ from array import array
 from pathlib import Path
 
 from ads.storage.errors import CorruptIndexError
+from ads.storage.fileio import OS_FILE_IO, FileIO
 from ads.storage.files import O_CLOEXEC
 
 __all__ = ["OffsetIndex", "TimeIndex"]
@@ -60,22 +62,42 @@ class _IndexFile:
     entry_size = 0
     _relative: array[int]  # relative offsets, one per entry, kept by both subclasses
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+    def __init__(
+        self, path: Path, base_offset: int, max_index_size: int, io: FileIO = OS_FILE_IO
+    ) -> None:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(max_index_size // self.entry_size, 1)
+        self._io = io
         self._fd = -1
         self._loaded = False
 
     def _writer(self) -> int:
         if self._fd < 0:
-            self._fd = os.open(
+            self._fd = self._io.open(
                 self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | O_CLOEXEC, 0o644
             )
         return self._fd
 
     def _write(self, data: bytes) -> None:
-        os.write(self._writer(), data)
+        fd = self._writer()
+        try:
+            written = self._io.write(fd, data)
+            while written < len(data):  # a short write: write the rest
+                written += self._io.write(fd, data[written:])
+        except OSError:
+            # Keep whole entries only; if even this fails the index is rebuilt on load.
+            self._io.ftruncate(fd, self.entries * self.entry_size)
+            raise
+
+    def _drop(self, entries: int) -> None:
+        raise NotImplementedError
+
+    def truncate_entries(self, entries: int) -> None:
+        """Keep the first ``entries`` entries (undoes appends of a failed segment append)."""
+        if entries < self.entries:
+            self._drop(entries)
+            self._truncate_file(entries)
 
     @property
     def loaded(self) -> bool:
@@ -93,7 +115,7 @@ class _IndexFile:
     def _truncate_file(self, entries: int) -> None:
         # Creates the file if missing: an index file always exists next to a written segment,
         # so a missing one means it was lost and must be rebuilt.
-        os.ftruncate(self._writer(), entries * self.entry_size)
+        self._io.ftruncate(self._writer(), entries * self.entry_size)
 
     def _read_file(self, required: bool) -> bytes:
         try:
@@ -117,7 +139,7 @@ class _IndexFile:
     def flush(self) -> None:
         fd = self._fd
         if fd >= 0:
-            os.fsync(fd)
+            self._io.fsync(fd)
 
     def close_writer(self) -> None:
         """Close the write handle (a sealed segment's index is only read from memory)."""
@@ -140,10 +162,16 @@ class OffsetIndex(_IndexFile):
 
     entry_size = _OFFSET_ENTRY.size
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
-        super().__init__(path, base_offset, max_index_size)
+    def __init__(
+        self, path: Path, base_offset: int, max_index_size: int, io: FileIO = OS_FILE_IO
+    ) -> None:
+        super().__init__(path, base_offset, max_index_size, io)
         self._relative = array("i")
         self._positions = array("i")
+
+    def _drop(self, entries: int) -> None:
+        del self._relative[entries:]
+        del self._positions[entries:]
 
     def load(self, log_size: int) -> None:
         """Read the file into memory, raising ``CorruptIndexError`` if it is not sane."""
@@ -214,10 +242,16 @@ class TimeIndex(_IndexFile):
 
     entry_size = _TIME_ENTRY.size
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
-        super().__init__(path, base_offset, max_index_size)
+    def __init__(
+        self, path: Path, base_offset: int, max_index_size: int, io: FileIO = OS_FILE_IO
+    ) -> None:
+        super().__init__(path, base_offset, max_index_size, io)
         self._timestamps = array("q")
         self._relative = array("i")
+
+    def _drop(self, entries: int) -> None:
+        del self._timestamps[entries:]
+        del self._relative[entries:]
 
     def load(self, log_size: int) -> None:
         data = self._read_file(required=log_size > 0)

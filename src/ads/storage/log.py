@@ -1,4 +1,10 @@
-"""The log of one partition: a directory ``<topic>-<partition>`` of segments.
+"""The log of one partition: offsets, producers and epochs over a directory of segments.
+
+``Log`` is Kafka's UnifiedLog: it validates appends and assigns their offsets, keeps the
+producer state (idempotence), the leader epoch cache, the high watermark, the log start
+offset and the recovery point, and decides rolls, retention, DeleteRecords and truncation.
+The segments themselves (files, rolls, reads across segments, removal) are its
+``ads.storage.local_log.LocalLog``.
 
 Files in the directory: ``<base>.log`` / ``.index`` / ``.timeindex`` per segment
 (``ads.storage.segment``), ``<offset>.snapshot`` producer-state snapshots
@@ -8,32 +14,33 @@ Offsets: ``log_start_offset`` <= ``high_watermark`` <= ``log_end_offset``. The r
 point is the offset below which everything is fsynced and validated; the log manager
 checkpoints it, with the log start offset and the high watermark, in its log directory.
 
-Crash rule: on an unclean start every segment from the one holding the recovery point on is
-``recover``-ed (CRC-checked, torn tail truncated, indexes rebuilt); the first segment that
-loses bytes also loses every later segment, since offsets must stay contiguous. Producer
-state is then rebuilt from the newest snapshot at or below the recovery point by replaying
-batch headers. After a clean shutdown (marker file, see ``ads.storage.manager``) nothing is
-scanned: the snapshot taken at close covers the whole log.
+Crash rule: on an unclean start the segments past the recovery point are recovered
+(``LocalLog.load``), then producer state is rebuilt from the newest snapshot at or below the
+recovery point by replaying batch headers. After a clean shutdown (marker file, see
+``ads.storage.manager``) nothing is scanned: the snapshot taken at close covers the log.
+
+Failures: an append is all or nothing. A write that fails (a full disk) is cut off again and
+raises ``KafkaStorageError`` with the offsets, producer state and epochs unchanged; later
+appends work once space is back. A roll that cannot make its files or snapshot raises the
+same, leaving the old active segment. A failed fsync takes the log offline: the batch whose
+flush failed is cut off and refused, and every later append, roll or truncation raises
+``KafkaStorageError`` until the log is reopened (a restart), whose recovery re-validates
+everything after the recovery point; reads go on. ``docs/storage.md`` says why.
 
 Threading: every method runs on the owner thread (the broker's event loop) except ``flush``,
 which a worker thread may run while the owner appends and reads; a lock guards the segment
 list and the offsets, and ``flush`` holds it only while choosing segments, not while it
 fsyncs. Scheduled tasks (flush after a roll, delayed file removal) are thread-safe too.
 
-Log cleaner: a cleaner thread writes a compacted copy of some segments as ``.cleaned`` files,
-then swaps it in with ``replace_segments`` (owner thread, since reads walk the segment list
-without the lock) and ``finish_replace`` (any thread). The crash states of a swap and how
-loading resolves them are in ``ads.storage.loader``.
+Log cleaner: ``replace_segments`` and ``finish_replace`` swap compacted segments in
+(``ads.storage.local_log``).
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
-import shutil
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -43,12 +50,10 @@ from ads.records.batch import BatchHeader, patch_base_offset, set_log_append_tim
 from ads.storage.config import LogConfig
 from ads.storage.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from ads.storage.errors import KafkaStorageError, OffsetOutOfRangeError, RecordBatchTooLargeError
-from ads.storage.files import CLEANED_SUFFIX, SWAP_SUFFIX, BatchInfo, FileRegion, Scheduler
-from ads.storage.loader import (
-    prepare_directory,
-    recover_segments,
-    segment_base_offsets,
-)
+from ads.storage.fileio import OS_FILE_IO, FileIO
+from ads.storage.files import BatchInfo, Scheduler
+from ads.storage.loader import prepare_directory
+from ads.storage.local_log import LocalLog, ReadResult
 from ads.storage.producer_state import ProducerAppendInfo, ProducerStateManager
 from ads.storage.segment import LogSegment
 from ads.storage.timestamps import offset_for_timestamp
@@ -76,19 +81,6 @@ class LogAppendInfo(NamedTuple):  # a tuple: built on every append, cheaper than
     duplicate: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class ReadResult:
-    regions: list[FileRegion]
-    first_offset: int | None  # base offset of the first batch returned
-
-    @property
-    def size(self) -> int:
-        return sum(r.length for r in self.regions)
-
-    def read_bytes(self) -> bytes:
-        return b"".join(r.read_bytes() for r in self.regions)
-
-
 class Log:
     """Append, read, roll, truncate and retain the segments of one partition."""
 
@@ -100,15 +92,14 @@ class Log:
         config: LogConfig,
         clock: Clock,
         scheduler: Scheduler | None,
+        io: FileIO = OS_FILE_IO,
     ) -> None:
-        self.dir = directory
         self.topic = topic
         self.partition = partition
         self.config = config
         self._clock = clock
         self._scheduler = scheduler
-        self._segments: list[LogSegment] = []
-        self._bases: list[int] = []
+        self._local = LocalLog(directory, config, clock, scheduler, io)
         self._log_end_offset = 0
         self.log_start_offset = 0
         self._high_watermark = 0
@@ -116,6 +107,7 @@ class Log:
         self.last_flush_ms = clock.time_ms()
         self._lock = threading.RLock()
         self._closed = False
+        self._offline_reason: str | None = None  # set by a failed fsync
         self.epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
         self.producer_state = ProducerStateManager(directory)
 
@@ -135,20 +127,18 @@ class Log:
         clean_shutdown: bool,
         scheduler: Scheduler | None = None,
         high_watermark: int | None = None,
+        io: FileIO = OS_FILE_IO,
     ) -> Log:
-        """Open (creating if needed) the partition directory and bring it to a valid state."""
+        """Open (creating if needed) the partition directory and bring it to a valid state.
+
+        ``io`` is the file layer every segment writes through (``ads.storage.fileio``)."""
         directory.mkdir(parents=True, exist_ok=True)
         prepare_directory(directory)
-        log = cls(directory, topic, partition, config, clock, scheduler)
-        for base in segment_base_offsets(directory):
-            log._add_segment(LogSegment.open(directory, base, config, clock))
-        recovered = not clean_shutdown and bool(log._segments)
-        if recovered:
-            log._recover_from(recovery_point)
-        if not log._segments:
-            log._add_segment(LogSegment.create(directory, log_start_offset, config, clock))
-        log._log_end_offset = log._segments[-1].next_offset()
-        log.log_start_offset = max(log_start_offset, log._segments[0].base_offset)
+        log = cls(directory, topic, partition, config, clock, scheduler, io)
+        local = log._local
+        recovered = local.load(recovery_point, clean_shutdown, log_start_offset, log.epoch_cache)
+        log._log_end_offset = local.active.next_offset()
+        log.log_start_offset = max(log_start_offset, local.bases[0])
         if log.log_start_offset > log._log_end_offset:
             log._truncate_fully_and_start_at(log.log_start_offset)
         # Recovered segments were validated and fsynced, so the whole log is now recovered.
@@ -165,32 +155,10 @@ class Log:
         log.high_watermark = log.log_start_offset if high_watermark is None else high_watermark
         return log
 
-    def _add_segment(self, segment: LogSegment) -> None:
-        self._segments.append(segment)
-        self._bases.append(segment.base_offset)
-
-    def _recover_from(self, recovery_point: int) -> None:
-        kept = recover_segments(
-            self._segments,
-            recovery_point,
-            max(self.config.max_message_bytes, self.config.segment_bytes),
-            self.epoch_cache,
-        )
-        del self._segments[len(kept) :], self._bases[len(kept) :]
-
     def _rebuild_producer_state(self) -> None:
-        state = self.producer_state
-        replay_from = state.truncate_and_reload(self.log_start_offset, self._log_end_offset)
-        if replay_from >= self._log_end_offset:
-            return
-        first = max(bisect.bisect_right(self._bases, replay_from) - 1, 0)
-        for segment in self._segments[first:]:
-            for header in segment.iter_headers(replay_from):
-                if header.has_producer_id:
-                    state.replay(header)
-        state.map_end_offset = self._log_end_offset
-        state.truncate_head(self.log_start_offset)
-        state.take_snapshot()
+        self.producer_state.rebuild(
+            self.log_start_offset, self._log_end_offset, self._local.iter_headers
+        )
 
     # ----------------------------------------------------------------------------- offsets
 
@@ -222,30 +190,49 @@ class Log:
         return self._log_end_offset - self.recovery_point
 
     @property
+    def dir(self) -> Path:
+        return self._local.dir
+
+    @property
+    def file_io(self) -> FileIO:
+        return self._local.io
+
+    @property
     def size_bytes(self) -> int:
-        return sum(s.size for s in self._segments)
+        return self._local.size_bytes
 
     @property
     def num_segments(self) -> int:
-        return len(self._segments)
+        return len(self._local.segments)
 
     @property
     def segments(self) -> Sequence[LogSegment]:
-        return tuple(self._segments)
+        return tuple(self._local.segments)
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self._local.active
 
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
             self.config = config
-            for segment in self._segments:
-                segment.config = config
+            self._local.update_config(config)
+
+    @property
+    def offline(self) -> bool:
+        """True after a failed fsync: appends are refused until the log is reopened."""
+        return self._offline_reason is not None
 
     def _check_open(self) -> None:
         if self._closed:
             raise KafkaStorageError(f"log {self.dir} is closed")
+        if self._offline_reason is not None:
+            raise KafkaStorageError(f"log {self.dir} is offline: {self._offline_reason}")
+
+    def _take_offline(self, reason: str) -> None:
+        if self._offline_reason is None:
+            self._offline_reason = reason
+            logger.error("%s: %s; the log refuses appends until it is reopened", self.dir, reason)
 
     # ------------------------------------------------------------------------------ append
 
@@ -263,6 +250,8 @@ class Log:
         Assigns offsets from the log end offset, checks idempotent producers (a retried
         batch is answered with its original offsets and nothing is written), rolls the
         segment if needed, writes once, and fsyncs when ``flush.messages`` is reached.
+        All or nothing: ``KafkaStorageError`` (a full disk, a failed fsync) leaves the log
+        as it was before the call (see the module docstring).
         """
         if not headers:
             return LogAppendInfo(-1, -1, -1, self.log_start_offset)
@@ -307,25 +296,50 @@ class Log:
                 if log_append_time:
                     set_log_append_time(buf, pos, now_ms)
             segment = self._maybe_roll(end, max_timestamp, next_offset - 1, now_ms)
-            segment.append(
-                buf, first_offset, next_offset - 1, max_timestamp, offset_of_max, batches
-            )
+            # Before the write: an epoch entry at the log end offset with no batch after it
+            # (the write then fails) is harmless, a batch without its epoch entry is not.
+            try:
+                self.epoch_cache.assign(leader_epoch, first_offset)
+            except OSError as exc:
+                raise KafkaStorageError(f"{self.dir}: cannot write leader epochs: {exc}") from exc
+            try:
+                segment.append(
+                    buf, first_offset, next_offset - 1, max_timestamp, offset_of_max, batches
+                )
+            except KafkaStorageError:
+                if segment.damaged:
+                    self._take_offline(f"a failed append could not be undone in {segment!r}")
+                raise
             self._log_end_offset = next_offset
-            self.epoch_cache.assign(leader_epoch, first_offset)
+            if next_offset - self.recovery_point >= self.config.flush_messages:
+                self._flush_appended(segment, first_offset, next_offset)
             if producer_info is not None:
                 self.producer_state.commit(producer_info, next_offset)
             else:
                 self.producer_state.map_end_offset = next_offset
-            if self._log_end_offset - self.recovery_point >= self.config.flush_messages:
-                self.flush()
         return LogAppendInfo(
             first_offset, next_offset - 1, now_ms if log_append_time else -1, self.log_start_offset
         )
 
+    def _flush_appended(self, segment: LogSegment, first_offset: int, next_offset: int) -> None:
+        """``flush.messages`` reached: fsync up to ``next_offset`` before acknowledging.
+
+        On failure the new batches are cut off again (the producer is told they failed, so
+        neither a reader nor a restart may see them) and the log goes offline."""
+        try:
+            self._flush_to(next_offset)
+        except KafkaStorageError:
+            self._log_end_offset = first_offset
+            try:
+                segment.truncate_to(first_offset)
+            except OSError:
+                logger.exception("%s: cannot cut off batches whose fsync failed", self.dir)
+            raise
+
     def _maybe_roll(
         self, size: int, max_timestamp: int, max_offset: int, now_ms: int
     ) -> LogSegment:
-        segment = self._segments[-1]
+        segment = self._local.segments[-1]
         if segment.should_roll(size, max_timestamp, max_offset, now_ms):
             return self._roll()
         return segment
@@ -337,24 +351,17 @@ class Log:
             return self._roll()
 
     def _roll(self) -> LogSegment:
-        active = self._segments[-1]
+        """Roll at the log end offset; ``KafkaStorageError`` leaves the old active segment."""
         new_base = self._log_end_offset
-        if active.size == 0:
-            if active.base_offset == new_base:
-                return active
-            # An empty segment left behind by truncation: recreate it at the log end.
-            self._segments.pop()
-            self._bases.pop()
-            active.delete(None)
-            segment = LogSegment.create(self.dir, new_base, self.config, self._clock)
-            self._add_segment(segment)
-            return segment
-        self.producer_state.map_end_offset = new_base
-        self.producer_state.take_snapshot()
-        active.on_become_inactive()
-        segment = LogSegment.create(self.dir, new_base, self.config, self._clock)
-        self._add_segment(segment)
-        logger.debug("%s: rolled new segment at offset %d", self.dir, new_base)
+        try:
+            if self._local.active.size == 0:
+                # An empty segment left behind by truncation: recreate it at the log end.
+                return self._local.roll(new_base)
+            self.producer_state.map_end_offset = new_base
+            self.producer_state.take_snapshot()
+            segment = self._local.roll(new_base)
+        except OSError as exc:
+            raise KafkaStorageError(f"{self.dir}: cannot roll at {new_base}: {exc}") from exc
         if self._scheduler is not None:
             self._scheduler(0, lambda: self.flush(new_base))
         else:
@@ -378,40 +385,12 @@ class Log:
             raise OffsetOutOfRangeError(
                 f"offset {fetch_offset} is outside [{self.log_start_offset}, {leo}] of {self.dir}"
             )
-        limit = min(max_offset, leo)
-        regions: list[FileRegion] = []
-        first_offset: int | None = None
-        remaining, offset = max_bytes, fetch_offset
-        i = max(bisect.bisect_right(self._bases, fetch_offset) - 1, 0)
-        segments, bases = self._segments, self._bases
-        while offset < limit and i < len(segments):
-            segment = segments[i]
-            next_base = bases[i + 1] if i + 1 < len(bases) else leo
-            max_position = None
-            if limit < next_base:
-                found = segment.locate(limit)
-                max_position = segment.size if found is None else found[0]
-            result = segment.read_with_base(
-                offset, remaining, max_position, min_one_batch and not regions
-            )
-            if result is not None:
-                region, base = result
-                if region.length == 0:
-                    break
-                regions.append(region)
-                if first_offset is None:
-                    first_offset = base
-                remaining -= region.length
-                stop = segment.size if max_position is None else max_position
-                if remaining <= 0 or region.offset + region.length < stop:
-                    break
-            offset, i = next_base, i + 1
-        return ReadResult(regions, first_offset)
+        return self._local.read(fetch_offset, max_bytes, min(max_offset, leo), leo, min_one_batch)
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
         """``(offset, timestamp, leader_epoch)`` for ListOffsets (``ads.storage.timestamps``)."""
         with self._lock:
-            return offset_for_timestamp(self._segments, timestamp, self.log_start_offset,
+            return offset_for_timestamp(self._local.segments, timestamp, self.log_start_offset,
                                         self._log_end_offset, self.epoch_cache)
 
     # ------------------------------------------------------------------- deletion, retention
@@ -441,21 +420,14 @@ class Log:
     def _delete_old_segments(self, predicate: Callable[[LogSegment, int], bool]) -> int:
         """Delete the oldest segments while ``predicate`` holds, never the active one and
         never one with offsets at or above the high watermark."""
-        doomed = 0
-        while doomed + 1 < len(self._segments):
-            segment, next_base = self._segments[doomed], self._bases[doomed + 1]
-            if next_base > self._high_watermark or not predicate(segment, next_base):
-                break
-            doomed += 1
+        doomed = self._local.deletable(predicate, self._high_watermark)
         if not doomed:
             return 0
-        removed = self._segments[:doomed]
-        del self._segments[:doomed], self._bases[:doomed]
-        if self._bases[0] > self.log_start_offset:
-            self._increment_log_start_offset(self._bases[0])
-        for segment in removed:
-            segment.delete(self._scheduler)
-        self.producer_state.delete_snapshots_before(self._bases[0])
+        self._local.delete_oldest(doomed)
+        first_base = self._local.bases[0]
+        if first_base > self.log_start_offset:
+            self._increment_log_start_offset(first_base)
+        self.producer_state.delete_snapshots_before(first_base)
         logger.info(
             "%s: deleted %d segments, log start offset %d", self.dir, doomed, self.log_start_offset
         )
@@ -498,19 +470,10 @@ class Log:
                 raise ValueError(f"cannot truncate to {offset}")
             if offset >= self._log_end_offset:
                 return False
-            if offset < self._bases[0]:
+            if offset < self._local.bases[0]:
                 self._truncate_fully_and_start_at(offset)
                 return True
-            keep = bisect.bisect_right(self._bases, offset)
-            doomed = self._segments[keep:]
-            del self._segments[keep:], self._bases[keep:]
-            for segment in doomed:
-                segment.delete(self._scheduler)
-            new_end = offset
-            cut = self._segments[-1].truncate_to(offset)
-            if cut is not None:
-                new_end = min(offset, cut[1])
-            self._log_end_offset = new_end
+            self._log_end_offset = self._local.truncate_to(offset)
             self._after_truncation()
             return True
 
@@ -528,11 +491,7 @@ class Log:
             self._truncate_fully_and_start_at(offset)
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
-        doomed = self._segments
-        self._segments, self._bases = [], []
-        for segment in doomed:
-            segment.delete(self._scheduler)
-        self._add_segment(LogSegment.create(self.dir, offset, self.config, self._clock))
+        self._local.truncate_fully_and_start_at(offset)
         self._log_end_offset = self.log_start_offset = offset
         self._high_watermark = self.recovery_point = offset
         self.epoch_cache.clear()
@@ -544,19 +503,29 @@ class Log:
 
     def flush(self, up_to: int | None = None) -> None:
         """fsync everything below ``up_to`` (default: the log end offset) and move the
-        recovery point there. Safe to call from a worker thread while the owner appends."""
+        recovery point there. Safe to call from a worker thread while the owner appends.
+
+        A failed fsync takes the log offline and raises ``KafkaStorageError``: after one the
+        kernel may have dropped dirty pages, so nothing unflushed is known to be on disk."""
         with self._lock:
-            if self._closed:
-                return
             end = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
+        self._flush_to(end)
+
+    def _flush_to(self, end: int) -> None:
+        with self._lock:
+            if self._closed or self._offline_reason is not None:
+                return
             start = self.recovery_point
             if end <= start:
                 return
-            first = max(bisect.bisect_right(self._bases, start) - 1, 0)
-            last = bisect.bisect_left(self._bases, end)
-            chosen = self._segments[first : max(last, first + 1)]
-        for segment in chosen:
-            segment.flush()
+            chosen = self._local.segments_to_flush(start, end)
+        try:
+            for segment in chosen:
+                segment.flush()
+        except OSError as exc:
+            with self._lock:
+                self._take_offline(f"fsync failed: {exc}")
+            raise KafkaStorageError(f"{self.dir}: fsync failed: {exc}") from exc
         with self._lock:
             if end > self.recovery_point:
                 self.recovery_point = min(end, self._log_end_offset)
@@ -571,8 +540,7 @@ class Log:
                 self.producer_state.take_snapshot()
             finally:
                 self._closed = True
-                for segment in self._segments:
-                    segment.close()
+                self._local.close()
 
     @property
     def closed(self) -> bool:
@@ -583,37 +551,13 @@ class Log:
     def replace_segments(
         self, new: LogSegment, old: Sequence[LogSegment], old_sizes: Sequence[int]
     ) -> bool:
-        """Put the cleaner's ``new`` segment (files ``.cleaned``, fsynced) in place of ``old``.
-
-        Owner thread only. ``old`` must still be a run of consecutive segments of this log,
-        none of them active, with the sizes ``old_sizes`` the cleaner read (retention,
-        truncation or a topic deletion may have got there first); otherwise ``new`` is
-        deleted and the result is False. On success ``new``'s files are renamed ``.swap`` and
-        it replaces ``old`` in the segment list, so reads see it at once; ``finish_replace``
-        completes the swap on disk.
-        """
+        """Swap the cleaner's ``new`` segment in for ``old`` (``LocalLog.replace``); owner
+        thread only. False (and ``new`` deleted) if the log is closed or ``old`` changed."""
         with self._lock:
-            segments = self._segments
-            first = next((i for i, s in enumerate(segments) if old and s is old[0]), -1)
-            current = segments[first : first + len(old)] if first >= 0 else []
-            unchanged = (
-                len(current) == len(old) == len(old_sizes)
-                and all(a is b and a.size == size
-                        for a, b, size in zip(current, old, old_sizes, strict=True))
-            )
-            if (
-                self._closed
-                or not unchanged
-                or first + len(old) >= len(segments)
-                or new.base_offset != old[0].base_offset
-                or new.log_path.parent != self.dir
-            ):
+            if self._closed:
                 new.delete(None)
                 return False
-            new.change_file_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
-            kept = segments[:first] + [new] + segments[first + len(old) :]
-            self._segments, self._bases = kept, [s.base_offset for s in kept]
-            return True
+            return self._local.replace(new, old, old_sizes)
 
     def finish_replace(self, new: LogSegment, old: Sequence[LogSegment]) -> None:
         """Second half of ``replace_segments``; any thread.
@@ -630,19 +574,13 @@ class Log:
                 for segment in old:
                     segment.close()
                 return
-            for segment in old:
-                segment.delete(self._scheduler)
-            if any(s is new for s in self._segments):
-                new.change_file_suffix(SWAP_SUFFIX, "")
+            self._local.finish_replace(new, old)
         fsync_dir(directory)
 
     def rename_dir(self, directory: Path) -> None:
         """Move the partition directory (files stay open and readable)."""
         with self._lock:
-            self.dir.rename(directory)
-            self.dir = directory
-            for segment in self._segments:
-                segment.rename_dir(directory)
+            self._local.rename_dir(directory)
             self.producer_state.directory = directory
             self.epoch_cache.rename_dir(directory)
 
@@ -650,6 +588,4 @@ class Log:
         """Close the log and remove its directory (DeleteTopics)."""
         with self._lock:
             self._closed = True
-            for segment in self._segments:
-                segment.close()
-            shutil.rmtree(self.dir, ignore_errors=True)
+            self._local.delete()

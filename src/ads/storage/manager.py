@@ -34,7 +34,8 @@ from ads.common.clock import Clock
 from ads.common.files import atomic_write
 from ads.storage.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from ads.storage.config import LogConfig
-from ads.storage.errors import CheckpointError
+from ads.storage.errors import CheckpointError, KafkaStorageError
+from ads.storage.fileio import OS_FILE_IO, FileIO
 from ads.storage.files import Scheduler
 from ads.storage.log import Log, partition_dir_name
 
@@ -83,13 +84,17 @@ class LogManager:
         default_config: LogConfig,
         scheduler: Scheduler | None = None,
         topic_configs: Mapping[str, LogConfig] | None = None,
+        file_io: FileIO = OS_FILE_IO,
     ) -> None:
+        """``file_io`` is the file layer every log writes its segments through
+        (``ads.storage.fileio``; tests pass a ``FaultyFileIO``)."""
         if not log_dirs:
             raise ValueError("at least one log directory is required")
         self.log_dirs = [Path(d) for d in log_dirs]
         self.clock = clock
         self.default_config = default_config
         self._scheduler = scheduler
+        self.file_io = file_io
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
@@ -143,6 +148,7 @@ class LogManager:
                 clean_shutdown=clean,
                 scheduler=self._scheduler,
                 high_watermark=high_watermarks.get(tp),
+                io=self.file_io,
             )
             if not clean:
                 self.recovered_logs += 1
@@ -188,6 +194,7 @@ class LogManager:
                 log_start_offset=0,
                 clean_shutdown=not path.exists(),
                 scheduler=self._scheduler,
+                io=self.file_io,
             )
             self._logs[tp] = log
             self._dir_of[tp] = log_dir
@@ -241,13 +248,17 @@ class LogManager:
         flushed = 0
         for log in self.logs():
             if log.unflushed_messages > 0 and now_ms - log.last_flush_ms >= log.config.flush_ms:
-                log.flush()
+                try:
+                    log.flush()
+                except KafkaStorageError:
+                    continue  # the log went offline (and said so); flush the others
                 flushed += 1
         return flushed
 
     def cleanup(self, now_ms: int) -> int:
-        """Apply retention to every log; returns the number of segments deleted."""
-        return sum(log.enforce_retention(now_ms) for log in self.logs())
+        """Apply retention to every log but the offline ones; returns the number of segments
+        deleted."""
+        return sum(log.enforce_retention(now_ms) for log in self.logs() if not log.offline)
 
     def remove_expired_producers(self, now_ms: int, producer_id_expiration_ms: int) -> int:
         return sum(
@@ -256,12 +267,20 @@ class LogManager:
         )
 
     def shutdown(self) -> None:
-        """Flush and close every log, checkpoint, then write the clean-shutdown markers."""
+        """Flush and close every log, checkpoint, then write the clean-shutdown markers.
+
+        A log directory holding a log that went offline (a failed fsync) gets no marker, so
+        the next start recovers it from its recovery point."""
         logs = self.logs()
         for log in logs:
-            log.flush()
+            try:
+                log.flush()
+            except KafkaStorageError:
+                pass  # offline now: its directory gets no clean-shutdown marker
         for log in logs:
             log.close()
         self.checkpoint()
+        unclean = {self._dir_of.get((log.topic, log.partition)) for log in logs if log.offline}
         for log_dir in self.log_dirs:
-            atomic_write(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+            if log_dir not in unclean:
+                atomic_write(log_dir / CLEAN_SHUTDOWN_FILE, b"")

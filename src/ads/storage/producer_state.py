@@ -48,7 +48,7 @@ from __future__ import annotations
 import logging
 import struct
 from collections import OrderedDict, deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -403,8 +403,26 @@ class ProducerStateManager:
         self.map_end_offset = log_start_offset
         return log_start_offset
 
+    def rebuild(
+        self,
+        log_start_offset: int,
+        log_end_offset: int,
+        headers_from: Callable[[int], Iterable[BatchHeader]],
+    ) -> None:
+        """Reload the newest snapshot, replay the batch headers after it (``headers_from``:
+        the log's headers from an offset on) and snapshot the result."""
+        replay_from = self.truncate_and_reload(log_start_offset, log_end_offset)
+        if replay_from >= log_end_offset:
+            return
+        for header in headers_from(replay_from):
+            if header.has_producer_id:
+                self.replay(header)
+        self.map_end_offset = log_end_offset
+        self.truncate_head(log_start_offset)
+        self.take_snapshot()
 
-def encode_snapshot(entries: Iterator[ProducerStateEntry] | list[ProducerStateEntry]) -> bytes:
+
+def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
     body = bytearray()
     count = 0
     for e in entries:

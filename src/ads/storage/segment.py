@@ -27,7 +27,7 @@ import os
 import random
 import struct
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ads.common.clock import Clock
@@ -41,6 +41,7 @@ from ads.records.batch import (
 )
 from ads.storage.config import LogConfig
 from ads.storage.errors import CorruptIndexError, KafkaStorageError
+from ads.storage.fileio import OS_FILE_IO, FileIO
 from ads.storage.files import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -49,7 +50,6 @@ from ads.storage.files import (
     TIME_INDEX_SUFFIX,
     BatchInfo,
     FileHandle,
-    FileRegion,
     Scheduler,
     file_name,
     rename_deleted,
@@ -57,23 +57,21 @@ from ads.storage.files import (
     with_suffix,
 )
 from ads.storage.index import OffsetIndex, TimeIndex
+from ads.storage.segment_reads import SegmentReads
 
 __all__ = ["LogSegment"]
 
 logger = logging.getLogger(__name__)
 
 _INT32_MAX = 0x7FFFFFFF
-_SCAN_CHUNK = 8192
 # Batches whose place is remembered at append: a consumer at the log end asks for one of the
 # last few, and finds it without the index lookup and header scan (7-12 us per fetch).
 _RECENT_BATCHES = 16
 _RECOVER_CHUNK = 1 << 20
 _LENGTH_FIELD = struct.Struct(">i")
-# base offset, batch length, last offset delta: all an offset lookup needs of a header
-_SPAN = struct.Struct(">qi11xi")
 
 
-class LogSegment:
+class LogSegment(SegmentReads):
     """A segment file and its indexes. Create with ``create`` or ``open``."""
 
     def __init__(
@@ -85,10 +83,12 @@ class LogSegment:
         fd: int,
         created_ms: int,
         file_suffix: str = "",
+        io: FileIO = OS_FILE_IO,
     ) -> None:
         self.base_offset = base_offset
         self.config = config
         self._clock = clock
+        self._io = io
         self._fd = fd
         self._handle: FileHandle | None = FileHandle(fd)
         self._size = os.fstat(fd).st_size
@@ -97,11 +97,13 @@ class LogSegment:
             directory / (file_name(base_offset, INDEX_SUFFIX) + file_suffix),
             base_offset,
             config.segment_index_bytes,
+            io,
         )
         self.time_index = TimeIndex(
             directory / (file_name(base_offset, TIME_INDEX_SUFFIX) + file_suffix),
             base_offset,
             config.segment_index_bytes,
+            io,
         )
         self.created_ms = created_ms
         self._indexes_ready = False
@@ -115,6 +117,10 @@ class LogSegment:
         self._roll_jitter_ms = random.randrange(min(jitter, config.segment_ms)) if jitter else 0
         self._lock = threading.Lock()
         self._closed = False
+        # Set when a failed append could not be undone: the files' tail is unknown.
+        self.damaged = False
+        # Index entry counts before the running append added any (see ``append``).
+        self._entries_before: tuple[int, int] | None = None
 
     @classmethod
     def create(
@@ -125,26 +131,42 @@ class LogSegment:
         clock: Clock,
         *,
         file_suffix: str = "",
+        io: FileIO = OS_FILE_IO,
     ) -> LogSegment:
         """A new, empty segment; stale files with the same name are replaced.
 
         ``file_suffix`` is appended to the three file names (the cleaner writes ``.cleaned``
-        segments and renames them with ``change_file_suffix``)."""
+        segments and renames them with ``change_file_suffix``). If a file cannot be made
+        (``OSError``), those already made are removed again."""
         path = directory / (file_name(base_offset, LOG_SUFFIX) + file_suffix)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | O_CLOEXEC, 0o644)
-        segment = cls(directory, base_offset, config, clock, fd, clock.time_ms(), file_suffix)
-        segment.offset_index.reset()
-        segment.time_index.reset()
+        fd = io.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | O_CLOEXEC, 0o644)
+        segment = cls(directory, base_offset, config, clock, fd, clock.time_ms(), file_suffix, io)
+        try:
+            segment.offset_index.reset()
+            segment.time_index.reset()
+        except OSError:
+            segment.close()
+            for made in segment._paths():
+                made.unlink(missing_ok=True)
+            raise
         segment._indexes_ready = True
         return segment
 
     @classmethod
-    def open(cls, directory: Path, base_offset: int, config: LogConfig, clock: Clock) -> LogSegment:
+    def open(
+        cls,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        clock: Clock,
+        *,
+        io: FileIO = OS_FILE_IO,
+    ) -> LogSegment:
         """An existing segment; its indexes are loaded (and checked) on first use."""
         path = directory / file_name(base_offset, LOG_SUFFIX)
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | O_CLOEXEC)
+        fd = io.open(path, os.O_RDWR | os.O_APPEND | O_CLOEXEC, 0o644)
         created_ms = os.fstat(fd).st_mtime_ns // 1_000_000
-        return cls(directory, base_offset, config, clock, fd, created_ms)
+        return cls(directory, base_offset, config, clock, fd, created_ms, io=io)
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self._size})"
@@ -189,9 +211,13 @@ class LogSegment:
             self._bytes_since_last_index_entry > self.config.index_interval_bytes
             and not self.offset_index.is_full
         ):
+            if self._entries_before is None:
+                self._entries_before = (self.offset_index.entries, self.time_index.entries)
             self.offset_index.append(last_offset, position)
             if not self.time_index.is_full:
-                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+                self.time_index.maybe_append(
+                    self._load_max_timestamp(), self._offset_of_max_timestamp
+                )
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += size
 
@@ -228,33 +254,40 @@ class LogSegment:
         """Write ``data`` (whole batches, offsets assigned) at the end; returns its position.
 
         ``batches`` describes each batch for the indexes; when omitted the headers in
-        ``data`` are read. Raises ``KafkaStorageError`` if the write fails, after cutting
-        off whatever part of it reached the file.
+        ``data`` are read. All or nothing: if a write to the log or an index fails (a full
+        disk, an I/O error), whatever part of the append reached the files is cut off again,
+        the segment is as before, and ``KafkaStorageError`` is raised. If even that cut
+        fails, ``damaged`` is set: the owner must stop appending to this segment.
         """
         if first_offset < self.base_offset or last_offset - self.base_offset > _INT32_MAX:
             raise ValueError(f"offsets {first_offset}..{last_offset} do not fit {self!r}")
         self.ensure_indexes()
         self._load_max_timestamp()
-        if self._rolling_based_timestamp is None and self._size == 0:
-            self._rolling_based_timestamp = max_timestamp
-        position = self._size
-        view = memoryview(data)
-        try:
-            while view:
-                view = view[os.write(self._fd, view) :]
-        except OSError as exc:
-            self._cut_failed_write(position)
-            raise KafkaStorageError(f"append to {self.log_path} failed: {exc}") from exc
-        self._size = position + len(data)
         if batches is None:
             batches = [
                 (pos, h.size, h.base_offset, h.last_offset, h.max_timestamp)
                 for pos, h in iter_batches(data)
             ]
-        recent = self._recent
-        for pos, size, base, last, ts in batches:
-            self._index_batch(position + pos, size, base, last, ts)
-            recent[base] = (position + pos, size)
+        position = self._size
+        # A failed append needs the index entry counts from before it; _index_batch takes
+        # them before it adds an entry (one append in several), so this costs one store.
+        self._entries_before = None
+        view, write, fd = memoryview(data), self._io.write, self._fd
+        try:
+            while view:
+                view = view[write(fd, view) :]
+            recent = self._recent
+            for pos, size, base, last, ts in batches:
+                self._index_batch(position + pos, size, base, last, ts)
+                recent[base] = (position + pos, size)
+        except OSError as exc:
+            for batch in batches:
+                self._recent.pop(batch[2], None)
+            self._undo_append(position)
+            raise KafkaStorageError(f"append to {self.log_path} failed: {exc}") from exc
+        self._size = position + len(data)
+        if self._rolling_based_timestamp is None and position == 0:
+            self._rolling_based_timestamp = max_timestamp
         while len(recent) > _RECENT_BATCHES:
             del recent[next(iter(recent))]
         if max_timestamp > self._load_max_timestamp():
@@ -262,11 +295,16 @@ class LogSegment:
             self._offset_of_max_timestamp = offset_of_max_timestamp
         return position
 
-    def _cut_failed_write(self, position: int) -> None:
+    def _undo_append(self, position: int) -> None:
         try:
-            os.ftruncate(self._fd, position)
+            if self._entries_before is not None:
+                self.offset_index.truncate_entries(self._entries_before[0])
+                self.time_index.truncate_entries(self._entries_before[1])
+            self._io.ftruncate(self._fd, position)
         except OSError:
-            logger.exception("cannot cut a failed write off %s", self.log_path)
+            self.damaged = True
+            logger.exception("cannot cut a failed append off %s", self.log_path)
+        self._after_cut(position)
 
     def rolling_based_timestamp(self) -> int | None:
         """The first batch's max timestamp, which segment.ms counts from (Kafka's rule)."""
@@ -308,133 +346,6 @@ class LogSegment:
             self.time_index.maybe_append(
                 max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
             )
-
-    # --------------------------------------------------------------------------------- read
-
-    def scan_headers(self, position: int) -> Iterator[tuple[int, BatchHeader]]:
-        """Batch headers from ``position`` to the end, read in chunks, bodies skipped."""
-        end = self._size
-        buf = b""
-        buf_start = position
-        while position < end:
-            rel = position - buf_start
-            if rel + BATCH_OVERHEAD > len(buf):
-                buf = os.pread(self._fd, min(_SCAN_CHUNK, end - position), position)
-                buf_start, rel = position, 0
-            header = read_batch_header(buf, rel)
-            yield position, header
-            position += header.size
-
-    def _scan_spans(self, position: int) -> Iterator[tuple[int, int, int, int, bytes, int]]:
-        """(position, size, base offset, last offset, chunk, position in chunk) per batch
-        from ``position``: what lookups need, without the cost of a ``BatchHeader``."""
-        end = self._size
-        buf, buf_start, unpack = b"", position, _SPAN.unpack_from
-        while position < end:
-            rel = position - buf_start
-            if rel + BATCH_OVERHEAD > len(buf):
-                buf = os.pread(self._fd, min(_SCAN_CHUNK, end - position), position)
-                buf_start, rel = position, 0
-            fits = len(buf) - rel >= BATCH_OVERHEAD
-            base, length, delta = unpack(buf, rel) if fits else (0, 0, 0)
-            if length < BATCH_OVERHEAD - LOG_OVERHEAD:
-                read_batch_header(buf, rel)  # raises the matching CorruptRecordError
-            size = length + LOG_OVERHEAD
-            yield position, size, base, base + delta, buf, rel
-            position += size
-
-    def _first_span(
-        self, offset: int, start_position: int = 0
-    ) -> tuple[int, int, int, int, bytes, int] | None:
-        """The ``_scan_spans`` item of the first batch whose last offset is >= ``offset``,
-        found through the offset index."""
-        self.ensure_indexes()
-        _, position = self.offset_index.lookup(offset)
-        for span in self._scan_spans(max(position, start_position)):
-            if span[3] >= offset:
-                return span
-        return None
-
-    def translate_offset(
-        self, offset: int, start_position: int = 0
-    ) -> tuple[int, BatchHeader] | None:
-        """Position and header of the first batch whose last offset is >= ``offset``."""
-        span = self._first_span(offset, start_position)
-        return None if span is None else (span[0], read_batch_header(span[4], span[5]))
-
-    def locate(self, offset: int) -> tuple[int, int, int] | None:
-        """``(position, size, base offset)`` of the first batch whose last offset is >=
-        ``offset``: one of the last appended batches at once, else by index and scan."""
-        recent = self._recent.get(offset)
-        if recent is not None:
-            return recent[0], recent[1], offset
-        span = self._first_span(offset)
-        return None if span is None else (span[0], span[1], span[2])
-
-    def read(
-        self,
-        start_offset: int,
-        max_size: int,
-        max_position: int | None = None,
-        min_one_batch: bool = False,
-    ) -> FileRegion | None:
-        """Whole batches from the one holding ``start_offset``, at most ``max_size`` bytes.
-
-        Stops before ``max_position`` (a batch boundary: the position of the high watermark
-        batch). With ``min_one_batch`` the first batch is returned even if larger than
-        ``max_size`` (KIP-74). ``None`` if no batch here reaches ``start_offset``; a region of
-        length 0 if not even one batch may be returned.
-        """
-        found = self.read_with_base(start_offset, max_size, max_position, min_one_batch)
-        return None if found is None else found[0]
-
-    def read_with_base(
-        self,
-        start_offset: int,
-        max_size: int,
-        max_position: int | None = None,
-        min_one_batch: bool = False,
-    ) -> tuple[FileRegion, int] | None:
-        """``read`` plus the base offset of the region's first batch."""
-        found = self.locate(start_offset)
-        if found is None:
-            return None
-        start, size, base = found
-        limit = self._size if max_position is None else min(max_position, self._size)
-        budget = max(max_size, size) if min_one_batch else max_size
-        end_target = min(limit, start + budget)
-        first_end = start + size
-        if first_end > end_target:
-            return FileRegion(self._fd, start, 0, self._handle), base
-        end = self._boundary_before(first_end, end_target)
-        return FileRegion(self._fd, start, end - start, self._handle), base
-
-    def _boundary_before(self, low: int, high: int) -> int:
-        """The last batch boundary in [low, high]; ``low`` must be a boundary."""
-        if high >= self._size:
-            return self._size
-        _, position = self.offset_index.lookup_position(high)
-        position = max(position, low)
-        for pos, size, _, _, _, _ in self._scan_spans(position):
-            if pos + size > high:
-                return pos
-        return self._size
-
-    def next_offset(self) -> int:
-        """One past the last offset in the segment (its base offset when empty)."""
-        self.ensure_indexes()
-        result = self.base_offset
-        for _, header in self.scan_headers(self.offset_index.last_position):
-            result = header.next_offset
-        return result
-
-    def iter_headers(self, start_offset: int = 0) -> Iterator[BatchHeader]:
-        """Headers of the batches holding offsets >= ``start_offset`` (no CRC check)."""
-        self.ensure_indexes()
-        _, position = self.offset_index.lookup(start_offset)
-        for _, header in self.scan_headers(position):
-            if header.last_offset >= start_offset:
-                yield header
 
     # ----------------------------------------------------------------------------- recovery
 
@@ -507,7 +418,7 @@ class LogSegment:
                 truncated,
                 next_offset - 1,
             )
-            os.ftruncate(self._fd, position)
+            self._io.ftruncate(self._fd, position)
         self._size = position
         self._recent.clear()
         if self._max_timestamp >= 0:
@@ -529,9 +440,17 @@ class LogSegment:
         self.offset_index.truncate_to(base_offset)
         self.time_index.truncate_to(base_offset)
         removed = self._size - position
-        os.ftruncate(self._fd, position)
-        self._size = position
+        self._io.ftruncate(self._fd, position)
         self._recent.clear()
+        self._after_cut(position)
+        if position == 0:
+            self.created_ms = self._clock.time_ms()
+            self._rolling_based_timestamp = None
+        return removed, base_offset
+
+    def _after_cut(self, position: int) -> None:
+        """Bring the append state back in line with a log now ending at ``position``."""
+        self._size = position
         self._bytes_since_last_index_entry = position - self.offset_index.last_position
         # The time index's last entry may now understate the maximum (its later entries held
         # batches that survive); batches before its offset are all below it, so rescan after.
@@ -541,10 +460,6 @@ class LogSegment:
             if kept.max_timestamp > max_ts:
                 max_ts, offset_of_max = kept.max_timestamp, kept.base_offset
         self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max
-        if position == 0:
-            self.created_ms = self._clock.time_ms()
-            self._rolling_based_timestamp = None
-        return removed, base_offset
 
     # ------------------------------------------------------------------------- file handling
 
@@ -553,7 +468,7 @@ class LogSegment:
         with self._lock:
             if self._closed:
                 return
-            os.fsync(self._fd)
+            self._io.fsync(self._fd)
             self.offset_index.flush()
             self.time_index.flush()
 

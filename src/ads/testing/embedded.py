@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from ads.broker.config import load_broker_config
 from ads.broker.server import Broker
+from ads.storage.fileio import OS_FILE_IO, FileIO
 
 R = TypeVar("R")
 
@@ -24,7 +25,10 @@ R = TypeVar("R")
 class EmbeddedBroker:
     def __init__(self, data_dir: str | Path | None = None, port: int = 0,
                  config: Mapping[str, object] | None = None, host: str = "127.0.0.1",
-                 node_id: int = 1) -> None:
+                 node_id: int = 1, file_io: FileIO = OS_FILE_IO) -> None:
+        """`file_io`: the file layer the broker's logs write through (``FaultyFileIO`` to
+        inject disk faults)."""
+        self._file_io = file_io
         self._tmp: str | None = None
         if data_dir is None:
             self._tmp = tempfile.mkdtemp(prefix="ads-embedded-")
@@ -56,7 +60,7 @@ class EmbeddedBroker:
         failure: list[BaseException] = []
         loop = asyncio.new_event_loop()
         self._loop = loop
-        self.broker = Broker(self._config)
+        self.broker = Broker(self._config, file_io=self._file_io)
 
         def run() -> None:
             asyncio.set_event_loop(loop)
