@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
-import struct
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ads.client import Connection
 from ads.protocol import codec
 from ads.protocol import messages as m
 from ads.records.batch import build_batch
@@ -28,27 +27,9 @@ TOPIC = "broker-cpu"
 P, F, C = m.ProduceRequest, m.FetchRequest, m.CreateTopicsRequest
 
 
-class _Conn:
-    def __init__(self, address: str) -> None:
-        host, port = address.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def send(self, frame: bytes) -> None:
-        self.sock.sendall(frame)
-
-    def recv(self) -> bytes:
-        (size,) = struct.unpack(">i", self._exact(4))
-        return self._exact(size)
-
-    def _exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            buf += chunk
-        return bytes(buf)
+def _connect(address: str) -> Connection:
+    # Requests go out pre-encoded with send_frame, so the timing covers only the broker.
+    return Connection.connect(address, client_id="broker-cpu", timeout_s=None)
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -80,18 +61,17 @@ def main() -> None:
     parser.add_argument("pid", type=int)
     parser.add_argument("--requests", type=int, default=5000)
     args = parser.parse_args()
-    producer, fetcher = _Conn(args.address), _Conn(args.address)
+    producer, fetcher = _connect(args.address), _connect(args.address)
     create = C(topics=[C.CreatableTopic(name=TOPIC, num_partitions=1, replication_factor=1,
                                         assignments=[], configs=[])],
                timeout_ms=10_000, validate_only=False)
-    producer.send(codec.encode_request(m.ApiKey.CREATE_TOPICS, 7, 1, "broker-cpu", create))
-    producer.recv()
+    producer.request(m.ApiKey.CREATE_TOPICS, 7, create)
     listing = m.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
         m.ListOffsetsRequest.ListOffsetsTopic(name=TOPIC, partitions=[
             m.ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
                 partition_index=0, current_leader_epoch=-1, timestamp=-1)])])
-    producer.send(codec.encode_request(m.ApiKey.LIST_OFFSETS, 7, 2, "broker-cpu", listing))
-    _, answer = codec.decode_response(m.ApiKey.LIST_OFFSETS, 7, producer.recv())
+    answer = producer.request(m.ApiKey.LIST_OFFSETS, 7, listing)
+    assert isinstance(answer, m.ListOffsetsResponse)
     end = answer.topics[0].partitions[0].offset
     produce = codec.encode_request(m.ApiKey.PRODUCE, 9, 3, "broker-cpu", P(
         transactional_id=None, acks=1, timeout_ms=30_000, topic_data=[P.TopicProduceData(
@@ -100,26 +80,26 @@ def main() -> None:
     n = args.requests
 
     def one_produce(_: int) -> None:
-        producer.send(produce)
-        producer.recv()
+        producer.send_frame(produce)
+        producer.receive_frame()
 
     _measure("1-record produce", args.pid, n, one_produce)
     end += n
 
     def one_pair(i: int) -> None:
-        fetcher.send(_fetch(end + i, 500))
+        fetcher.send_frame(_fetch(end + i, 500))
         time.sleep(0.0005)  # parked before the append
-        producer.send(produce)
-        producer.recv()
-        fetcher.recv()
+        producer.send_frame(produce)
+        producer.receive_frame()
+        fetcher.receive_frame()
 
     _measure("produce + the long-polling fetch it wakes", args.pid, n, one_pair)
     end += n
     empty = _fetch(end, 0)
 
     def one_empty(_: int) -> None:
-        fetcher.send(empty)
-        fetcher.recv()
+        fetcher.send_frame(empty)
+        fetcher.receive_frame()
 
     _measure("empty fetch (max_wait_ms=0)", args.pid, n, one_empty)
 

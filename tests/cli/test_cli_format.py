@@ -91,8 +91,11 @@ def test_cli_format_properties_file(tmp_path: Path) -> None:
                  "sasl.password=a=b\n")
     assert read_properties(str(f)) == {"client.id": "cli", "linger.ms": "5",
                                        "sasl.password": "a=b"}
-    f.write_text("no separator here\n")
-    with pytest.raises(UsageError, match="client.properties:1"):
+    # Java's rules: a blank separates key and value, continuations join, values are trimmed
+    f.write_text("client.id cli  \nbootstrap.servers=a:1,\\\n  b:2\n")
+    assert read_properties(str(f)) == {"client.id": "cli", "bootstrap.servers": "a:1,b:2"}
+    f.write_text("a=1\nbad=\\u12\n")
+    with pytest.raises(UsageError, match="client.properties:2"):
         read_properties(str(f))
     with pytest.raises(UsageError, match="cannot read"):
         read_properties(str(tmp_path / "missing.properties"))

@@ -43,6 +43,7 @@ from ads.broker.configdefs import (
     ConfigType,
     render,
 )
+from ads.common import properties
 
 __all__ = [
     "BrokerConfig", "ConfigEntry", "ConfigError", "ConfigSource", "ConfigSynonym", "ConfigType",
@@ -97,75 +98,14 @@ class Endpoint:
 
 # --- Java .properties -------------------------------------------------------------------------
 
-_NATURAL_LINES = re.compile(r"\r\n|\r|\n")
-_WS = " \t\f"
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Parses Java `.properties` text: `key=value`, `key: value` or `key value` per logical
-    line, `#`/`!` comment lines, trailing-backslash continuations and backslash escapes
-    (including `\\uXXXX`). A repeated key keeps its last value. Raises ConfigError on a
-    malformed `\\u` escape."""
-    out: dict[str, str] = {}
-    lines = _NATURAL_LINES.split(text)
-    i = 0
-    while i < len(lines):
-        line = lines[i].lstrip(_WS)
-        i += 1
-        if not line or line[0] in "#!":
-            continue
-        # An odd run of trailing backslashes joins the next line, minus its leading blanks.
-        while _ends_in_escape(line) and i < len(lines):
-            line = line[:-1] + lines[i].lstrip(_WS)
-            i += 1
-        if _ends_in_escape(line):
-            line = line[:-1]
-        key, value = _split_entry(line)
-        out[_unescape(key, i)] = _unescape(value, i)
-    return out
-
-
-def _ends_in_escape(line: str) -> bool:
-    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
-
-
-def _split_entry(line: str) -> tuple[str, str]:
-    escaped = False
-    end = len(line)
-    for pos, ch in enumerate(line):
-        if not escaped and ch in "=:" + _WS:
-            end = pos
-            break
-        escaped = ch == "\\" and not escaped
-    rest = line[end:].lstrip(_WS)
-    if rest[:1] in ("=", ":"):
-        rest = rest[1:].lstrip(_WS)
-    return line[:end], rest
-
-
-def _unescape(s: str, line_no: int) -> str:
-    if "\\" not in s:
-        return s
-    out: list[str] = []
-    i = 0
-    while i < len(s):
-        ch = s[i]
-        i += 1
-        if ch != "\\" or i >= len(s):
-            out.append(ch)
-            continue
-        ch = s[i]
-        i += 1
-        if ch == "u":
-            digits = s[i:i + 4]
-            if len(digits) != 4 or not all(c in "0123456789abcdefABCDEF" for c in digits):
-                raise ConfigError(f"Malformed \\uxxxx escape near line {line_no}")
-            out.append(chr(int(digits, 16)))
-            i += 4
-        else:
-            out.append(_ESCAPES.get(ch, ch))
-    return "".join(out)
+    """Java `.properties` text as `ads.common.properties` reads it; a malformed entry raises
+    ConfigError."""
+    try:
+        return properties.parse_properties(text)
+    except properties.PropertiesError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 # --- broker configuration ------------------------------------------------------------------

@@ -21,6 +21,8 @@ from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
+from ads.common.properties import PropertiesError, parse_properties
+
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 # How long a command waits for the cluster before it gives up with one clear line.
 TIMEOUT_S = 10.0
@@ -59,21 +61,17 @@ def add_client_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def read_properties(path: str) -> dict[str, str]:
-    """Java-style `.properties`: `key=value` or `key: value`, `#` and `!` comments."""
+    """A `--command-config` file, read by `ads.common.properties` (Java's `.properties`
+    rules). Values lose trailing blanks: Kafka's clients trim them, librdkafka would not."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read --command-config {path!r}: {exc.strerror}") from exc
-    props: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if cut <= 0:
-            raise UsageError(f"{path}:{number}: expected key=value, got {line!r}")
-        props[line[:cut].strip()] = line[cut + 1:].strip()
-    return props
+    try:
+        props = parse_properties(data)
+    except PropertiesError as exc:
+        raise UsageError(f"{path}:{exc.line}: {exc}") from exc
+    return {key: value.rstrip(" \t\f") for key, value in props.items()}
 
 
 def client_config(args: argparse.Namespace, defaults: dict[str, Any] | None = None,

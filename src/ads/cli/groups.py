@@ -2,8 +2,8 @@
 import-zookeeper-offsets, like `kafka-consumer-groups.sh`.
 
 Everything goes through confluent-kafka's AdminClient, except OffsetDelete, which that
-library does not expose and which is sent over a plain connection to the group's
-coordinator. `describe` shows, per partition, the committed offset, the log end offset and
+library does not expose and which is sent to the group's coordinator over an `ads.client`
+connection. `describe` shows, per partition, the committed offset, the log end offset and
 their difference (LAG), with the member that owns the partition. `reset-offsets` prints the
 plan and changes nothing unless given `--execute`; like Kafka it needs the group to have no
 active members. The ZooKeeper import reads the layout old consumers wrote,
@@ -13,8 +13,6 @@ active members. The ZooKeeper import reads the layout old consumers wrote,
 from __future__ import annotations
 
 import argparse
-import socket
-import struct
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -36,7 +34,7 @@ from ads.cli.common import (
     result,
     run_command,
 )
-from ads.protocol import codec
+from ads.client import ClientError, Connection, parse_servers
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
@@ -320,50 +318,35 @@ def reset_offsets(args: argparse.Namespace) -> int:
 
 
 # -- delete-offsets -----------------------------------------------------------------------
-class _Wire:
-    """One request at a time over a plain connection, for what the AdminClient lacks."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.sock = socket.create_connection((host, port), timeout=TIMEOUT_S)
-        self.correlation = 0
-
-    def request(self, api_key: int, version: int, body: Any) -> Any:
-        self.correlation += 1
-        self.sock.sendall(codec.encode_request(api_key, version, self.correlation, "ads-cli",
-                                               body))
-        (size,) = struct.unpack(">i", self._read(4))
-        _, response = codec.decode_response(api_key, version, self._read(size))
-        return response
-
-    def _read(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise CommandError("the broker closed the connection")
-            buf += chunk
-        return bytes(buf)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def _coordinator(args: argparse.Namespace, group: str) -> _Wire:
-    first = args.bootstrap_server.split(",")[0]
-    host, _, port = first.rpartition(":")
+def _connect(host: str, port: int) -> Connection:
     try:
-        wire = _Wire(host.strip("[]"), int(port))
-        found = wire.request(10, 3, m.FindCoordinatorRequest(key=group, key_type=0))
-    except (OSError, ValueError) as exc:
+        return Connection(host, port, client_id="ads-cli", timeout_s=TIMEOUT_S)
+    except ClientError as exc:
+        raise CommandError(str(exc)) from exc
+
+
+def _coordinator(args: argparse.Namespace, group: str) -> Connection:
+    """A connection to the coordinator of ``group``, for what the AdminClient lacks."""
+    try:
+        host, port = parse_servers(args.bootstrap_server)[0]
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    conn = _connect(host, port)
+    try:
+        found = conn.request(m.ApiKey.FIND_COORDINATOR, 3,
+                             m.FindCoordinatorRequest(key=group, key_type=0))
+    except ClientError as exc:
+        conn.close()
         raise CommandError(f"cannot reach {args.bootstrap_server}: {exc}") from exc
+    assert isinstance(found, m.FindCoordinatorResponse)
     if found.error_code != ErrorCode.NONE:
-        wire.close()
+        conn.close()
         raise CommandError(f"no coordinator for group '{group}': "
                            f"{ErrorCode(found.error_code).name}")
-    if (found.host, found.port) != (host.strip("[]"), int(port)):
-        wire.close()
-        wire = _Wire(found.host, found.port)
-    return wire
+    if (found.host, found.port) != (host, port):
+        conn.close()
+        conn = _connect(found.host, found.port)
+    return conn
 
 
 def delete_offsets(args: argparse.Namespace) -> int:
@@ -376,22 +359,24 @@ def delete_offsets(args: argparse.Namespace) -> int:
     req = m.OffsetDeleteRequest(group_id=args.group, topics=[
         T(name=t, partitions=[T.OffsetDeleteRequestPartition(partition_index=p) for p in ps])
         for t, ps in by_topic.items()])
-    wire = _coordinator(args, args.group)
-    try:
-        resp = wire.request(47, 0, req)
-    finally:
-        wire.close()
+    with _coordinator(args, args.group) as conn:
+        try:
+            resp = conn.request(m.ApiKey.OFFSET_DELETE, 0, req)
+        except ClientError as exc:
+            raise CommandError(f"Deleting offsets of group '{args.group}' failed: "
+                               f"{exc}") from exc
+    assert isinstance(resp, m.OffsetDeleteResponse)
     if resp.error_code != ErrorCode.NONE:
         raise CommandError(f"Deleting offsets of group '{args.group}' failed: "
                            f"{ErrorCode(resp.error_code).name}")
     rows: list[tuple[object, ...]] = [("TOPIC", "PARTITION", "STATUS")]
     failed = False
-    for t in resp.topics:
-        for p in t.partitions:
-            ok = p.error_code == ErrorCode.NONE
+    for topic in resp.topics:
+        for part in topic.partitions:
+            ok = part.error_code == ErrorCode.NONE
             failed |= not ok
-            rows.append((t.name, p.partition_index,
-                         "Successful" if ok else f"Error: {ErrorCode(p.error_code).name}"))
+            rows.append((topic.name, part.partition_index,
+                         "Successful" if ok else f"Error: {ErrorCode(part.error_code).name}"))
     print(f"Request succeeded for deleting offsets from group {args.group}.")
     _print_table(rows)
     return 1 if failed else 0

@@ -1,4 +1,5 @@
-"""What every layer needs and nothing of ADS: the injectable clock, crash-safe file helpers.
+"""What every layer needs and nothing of ADS: the injectable clock, crash-safe file helpers,
+the Java `.properties` parser.
 
 This package imports nothing else of ``ads``; every other layer may import it.
 """

@@ -1,11 +1,14 @@
-"""A small blocking Kafka-protocol client: metadata, offsets and raw fetches.
+"""The Spark source's view of a cluster: metadata, offset lookups and raw fetches.
 
 The Spark source runs it on the driver (planning: partitions, leaders, offset lookups) and
-in each task (fetching one offset range). It speaks the wire protocol through
-``ads.protocol`` to any Kafka-protocol broker, negotiating versions with ApiVersions, and
-hands fetched record sets to ``ads.spark.columns`` as bytes, never decoding records itself.
+in each task (fetching one offset range). Connections are ``ads.client.Connection``s (the
+blocking client: framing, correlation ids, frames read into buffers of their exact size);
+this module adds version negotiation, the requests the source sends, leader lookups and
+retries, and turns ``ads.client.ClientError`` into ``KafkaWireError`` at its boundary. It
+hands fetched record sets to ``ads.spark.columns`` as views of the response frame, never
+decoding records itself.
 
-Versions used (the highest both sides support, at most): ApiVersions 3, Metadata 12,
+Versions used (the highest both sides support, at most; ApiVersions v0 asks): Metadata 12,
 ListOffsets 7, Fetch 12 (v13 names topics by id only). Only PLAINTEXT connections: TLS and
 SASL are not implemented here yet.
 
@@ -14,16 +17,14 @@ Thread safety: none; each task and the driver make their own ``Cluster``.
 
 from __future__ import annotations
 
-import socket
-import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 
+from ads.client import ClientError, Connection, choose_versions, parse_servers
 from ads.protocol import messages as m
 from ads.protocol.base import Message
-from ads.protocol.codec import decode_response, encode_request
-from ads.protocol.errors import ErrorCode, ProtocolError
+from ads.protocol.errors import ErrorCode
 
 __all__ = [
     "EARLIEST",
@@ -38,15 +39,12 @@ __all__ = [
 
 LATEST = -1
 EARLIEST = -2
-_SIZE = struct.Struct(">i")
 _WANTED = {
-    m.ApiKey.API_VERSIONS: 3,
     m.ApiKey.METADATA: 12,
     m.ApiKey.LIST_OFFSETS: 7,
     m.ApiKey.FETCH: 12,
 }
 _MIN_WANTED = {m.ApiKey.METADATA: 1, m.ApiKey.LIST_OFFSETS: 1, m.ApiKey.FETCH: 4}
-_MAX_FRAME = 1 << 30
 _RETRIABLE_LEADER = {
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.FENCED_LEADER_EPOCH,
@@ -97,57 +95,24 @@ def _code(value: int) -> ErrorCode:
         return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
-def parse_servers(servers: str) -> list[tuple[str, int]]:
-    out = []
-    for item in servers.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        if "://" in item:
-            item = item.split("://", 1)[1]
-        host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit():
-            raise ValueError(f"bootstrap server {item!r} is not host:port")
-        out.append((host.strip("[]"), int(port)))
-    if not out:
-        raise ValueError("no bootstrap servers given")
-    return out
+def _wire_error(exc: ClientError) -> KafkaWireError:
+    return KafkaWireError(str(exc), exc.code)
 
 
 class BrokerConnection:
-    """One TCP connection to one broker; requests may be pipelined (``send`` several, then
-    ``receive`` in the same order)."""
+    """One connection to one broker (an ``ads.client.Connection`` whose errors become
+    ``KafkaWireError``), with the API versions negotiated on connect. Requests may be
+    pipelined: ``send`` several, then ``receive`` in the same order."""
 
     def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float) -> None:
         self.address = f"{host}:{port}"
         try:
-            self._sock = socket.create_connection((host, port), timeout=timeout_s)
-        except OSError as exc:
-            raise KafkaWireError(f"cannot connect to broker {self.address}: {exc}") from exc
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._client_id = client_id
-        self._correlation = 0
-        self._inflight: list[tuple[int, int, int]] = []
-        self.versions: dict[int, int] = {}
-        self._negotiate()
-
-    def _negotiate(self) -> None:
-        body = m.ApiVersionsRequest(client_software_name="ads-spark",
-                                    client_software_version="1")
-        # v0 is understood by every broker; its response lists the ranges.
-        response = self.request(m.ApiKey.API_VERSIONS, 0, body)
-        assert isinstance(response, m.ApiVersionsResponse)
-        if response.error_code:
-            raise KafkaWireError(f"ApiVersions failed on {self.address}",
-                                 _code(response.error_code))
-        ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-        for key, wanted in _WANTED.items():
-            if key not in ranges:
-                continue
-            lo, hi = ranges[key]
-            version = min(hi, wanted)
-            if version >= max(lo, _MIN_WANTED.get(key, 0)):
-                self.versions[key] = version
+            self._conn = Connection(host, port, client_id=client_id, timeout_s=timeout_s)
+            ranges = self._conn.api_versions()
+        except ClientError as exc:
+            self.close()
+            raise _wire_error(exc) from exc
+        self.versions = choose_versions(ranges, _WANTED, _MIN_WANTED)
 
     def version(self, api_key: int) -> int:
         version = self.versions.get(api_key)
@@ -157,49 +122,25 @@ class BrokerConnection:
         return version
 
     def send(self, api_key: int, version: int, body: Message) -> None:
-        self._correlation += 1
-        frame = encode_request(api_key, version, self._correlation, self._client_id, body)
         try:
-            self._sock.sendall(frame)
-        except OSError as exc:
-            raise KafkaWireError(f"broker {self.address} connection failed: {exc}") from exc
-        self._inflight.append((api_key, version, self._correlation))
+            self._conn.send(api_key, version, body)
+        except ClientError as exc:
+            raise _wire_error(exc) from exc
 
     def receive(self) -> Message:
-        api_key, version, correlation = self._inflight.pop(0)
-        size = _SIZE.unpack(self._read_exactly(4))[0]
-        if not 4 <= size <= _MAX_FRAME:
-            raise KafkaWireError(f"broker {self.address} sent a frame of {size} bytes")
-        frame = self._read_exactly(size)
         try:
-            got, body = decode_response(api_key, version, frame)
-        except ProtocolError as exc:
-            raise KafkaWireError(f"undecodable response from {self.address}: {exc}") from exc
-        if got != correlation:
-            raise KafkaWireError(
-                f"broker {self.address} answered correlation id {got}, expected {correlation}")
-        return body
+            return self._conn.receive()
+        except ClientError as exc:
+            raise _wire_error(exc) from exc
 
     def request(self, api_key: int, version: int, body: Message) -> Message:
         self.send(api_key, version, body)
         return self.receive()
 
-    def _read_exactly(self, n: int) -> memoryview:
-        buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
-        try:
-            while got < n:
-                read = self._sock.recv_into(view[got:], n - got)
-                if read == 0:
-                    raise KafkaWireError(f"broker {self.address} closed the connection")
-                got += read
-        except OSError as exc:
-            raise KafkaWireError(f"broker {self.address} connection failed: {exc}") from exc
-        return view
-
     def close(self) -> None:
-        self._sock.close()
+        conn = getattr(self, "_conn", None)
+        if conn is not None:
+            conn.close()
 
 
 class Cluster:
