@@ -50,10 +50,12 @@ system-deps:
 lint: test-deps
 	$(VENV)/bin/ruff check src tests
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 test: test-deps
 	$(VENV)/bin/ruff check src tests tools
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
 
 clean:

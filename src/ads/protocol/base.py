@@ -30,7 +30,7 @@ __all__ = ["Decoder", "Encoder", "Message", "Struct"]
 class Struct(StructBase):
     """A struct of a message: the generated classes derive from it."""
 
-    __slots__ = ()
+    __slots__: tuple[str, ...] = ()
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):

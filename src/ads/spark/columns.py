@@ -38,14 +38,13 @@ from ads.records.batch import (
     BatchHeader,
     ControlRecordType,
     TimestampType,
-    decode_record_body,
     parse_control_record,
     read_batch_header,
 )
 from ads.records.compression import decompress
 from ads.records.crc import crc32c
 from ads.records.errors import CorruptRecordError, RecordError
-from ads.records.record import read_varint
+from ads.records.record import decode_record_body, read_varint
 
 __all__ = [
     "ARROW_SCHEMA",

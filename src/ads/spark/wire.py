@@ -270,7 +270,7 @@ class Cluster:
         conn = self.connection(node)
         version = conn.version(m.ApiKey.LIST_OFFSETS)
         req = m.ListOffsetsRequest
-        by_topic: dict[str, list[req.ListOffsetsTopic.ListOffsetsPartition]] = {}
+        by_topic: dict[str, list[m.ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition]] = {}
         for tp in tps:
             by_topic.setdefault(tp.topic, []).append(req.ListOffsetsTopic.ListOffsetsPartition(
                 partition_index=tp.partition, timestamp=targets[tp]))

@@ -510,10 +510,12 @@ def clean_log(
             on_swap("cleaned")
         old = [plan.segments[i] for i in group]
         sizes = [plan.sizes[i] for i in group]
+        def swap(c: LogSegment = cleaned, o: list[LogSegment] = old,
+                 s: list[int] = sizes) -> bool:
+            return plan.log.replace_segments(c, o, s)
+
         try:
-            swapped = run_on_owner(
-                lambda c=cleaned, o=old, s=sizes: plan.log.replace_segments(c, o, s)
-            )
+            swapped = run_on_owner(swap)
         except Exception:
             cleaned.delete(None)  # the list was not changed: the old segments still serve
             raise
