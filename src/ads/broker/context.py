@@ -8,7 +8,7 @@ close an import circle, and a handler's needs stay visible in one place.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Protocol
 
 from ads.broker.config import BrokerConfig
@@ -16,8 +16,8 @@ from ads.broker.fetch_sessions import FetchSessionCache
 from ads.common.clock import Clock
 from ads.coordinator.group.coordinator import GroupCoordinator
 from ads.metadata.cache import TopicCache
-from ads.metadata.embedded import EmbeddedMetadataStore
 from ads.metadata.model import BrokerEndpoint, TopicState
+from ads.metadata.store import MetadataStore
 from ads.protocol.messages import MetadataResponse
 from ads.replication.replica_manager import ReplicaManager
 
@@ -27,7 +27,7 @@ class BrokerContext(Protocol):
     clock: Clock
     node_id: int
     endpoint: BrokerEndpoint
-    metadata: EmbeddedMetadataStore
+    metadata: MetadataStore
     replica_manager: ReplicaManager
     group_coordinator: GroupCoordinator
     fetch_sessions: FetchSessionCache
@@ -35,13 +35,14 @@ class BrokerContext(Protocol):
     metadata_entries: TopicCache[MetadataResponse.MetadataResponseTopic]
 
     # -- topics: recorded in the metadata, then their partitions served ------------------
-    def create_topic(self, name: str, num_partitions: int, configs: dict[str, str],
-                     topic_id: uuid.UUID | None = None) -> TopicState: ...
+    async def record_topic(self, name: str, num_partitions: int, configs: dict[str, str],
+                           replication_factor: int = 1,
+                           assignment: Mapping[int, list[int]] | None = None,
+                           topic_id: uuid.UUID | None = None) -> TopicState: ...
 
-    def record_topic(self, name: str, num_partitions: int, configs: dict[str, str],
-                     topic_id: uuid.UUID | None = None) -> TopicState: ...
-
-    def record_partitions(self, name: str, total: int) -> TopicState: ...
+    async def record_partitions(self, name: str, total: int,
+                                assignment: Mapping[int, list[int]] | None = None
+                                ) -> TopicState: ...
 
     async def open_new(self, topic: TopicState) -> None: ...
 
@@ -49,11 +50,11 @@ class BrokerContext(Protocol):
 
     def opening(self, name: str) -> bool: ...
 
-    def delete_topic(self, name: str) -> None: ...
+    async def delete_topic(self, name: str) -> None: ...
 
-    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None: ...
+    async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None: ...
 
-    def next_producer_id(self) -> int: ...
+    async def next_producer_id(self) -> int: ...
 
     # -- background work, cancelled when the broker stops --------------------------------
     def spawn(self, work: Coroutine[object, object, None]) -> None: ...

@@ -2,10 +2,9 @@
 
 The group coordinator gets `__consumer_offsets` (`internal_topics.InternalTopicLog`), the
 topic metadata and the broker's clock. Leadership of internal-topic partitions reaches the
-coordinator runtime through `become_leader` / `become_follower`; on one broker every
-partition is led here from the start, so `start` makes the runtime lead (and load, in the
-background) each partition of the topic, created or not. With replication the replica
-manager calls the two hooks when it becomes leader or follower of such a partition.
+coordinator runtime through `become_leader` / `become_follower`: the replica manager calls
+them whenever this broker becomes leader or follower of such a partition, on one broker as
+in a cluster.
 """
 
 from __future__ import annotations
@@ -29,14 +28,9 @@ def create_group_coordinator(broker: BrokerContext) -> GroupCoordinator:
 
 
 def start(broker: BrokerContext) -> None:
-    """Leads every partition of the internal topics (one broker) and runs the timers."""
-    coordinator = broker.group_coordinator
-    name = coordinator.topic.name
-    topic = broker.metadata.topics.get(name)
-    for partition in range(coordinator.topic.partition_count()):
-        epoch = 0 if topic is None else topic.partitions[partition].leader_epoch
-        become_leader(broker, name, partition, epoch)
-    broker.schedule("group-coordinator", TICK_MS, coordinator.tick)
+    """Runs the timers. The coordinators load the partitions this broker leads as the
+    replica manager reports leadership (`leadership_changed`)."""
+    broker.schedule("group-coordinator", TICK_MS, broker.group_coordinator.tick)
 
 
 def become_leader(broker: BrokerContext, topic: str, partition: int, leader_epoch: int) -> None:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from ads.coordinator.group.records import OFFSETS_TOPIC
 from ads.coordinator.topic import AppendError
 from ads.metadata.model import INTERNAL_TOPICS
+from ads.metadata.store import TopicExistsError
 from ads.protocol.errors import ErrorCode
 from ads.records.batch import iter_batches
 from ads.replication.partition import PartitionError
@@ -43,13 +44,14 @@ class InternalTopicSpec:
     partitions_key: str
     segment_bytes_key: str
     load_buffer_key: str
+    replication_factor_key: str
     # Topic configs set whatever the broker's defaults are.
     configs: dict[str, str] = field(default_factory=dict)
 
 
 OFFSETS_TOPIC_SPEC = InternalTopicSpec(
     OFFSETS_TOPIC, "offsets.topic.num.partitions", "offsets.topic.segment.bytes",
-    "offsets.load.buffer.size",
+    "offsets.load.buffer.size", "offsets.topic.replication.factor",
     {"cleanup.policy": "compact", "compression.type": "producer"})
 
 
@@ -77,26 +79,36 @@ class InternalTopicLog:
         return self._int(self.spec.partitions_key)
 
     def ready(self) -> bool:
-        return self.name in self.broker.metadata.topics and not self.broker.opening(self.name)
+        """Whether the topic exists, its files here are made and every partition is led."""
+        topic = self.broker.metadata.topics.get(self.name)
+        return (topic is not None and not self.broker.opening(self.name)
+                and all(p.leader >= 0 for p in topic.partitions))
 
     async def create(self) -> None:
         """Creates the topic (or waits for its creation) with the files made off the loop:
         fifty partitions' fsyncs would stall every connection for tens of milliseconds."""
         topic = self.broker.metadata.topics.get(self.name)
         if topic is None:
-            topic = self.broker.record_topic(self.name, *self._spec())
+            partitions, configs = self._spec()
+            # Kafka refuses to create it with fewer live brokers than its replication
+            # factor; ADS places it on the brokers there are, so one broker needs no setting.
+            rf = min(self._int(self.spec.replication_factor_key),
+                     max(len(self.broker.metadata.brokers), 1))
+            try:
+                topic = await self.broker.record_topic(self.name, partitions, configs, rf)
+            except TopicExistsError:  # another broker created it meanwhile
+                topic = self.broker.metadata.topics.get(self.name)
+                if topic is None:
+                    raise
         await self.broker.open_new(topic)
 
     def _spec(self) -> tuple[int, dict[str, str]]:
-        # One broker: replication factor 1 whatever the topic's replication factor says.
         return self._int(self.spec.partitions_key), {
             **self.spec.configs,
             "segment.bytes": str(self._int(self.spec.segment_bytes_key)),
         }
 
     def append(self, partition: int, batch: bytes) -> asyncio.Future[int]:
-        if self.name not in self.broker.metadata.topics:
-            self.broker.create_topic(self.name, *self._spec())
         committed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         base_offset, next_offset = self._append_to_partition(partition, batch)
         pending = self.broker.replica_manager.wait_for_commit(

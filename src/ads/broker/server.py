@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
 
 from ads.broker import config as bconfig
@@ -22,9 +22,13 @@ from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.handlers import all_handlers
 from ads.broker.settings import cleaner_config_from, log_config_from
 from ads.common.clock import Clock, SystemClock
+from ads.controller.controller import Controller
+from ads.metadata.assignment import assign_replicas
 from ads.metadata.cache import TopicCache
 from ads.metadata.embedded import EmbeddedMetadataStore
 from ads.metadata.model import BrokerEndpoint, PartitionState, TopicState
+from ads.metadata.store import MetadataStore
+from ads.metadata.zookeeper import ZkMetadataStore
 from ads.net.server import KafkaListener
 from ads.protocol.messages import MetadataResponse
 from ads.replication.replica_manager import ReplicaManager
@@ -36,6 +40,9 @@ from ads.storage.manager import LogManager
 log = logging.getLogger("ads.broker")
 
 PRODUCER_ID_BLOCK = 1000
+# How long admin requests wait for the controller to elect a new topic's leaders, or for a
+# deleted topic to go.
+LEADER_WAIT_S = 30.0
 
 
 def _log_failure(what: str) -> Callable[[asyncio.Future[None]], None]:
@@ -48,6 +55,21 @@ def _log_failure(what: str) -> Callable[[asyncio.Future[None]], None]:
     return report
 
 
+def _rack(config: bconfig.BrokerConfig) -> str | None:
+    rack = config.get("broker.rack")
+    return str(rack) if rack else None
+
+
+def _metadata_store(config: bconfig.BrokerConfig, first_dir: Path) -> MetadataStore:
+    connect = config.zookeeper_connect
+    if connect is None:
+        return EmbeddedMetadataStore(first_dir, config.node_id)
+    timeout = config.get("zookeeper.connection.timeout.ms")
+    return ZkMetadataStore(connect, config.node_id,
+                           config.get_int("zookeeper.session.timeout.ms"),
+                           timeout if isinstance(timeout, int) else None)
+
+
 class Broker:
     def __init__(self, config: bconfig.BrokerConfig, clock: Clock | None = None,
                  file_io: FileIO = OS_FILE_IO) -> None:
@@ -56,13 +78,15 @@ class Broker:
         self.clock: Clock = clock or SystemClock()
         self.node_id: int = config.node_id
         self.log_dirs = [Path(d) for d in config.log_dirs]
-        self.metadata = EmbeddedMetadataStore(self.log_dirs[0], self.node_id)
+        self.metadata: MetadataStore = _metadata_store(config, self.log_dirs[0])
+        self.metadata.add_listener(self._metadata_changed)
+        self.controller: Controller | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.log_manager = LogManager(
             self.log_dirs, clock=self.clock,
             default_config=log_config_from(bconfig.effective_topic_config(config, {})),
             scheduler=self._run_later, file_io=file_io)
-        self.replica_manager = ReplicaManager(self.node_id)
+        self.replica_manager = ReplicaManager(self.node_id, self._known_partition)
         self.dispatcher = Dispatcher(self, all_handlers())
         self.group_coordinator = coordinators.create_group_coordinator(self)
         self.replica_manager.add_leadership_listener(
@@ -81,6 +105,8 @@ class Broker:
         # Topics whose new partitions' files are being made in a worker thread.
         self._opening: dict[str, asyncio.Future[None]] = {}
         self._producer_ids: Iterator[int] = iter(())
+        # Each topic's configs as last applied to its logs (changes may come from anywhere).
+        self._applied_configs: dict[str, dict[str, str]] = {}
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -88,7 +114,7 @@ class Broker:
         self._loop = asyncio.get_running_loop()
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
-        self.metadata.load()
+        await asyncio.to_thread(self.metadata.load)
         self.log_manager.startup()
         for topic in self.metadata.topics.values():
             self._open_partitions(topic)
@@ -103,7 +129,21 @@ class Broker:
             adv_port = bound_port if port == 0 or adv_port == 0 else adv_port
         if adv_host in ("", "0.0.0.0"):  # noqa: S104 - only a comparison
             adv_host = "127.0.0.1" if bound_host in ("0.0.0.0", "") else bound_host  # noqa: S104
-        self.endpoint = BrokerEndpoint(self.node_id, adv_host, adv_port)
+        self.endpoint = BrokerEndpoint(self.node_id, adv_host, adv_port,
+                                       _rack(self.config))
+        self.started = True
+        try:
+            self.metadata.register(self.endpoint)
+        except Exception:
+            self.started = False
+            self.listener.stop_accepting()
+            coordinators.stop(self)
+            self.log_manager.shutdown()
+            self.metadata.close()
+            raise
+        if isinstance(self.metadata, ZkMetadataStore):
+            self.controller = Controller(self.metadata.zk, self.node_id)
+            self.controller.start()
         self.schedule("log-retention", self.config.get_int("log.retention.check.interval.ms"),
                        self._retention)
         self.schedule("log-flush", self.config.get_int("log.flush.scheduler.interval.ms"),
@@ -118,7 +158,6 @@ class Broker:
             self.log_manager, cleaner_config_from(self.config), clock=self.clock,
             submit_to_owner=asyncio.get_running_loop().call_soon_threadsafe)
         self.log_cleaner.startup()
-        self.started = True
         log.info("ADS broker %d listening on %s:%d (advertised %s:%d), data in %s",
                  self.node_id, bound_host, bound_port, adv_host, adv_port,
                  ", ".join(str(d) for d in self.log_dirs))
@@ -134,6 +173,9 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._opening.values(), return_exceptions=True)
         coordinators.stop(self)
+        if self.controller is not None:
+            await asyncio.to_thread(self.controller.stop)
+        await asyncio.to_thread(self.metadata.close)
         if self.log_cleaner is not None:
             # Off the loop: a cleaner thread may be waiting for the loop to swap segments in.
             await asyncio.to_thread(self.log_cleaner.shutdown)
@@ -189,34 +231,81 @@ class Broker:
     def topic_log_config(self, topic: TopicState) -> LogConfig:
         return log_config_from(bconfig.effective_topic_config(self.config, topic.configs))
 
+    def _known_partition(self, name: str, index: int) -> bool:
+        topic = self.metadata.topics.get(name)
+        return topic is not None and 0 <= index < len(topic.partitions)
+
+    def _metadata_changed(self, name: str | None) -> None:
+        """The store's listener (event loop): serve what the metadata says this broker
+        holds, in the role it says, and drop what it no longer holds."""
+        if not self.started:
+            return
+        names = [name] if name is not None else [*self.metadata.topics, *self._served_topics()]
+        for topic_name in dict.fromkeys(names):
+            topic = self.metadata.topics.get(topic_name)
+            if topic is None:
+                self._drop_topic(topic_name)
+            elif any(self.replica_manager.get(topic_name, p.partition) is None
+                     and self.node_id in p.replicas for p in topic.partitions):
+                self.open_in_background(topic)
+            else:
+                self._open_partitions(topic)
+            if topic is not None and self._applied_configs.get(topic_name) != topic.configs:
+                self._applied_configs[topic_name] = dict(topic.configs)
+                self._apply_topic_config(topic_name)
+
+    def _served_topics(self) -> set[str]:
+        return {part.topic for part in self.replica_manager}
+
+    def _drop_topic(self, name: str) -> None:
+        for part in [p for p in self.replica_manager if p.topic == name]:
+            self.replica_manager.remove_partition(name, part.index)
+            self.log_manager.delete_log(name, part.index)
+            coordinators.become_follower(self, name, part.index)
+        log.info("deleted topic %s", name)
+
     def _open_partitions(self, topic: TopicState) -> None:
+        """Serves this broker's replicas of the topic (files made already, or made here)
+        and gives each the role its partition state names."""
         cfg = self.topic_log_config(topic)
+        rm = self.replica_manager
         for p in topic.partitions:
-            if self.replica_manager.get(topic.name, p.partition) is not None:
+            part = rm.get(topic.name, p.partition)
+            if self.node_id not in p.replicas:
+                if part is not None:  # moved to other brokers
+                    rm.remove_partition(topic.name, p.partition)
+                    self.log_manager.delete_log(topic.name, p.partition)
                 continue
-            plog = self.log_manager.create_log(topic.name, p.partition, cfg)
-            self.replica_manager.add_partition(
-                topic.name, topic.topic_id, p.partition, plog, p.leader_epoch, cfg)
+            if part is None:
+                plog = self.log_manager.create_log(topic.name, p.partition, cfg)
+                part = rm.add_partition(topic.name, topic.topic_id, p.partition, plog,
+                                        max(p.leader_epoch, 0), cfg, leader=False)
+            if p.leader_epoch < 0:
+                continue  # no leader elected yet
+            leads = p.leader == self.node_id and not self.metadata.fenced
+            if leads and (not part.is_leader or part.leader_epoch < p.leader_epoch):
+                rm.become_leader(topic.name, p.partition, p.leader_epoch, p.isr)
+            elif not leads and (part.is_leader or part.leader_epoch < p.leader_epoch):
+                rm.become_follower(topic.name, p.partition,
+                                   max(p.leader_epoch, part.leader_epoch))
 
-    def create_topic(self, name: str, num_partitions: int, configs: dict[str, str],
-                     topic_id: uuid.UUID | None = None) -> TopicState:
-        """Creates a topic with its partitions' files made on the calling thread (tools and
-        tests); request handlers use `record_topic` and then `open_new`."""
-        topic = self.record_topic(name, num_partitions, configs, topic_id)
-        self._open_partitions(topic)
-        return topic
-
-    def record_topic(self, name: str, num_partitions: int, configs: dict[str, str],
-                     topic_id: uuid.UUID | None = None) -> TopicState:
-        """Puts a new topic in the metadata; `open_new` then serves its partitions."""
-        topic = self.metadata.create_topic(name, num_partitions, configs, topic_id)
+    async def record_topic(self, name: str, num_partitions: int, configs: dict[str, str],
+                           replication_factor: int = 1,
+                           assignment: Mapping[int, list[int]] | None = None,
+                           topic_id: uuid.UUID | None = None) -> TopicState:
+        """Puts a new topic in the metadata with its replicas placed over the live brokers
+        (or as `assignment` says); `open_new` then waits until it is served."""
+        if assignment is None:
+            assignment = assign_replicas(list(self.metadata.brokers.values()), num_partitions,
+                                         replication_factor)
+        topic = await self.metadata.create_topic(name, configs, assignment, topic_id)
         log.info("created topic %s with %d partitions (id %s, configs %s)",
-                 name, num_partitions, topic.topic_id, configs)
+                 name, len(assignment), topic.topic_id, configs)
         return topic
 
     async def open_new(self, topic: TopicState) -> None:
-        """Makes the files of the topic's partitions that are not served yet in a worker
-        thread, then serves them.
+        """Waits until the topic's partitions are served: here, this broker's replicas'
+        files are made in a worker thread, and every partition has a leader.
 
         Making a partition costs a directory and checkpoint fsyncs (a 1,000-partition topic
         took seconds), and the event loop must not wait on disks (DESIGN rule 6). Meanwhile
@@ -225,10 +314,21 @@ class Broker:
         elected. The work belongs to the broker, not to the request that asked for it: a
         client that drops its connection cancels its wait, not the opening.
         """
-        await asyncio.shield(self._start_opening(topic))
+        opening = self._opening.get(topic.name)
+        if opening is None and any(
+                self.replica_manager.get(topic.name, p.partition) is None
+                and self.node_id in p.replicas for p in topic.partitions):
+            opening = self._start_opening(topic)
+        if opening is not None:
+            await asyncio.shield(opening)
+        await self.metadata.wait(lambda: self._led(topic.name), LEADER_WAIT_S)
+
+    def _led(self, name: str) -> bool:
+        topic = self.metadata.topics.get(name)
+        return topic is None or all(p.leader >= 0 for p in topic.partitions)
 
     def open_in_background(self, topic: TopicState) -> None:
-        """`open_new` without waiting for it (topics auto-created by Metadata)."""
+        """Makes this broker's new replicas of the topic without waiting for them."""
         self._start_opening(topic).add_done_callback(
             _log_failure(f"making the partitions of topic {topic.name}"))
 
@@ -239,7 +339,7 @@ class Broker:
     def _start_opening(self, topic: TopicState) -> asyncio.Future[None]:
         # Openings of one topic run one after another, each after the one before it.
         previous = self._opening.get(topic.name)
-        task = asyncio.ensure_future(self._make_and_serve(topic, previous))
+        task = asyncio.ensure_future(self._make_and_serve(topic.name, previous))
         self._opening[topic.name] = task
 
         def forget(done: asyncio.Future[None]) -> None:
@@ -249,52 +349,66 @@ class Broker:
         task.add_done_callback(forget)
         return task
 
-    async def _make_and_serve(self, topic: TopicState,
-                              previous: asyncio.Future[None] | None) -> None:
+    async def _make_and_serve(self, name: str, previous: asyncio.Future[None] | None) -> None:
         if previous is not None:
             await asyncio.wait([previous])
-        todo = [p for p in topic.partitions
-                if self.replica_manager.get(topic.name, p.partition) is None]
+        topic = self.metadata.topics.get(name)
+        if topic is None:
+            return
+        todo = [p for p in topic.partitions if self.node_id in p.replicas
+                and self.replica_manager.get(name, p.partition) is None]
         if todo:
-            await asyncio.to_thread(self._make_logs, topic.name, todo,
-                                    self.topic_log_config(topic))
-        if self.metadata.topics.get(topic.name) is topic:
+            await asyncio.to_thread(self._make_logs, name, todo, self.topic_log_config(topic))
+        topic = self.metadata.topics.get(name)  # the newest state: it may have moved on
+        if topic is not None:
             self._open_partitions(topic)
         else:  # deleted while its files were made
             for p in todo:
-                self.log_manager.delete_log(topic.name, p.partition)
+                self.log_manager.delete_log(name, p.partition)
 
     def _make_logs(self, name: str, partitions: list[PartitionState], cfg: LogConfig) -> None:
         # Worker thread: only the log manager (thread-safe) and the new logs are touched.
         for p in partitions:
             plog = self.log_manager.create_log(name, p.partition, cfg)
             # As Partition would on the loop: the epoch checkpoint's fsync happens here.
-            if plog.latest_epoch is None or plog.latest_epoch < p.leader_epoch:
+            if p.leader == self.node_id and (
+                    plog.latest_epoch is None or plog.latest_epoch < p.leader_epoch):
                 plog.assign_epoch(p.leader_epoch, plog.log_end_offset)
 
-    def delete_topic(self, name: str) -> None:
-        topic = self.metadata.delete_topic(name)
-        for p in topic.partitions:
-            self.replica_manager.remove_partition(name, p.partition)
-            self.log_manager.delete_log(name, p.partition)
-        log.info("deleted topic %s", name)
+    async def delete_topic(self, name: str) -> None:
+        """Deletes the topic everywhere; returns when this broker sees it gone."""
+        await self.metadata.delete_topic(name)
+        await self.metadata.wait(lambda: name not in self.metadata.topics, LEADER_WAIT_S)
 
-    def record_partitions(self, name: str, total: int) -> TopicState:
+    async def record_partitions(self, name: str, total: int,
+                                assignment: Mapping[int, list[int]] | None = None
+                                ) -> TopicState:
         """Grows a topic in the metadata; `open_new` then serves the new partitions."""
-        self.metadata.add_partitions(name, total)
+        topic = self.metadata.topics[name]
+        if assignment is None:
+            rf = len(topic.partitions[0].replicas) if topic.partitions else 1
+            assignment = assign_replicas(list(self.metadata.brokers.values()),
+                                         total - len(topic.partitions), rf,
+                                         first_partition=len(topic.partitions))
+        await self.metadata.add_partitions(name, assignment)
         return self.metadata.topics[name]
 
-    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        self.metadata.set_topic_configs(name, configs)
-        topic = self.metadata.topics[name]
+    async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Sets the topic's configs; the logs take them when the metadata reports it."""
+        await self.metadata.set_topic_configs(name, configs)
+
+    def _apply_topic_config(self, name: str) -> None:
+        topic = self.metadata.topics.get(name)
+        if topic is None:
+            return
         cfg = self.topic_log_config(topic)
         self.log_manager.update_config(name, cfg)
         self.replica_manager.update_config(name, cfg)
 
-    def next_producer_id(self) -> int:
+    async def next_producer_id(self) -> int:
         pid = next(self._producer_ids, None)
         if pid is None:
-            start, end = self.metadata.allocate_producer_id_block(PRODUCER_ID_BLOCK)
+            start, end = await self.metadata.allocate_producer_id_block(PRODUCER_ID_BLOCK)
             self._producer_ids = iter(range(start, end))
             pid = next(self._producer_ids)
         return pid

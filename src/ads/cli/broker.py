@@ -10,6 +10,7 @@ import sys
 
 from ads.broker.config import BrokerConfig, ConfigError, load_broker_config
 from ads.broker.server import Broker
+from ads.metadata.store import MetadataUnavailableError, NodeIdInUseError
 
 log = logging.getLogger("ads")
 
@@ -21,6 +22,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--host", help="listener host")
     p.add_argument("--port", type=int, help="listener port")
     p.add_argument("--node-id", type=int, help="node.id")
+    p.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
+                   help="join the cluster kept in this ZooKeeper (zookeeper.connect); "
+                        "without it the broker keeps its metadata in its data directory")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any config key (repeatable; wins over file and flags)")
     p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
@@ -33,6 +37,8 @@ def _flags(args: argparse.Namespace) -> dict[str, str]:
         flags["log.dirs"] = args.data_dir
     if args.node_id is not None:
         flags["node.id"] = str(args.node_id)
+    if args.zookeeper:
+        flags["zookeeper.connect"] = args.zookeeper
     if args.host is not None or args.port is not None:
         host = args.host if args.host is not None else "127.0.0.1"
         port = args.port if args.port is not None else 9092
@@ -65,6 +71,9 @@ async def _serve(config: BrokerConfig) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
+    except (MetadataUnavailableError, NodeIdInUseError) as exc:
+        log.error("cannot start: %s", exc)  # noqa: TRY400 - a clear line, not a traceback
+        return 2
     except OSError as exc:
         log.error("cannot start: %s", exc)  # noqa: TRY400 - a clear line, not a traceback
         return 1

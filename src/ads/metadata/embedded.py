@@ -13,10 +13,12 @@ from __future__ import annotations
 import base64
 import json
 import uuid
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ads.common.files import atomic_write
-from ads.metadata.model import PartitionState, TopicState
+from ads.metadata.model import BrokerEndpoint, PartitionState, TopicState
+from ads.metadata.store import MetadataListener
 
 METADATA_FILE = "ads-metadata.json"
 FORMAT_VERSION = 1
@@ -44,6 +46,10 @@ class EmbeddedMetadataStore:
         # any id of it is used, so ids are never reused after a crash.
         self.producer_id_block_end = 0
         self.version = 0  # counts changes, so derived data can tell when it is stale
+        self.brokers: dict[int, BrokerEndpoint] = {}
+        self.controller_id = node_id  # the one broker decides everything
+        self.fenced = False
+        self._listeners: list[MetadataListener] = []
 
     def load(self) -> None:
         if not self._path.exists():
@@ -60,6 +66,20 @@ class EmbeddedMetadataStore:
         self.topics = {t.name: t for t in topics}
         self._by_id = {t.topic_id: t for t in topics}
 
+    def register(self, endpoint: BrokerEndpoint) -> None:
+        self.brokers = {endpoint.node_id: endpoint}
+        self.version += 1
+
+    def close(self) -> None:
+        pass
+
+    def add_listener(self, listener: MetadataListener) -> None:
+        self._listeners.append(listener)
+
+    def _changed(self, name: str) -> None:
+        for listener in self._listeners:
+            listener(name)
+
     def _save(self) -> None:
         self.version += 1  # every change goes through here: caches compare it
         data = {
@@ -73,45 +93,50 @@ class EmbeddedMetadataStore:
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
         return self._by_id.get(topic_id)
 
-    def create_topic(self, name: str, num_partitions: int, configs: dict[str, str],
-                     topic_id: uuid.UUID | None = None) -> TopicState:
+    async def create_topic(self, name: str, configs: dict[str, str],
+                           assignment: Mapping[int, list[int]],
+                           topic_id: uuid.UUID | None = None) -> TopicState:
         topic = TopicState(
             name=name,
             topic_id=topic_id or uuid.uuid4(),
-            partitions=[self._new_partition(i) for i in range(num_partitions)],
+            partitions=[self._new_partition(p, assignment[p]) for p in sorted(assignment)],
             configs=dict(configs),
         )
         self.topics[name] = topic
         self._by_id[topic.topic_id] = topic
         self._save()
+        self._changed(name)
         return topic
 
-    def _new_partition(self, index: int) -> PartitionState:
-        return PartitionState(
-            partition=index, leader=self.node_id, leader_epoch=0,
-            replicas=[self.node_id], isr=[self.node_id],
-        )
+    def _new_partition(self, index: int, replicas: list[int]) -> PartitionState:
+        # One broker: the first replica (this broker) leads from the start.
+        return PartitionState(partition=index, leader=replicas[0], leader_epoch=0,
+                              replicas=list(replicas), isr=list(replicas))
 
-    def delete_topic(self, name: str) -> TopicState:
+    async def delete_topic(self, name: str) -> None:
         topic = self.topics.pop(name)
         self._by_id.pop(topic.topic_id, None)
         self._save()
-        return topic
+        self._changed(name)
 
-    def add_partitions(self, name: str, total: int) -> list[PartitionState]:
+    async def add_partitions(self, name: str, assignment: Mapping[int, list[int]]) -> None:
         topic = self.topics[name]
-        added = [self._new_partition(i) for i in range(len(topic.partitions), total)]
-        topic.partitions.extend(added)
+        topic.partitions.extend(self._new_partition(p, assignment[p]) for p in sorted(assignment))
         self._save()
-        return added
+        self._changed(name)
 
-    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self.topics[name].configs = dict(configs)
         self._save()
+        self._changed(name)
 
-    def allocate_producer_id_block(self, size: int) -> tuple[int, int]:
+    async def allocate_producer_id_block(self, size: int) -> tuple[int, int]:
         """Reserve `size` producer ids; returns [start, end)."""
         start = self.producer_id_block_end
         self.producer_id_block_end = start + size
         self._save()
         return start, start + size
+
+    async def wait(self, ready: Callable[[], bool], timeout_s: float) -> bool:
+        # Changes here are made by this broker, complete when their call returns.
+        return ready()

@@ -71,7 +71,8 @@ class Partition:
     """One partition replica on this broker. Used from the event loop thread only."""
 
     def __init__(self, topic: str, topic_id: uuid.UUID, index: int, log_: Log,
-                 leader_epoch: int, node_id: int, config: LogConfig) -> None:
+                 leader_epoch: int, node_id: int, config: LogConfig, leader: bool = True
+                 ) -> None:
         self.topic = topic
         self.topic_id = topic_id
         self.index = index
@@ -85,7 +86,8 @@ class Partition:
         # Log end offsets of the followers as the leader knows them (its own is its log's);
         # the high watermark is the minimum over the ISR. Filled in by replication.
         self.replica_end_offsets: dict[int, int] = {}
-        self.make_leader(leader_epoch, [node_id])
+        if leader:
+            self.make_leader(leader_epoch, [node_id])
 
     def make_leader(self, leader_epoch: int, isr: list[int]) -> None:
         """Leads from `leader_epoch` on: later appends carry it; older epochs are fenced."""

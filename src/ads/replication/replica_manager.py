@@ -70,6 +70,7 @@ class PartitionRead(NamedTuple):  # a tuple: built per partition of every fetch
 
 
 UNKNOWN_READ = PartitionRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, None, 0)
+NOT_LEADER_READ = PartitionRead(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, -1, None, 0)
 
 
 class FetchResult(NamedTuple):
@@ -80,8 +81,13 @@ class FetchResult(NamedTuple):
 
 
 class ReplicaManager:
-    def __init__(self, node_id: int) -> None:
+    def __init__(self, node_id: int,
+                 known: Callable[[str, int], bool] | None = None) -> None:
+        """`known(topic, index)`: whether the partition exists in the cluster; one this
+        broker does not hold then answers NOT_LEADER_OR_FOLLOWER (clients refresh their
+        metadata and go to its leader), an unknown one UNKNOWN_TOPIC_OR_PARTITION."""
         self.node_id = node_id
+        self._known = known or (lambda _topic, _index: False)
         self._partitions: dict[PartitionKey, Partition] = {}
         self.fetch_purgatory = Purgatory("fetch")
         self.produce_purgatory = Purgatory("produce")
@@ -104,7 +110,8 @@ class ReplicaManager:
         """The partition if this broker leads it; PartitionError otherwise."""
         part = self._partitions.get((topic, index))
         if part is None:
-            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER if self._known(topic, index)
+                                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if not part.is_leader:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return part
@@ -118,12 +125,14 @@ class ReplicaManager:
         return ErrorCode.NONE
 
     def add_partition(self, topic: str, topic_id: uuid.UUID, index: int, log: Log,
-                      leader_epoch: int, config: LogConfig) -> Partition:
-        """Serves a partition of a new or reopened topic, led here (one broker)."""
+                      leader_epoch: int, config: LogConfig, leader: bool = True) -> Partition:
+        """Serves a partition of a new or reopened topic, led here from `leader_epoch`
+        unless `leader` is False (then `become_leader` or `become_follower` follows)."""
         key = (topic, index)
         part = self._partitions.get(key)
         if part is None:
-            part = Partition(topic, topic_id, index, log, leader_epoch, self.node_id, config)
+            part = Partition(topic, topic_id, index, log, leader_epoch, self.node_id, config,
+                             leader)
             self._partitions[key] = part
         return part
 
@@ -245,7 +254,8 @@ class ReplicaManager:
         for t in targets:
             part = partitions.get((t.topic, t.partition)) if t.topic is not None else None
             if part is None:
-                reads.append(UNKNOWN_READ)
+                reads.append(NOT_LEADER_READ if t.topic is not None
+                             and self._known(t.topic, t.partition) else UNKNOWN_READ)
                 error = True
                 continue
             keys.append(part.key)

@@ -69,8 +69,8 @@ def handle_describe(ctx: RequestContext, req: m.DescribeConfigsRequest
 Compute = Callable[[dict[str, str]], dict[str, str]]
 
 
-def _alter(ctx: RequestContext, resource_type: int, name: str, compute: Compute,
-           validate_only: bool) -> tuple[ErrorCode, str | None]:
+async def _alter(ctx: RequestContext, resource_type: int, name: str, compute: Compute,
+                 validate_only: bool) -> tuple[ErrorCode, str | None]:
     broker = ctx.broker
     if resource_type != TOPIC:
         return (ErrorCode.INVALID_REQUEST,
@@ -84,17 +84,18 @@ def _alter(ctx: RequestContext, resource_type: int, name: str, compute: Compute,
     except bconfig.ConfigError as exc:
         return ErrorCode.INVALID_CONFIG, str(exc)
     if not validate_only:
-        broker.alter_topic_configs(name, new)
+        await broker.alter_topic_configs(name, new)
     return ErrorCode.NONE, None
 
 
-def handle_alter(ctx: RequestContext, req: m.AlterConfigsRequest) -> m.AlterConfigsResponse:
+async def handle_alter(ctx: RequestContext, req: m.AlterConfigsRequest
+                       ) -> m.AlterConfigsResponse:
     R = m.AlterConfigsResponse  # noqa: N806
     out = []
     for res in req.resources:
         replacement = {c.name: c.value for c in res.configs if c.value is not None}
-        code, msg = _alter(ctx, res.resource_type, res.resource_name,
-                           _replace_with(replacement), req.validate_only)
+        code, msg = await _alter(ctx, res.resource_type, res.resource_name,
+                                 _replace_with(replacement), req.validate_only)
         out.append(R.AlterConfigsResourceResponse(
             error_code=code, error_message=msg, resource_type=res.resource_type,
             resource_name=res.resource_name))
@@ -143,14 +144,14 @@ def _incremental(
     return compute
 
 
-def handle_incremental_alter(ctx: RequestContext, req: m.IncrementalAlterConfigsRequest
-                             ) -> m.IncrementalAlterConfigsResponse:
+async def handle_incremental_alter(ctx: RequestContext, req: m.IncrementalAlterConfigsRequest
+                                   ) -> m.IncrementalAlterConfigsResponse:
     R = m.IncrementalAlterConfigsResponse  # noqa: N806
     out = []
     for res in req.resources:
-        code, msg = _alter(ctx, res.resource_type, res.resource_name,
-                           _incremental(list(res.configs), ctx.broker.config),
-                           req.validate_only)
+        code, msg = await _alter(ctx, res.resource_type, res.resource_name,
+                                 _incremental(list(res.configs), ctx.broker.config),
+                                 req.validate_only)
         out.append(R.AlterConfigsResourceResponse(
             error_code=code, error_message=msg, resource_type=res.resource_type,
             resource_name=res.resource_name))

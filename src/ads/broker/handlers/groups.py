@@ -22,12 +22,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.coordinator.group.api import JoinRequest, JoinResult, SyncResult
+from ads.metadata.model import BrokerEndpoint
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from ads.broker.context import BrokerContext
 
 log = logging.getLogger("ads.broker.groups")
 T = TypeVar("T")
@@ -75,18 +79,21 @@ def _find_coordinator(ctx: RequestContext, req: m.FindCoordinatorRequest,
     broker = ctx.broker
     keys = req.coordinator_keys if ctx.api_version >= 4 else [req.key]
     key_type = req.key_type if ctx.api_version >= 1 else 0
-    ep = broker.endpoint
     found = []
     for key in keys:
         error, message = ErrorCode.NONE, None
+        ep: BrokerEndpoint | None = broker.endpoint
         if key_type == 0:
             error = group_error
+            if error is ErrorCode.NONE:
+                ep = _group_coordinator(broker, key)
+                error = ErrorCode.NONE if ep else ErrorCode.COORDINATOR_NOT_AVAILABLE
         elif key_type != 1:
             error, message = ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}"
-        ok = error is ErrorCode.NONE
+        ok = error is ErrorCode.NONE and ep is not None
         found.append(m.FindCoordinatorResponse.Coordinator(
-            key=key, node_id=ep.node_id if ok else -1, host=ep.host if ok else "",
-            port=ep.port if ok else -1, error_code=error,
+            key=key, node_id=ep.node_id if ok and ep else -1, host=ep.host if ok and ep else "",
+            port=ep.port if ok and ep else -1, error_code=error,
             error_message=message))
     if ctx.api_version >= 4:
         return m.FindCoordinatorResponse(coordinators=found)
@@ -94,6 +101,16 @@ def _find_coordinator(ctx: RequestContext, req: m.FindCoordinatorRequest,
     return m.FindCoordinatorResponse(
         error_code=one.error_code, error_message=one.error_message, node_id=one.node_id,
         host=one.host, port=one.port)
+
+
+def _group_coordinator(broker: BrokerContext, group: str) -> BrokerEndpoint | None:
+    """The broker leading the group's `__consumer_offsets` partition, if it is live."""
+    runtime = broker.group_coordinator.runtime
+    topic = broker.metadata.topics.get(runtime.topic.name)
+    if topic is None:
+        return None
+    leader = topic.partitions[runtime.partition_for(group)].leader
+    return broker.metadata.brokers.get(leader)
 
 
 # -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ------------------------------------------

@@ -1,27 +1,35 @@
 """Metadata (key 3), versions 0-12, and DescribeCluster (key 60), versions 0-1.
 
+Brokers are the live ones the metadata store knows, the controller its controller. A
+partition is listed with its leader when that leader is live and, if it is this broker,
+serves it; otherwise with LEADER_NOT_AVAILABLE and no leader (a new topic while its leaders
+are elected and its files made, or a partition whose replicas are all down), and clients
+ask again. Replicas on brokers that are not live are listed as offline.
+
 Metadata auto-creates a requested topic when `auto.create.topics.enable` is true and the
-request allows it (v4+). Its partitions' files are made off the event loop; until a
-partition is served it is listed with LEADER_NOT_AVAILABLE and no leader (as in Kafka
-while a new topic's leaders are elected), and clients ask again.
+request allows it (v4+), with `num.partitions` and `default.replication.factor`.
 Authorized operations are not computed (no authorizer yet): the fields keep their
 "not requested" default.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Container
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.metadata.assignment import AssignmentError
 from ads.metadata.model import InvalidTopicError, TopicState, validate_topic_name
+from ads.metadata.store import TopicExistsError
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from ads.broker.context import BrokerContext
 
+log = logging.getLogger("ads.broker.metadata")
 ZERO_UUID = uuid.UUID(int=0)
 R = m.MetadataResponse
 
@@ -33,22 +41,24 @@ def _cached_entry(broker: BrokerContext, topic: TopicState) -> R.MetadataRespons
     hit = cache.get(topic)
     if hit is not None:
         return hit
-    entry = _topic_entry(topic, broker.replica_manager)
+    entry = _topic_entry(topic, broker)
     if all(p.error_code == ErrorCode.NONE for p in entry.partitions):
         cache.put(topic, entry, len(broker.metadata.topics))
     return entry
 
 
-def _topic_entry(topic: TopicState, served: Container[tuple[str, int]]
-                 ) -> R.MetadataResponseTopic:
+def _topic_entry(topic: TopicState, broker: BrokerContext) -> R.MetadataResponseTopic:
     parts = []
+    live = broker.metadata.brokers
+    here = broker.node_id
+    rm = broker.replica_manager
     for p in topic.partitions:
-        up = (topic.name, p.partition) in served
+        up = p.leader in live and (p.leader != here or (topic.name, p.partition) in rm)
         parts.append(R.MetadataResponseTopic.MetadataResponsePartition(
             error_code=ErrorCode.NONE if up else ErrorCode.LEADER_NOT_AVAILABLE,
             partition_index=p.partition, leader_id=p.leader if up else -1,
             leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
-            offline_replicas=[]))
+            offline_replicas=[r for r in p.replicas if r not in live]))
     return R.MetadataResponseTopic(
         error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id,
         is_internal=topic.is_internal, partitions=parts)
@@ -59,15 +69,58 @@ def _error_entry(code: ErrorCode, name: str | None, topic_id: uuid.UUID = ZERO_U
     return R.MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id, partitions=[])
 
 
-def handle_metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataResponse:
+def _all_topics(ctx: RequestContext, req: m.MetadataRequest) -> bool:
+    return req.topics is None or (ctx.api_version == 0 and not req.topics)
+
+
+def handle_metadata(ctx: RequestContext, req: m.MetadataRequest
+                    ) -> m.MetadataResponse | Awaitable[m.MetadataResponse]:
+    broker = ctx.broker
+    if _all_topics(ctx, req) or not (
+            (req.allow_auto_topic_creation if ctx.api_version >= 4 else True)
+            and broker.config.get("auto.create.topics.enable")):
+        return _answer(ctx, req, set())
+    missing = [w.name for w in req.topics or [] if w.name is not None
+               and w.name not in broker.metadata.topics and _valid(w.name)]
+    if not missing:
+        return _answer(ctx, req, set())
+    return _create_then_answer(ctx, req, missing)
+
+
+def _valid(name: str) -> bool:
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError:
+        return False
+    return True
+
+
+async def _create_then_answer(ctx: RequestContext, req: m.MetadataRequest,
+                              missing: list[str]) -> m.MetadataResponse:
+    broker = ctx.broker
+    refused: set[str] = set()
+    for name in dict.fromkeys(missing):
+        if name in broker.metadata.topics:
+            continue
+        try:
+            await broker.record_topic(name, broker.config.get_int("num.partitions"), {},
+                                      broker.config.get_int("default.replication.factor"))
+        except TopicExistsError:
+            pass  # created meanwhile by another request or broker
+        except AssignmentError as exc:
+            log.info("not auto-creating topic %s: %s", name, exc)
+            refused.add(name)
+    return _answer(ctx, req, refused)
+
+
+def _answer(ctx: RequestContext, req: m.MetadataRequest, refused: set[str]
+            ) -> m.MetadataResponse:
     broker = ctx.broker
     topics: list[R.MetadataResponseTopic] = []
-    if req.topics is None or (ctx.api_version == 0 and not req.topics):
+    if _all_topics(ctx, req):
         topics = [_cached_entry(broker, t) for t in broker.metadata.topics.values()]
     else:
-        allow_create = (req.allow_auto_topic_creation if ctx.api_version >= 4 else True) and bool(
-            broker.config.get("auto.create.topics.enable"))
-        for wanted in req.topics:
+        for wanted in req.topics or []:
             name = wanted.name
             if name is None:
                 topic_id = getattr(wanted, "topic_id", ZERO_UUID)
@@ -82,19 +135,18 @@ def handle_metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataRe
                 except InvalidTopicError:
                     topics.append(_error_entry(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
                     continue
-                if not allow_create:
-                    topics.append(_error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
-                    continue
-                topic = broker.record_topic(name, broker.config.get_int("num.partitions"), {})
-                broker.open_in_background(topic)
+                code = (ErrorCode.INVALID_REPLICATION_FACTOR if name in refused
+                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                topics.append(_error_entry(code, name))
+                continue
             topics.append(_cached_entry(broker, topic))
-    ep = broker.endpoint
     return m.MetadataResponse(
         throttle_time_ms=0,
-        brokers=[R.MetadataResponseBroker(node_id=ep.node_id, host=ep.host, port=ep.port,
-                                          rack=ep.rack)],
+        brokers=[R.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port,
+                                          rack=b.rack)
+                 for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.node_id)],
         cluster_id=broker.metadata.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=broker.metadata.controller_id,
         topics=topics,
     )
 
@@ -102,7 +154,6 @@ def handle_metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataRe
 def handle_describe_cluster(ctx: RequestContext, req: m.DescribeClusterRequest
                             ) -> m.DescribeClusterResponse:
     broker = ctx.broker
-    ep = broker.endpoint
     endpoint_type = getattr(req, "endpoint_type", 1)
     if endpoint_type != 1:
         return m.DescribeClusterResponse(
@@ -111,9 +162,10 @@ def handle_describe_cluster(ctx: RequestContext, req: m.DescribeClusterRequest
             endpoint_type=endpoint_type, cluster_id=broker.metadata.cluster_id)
     return m.DescribeClusterResponse(
         error_code=ErrorCode.NONE, endpoint_type=1, cluster_id=broker.metadata.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=broker.metadata.controller_id,
         brokers=[m.DescribeClusterResponse.DescribeClusterBroker(
-            broker_id=ep.node_id, host=ep.host, port=ep.port, rack=ep.rack)])
+            broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+            for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.node_id)])
 
 
 HANDLERS = [

@@ -15,7 +15,8 @@ from ads.protocol.errors import ErrorCode
 MAX_EPOCH = 32767
 
 
-def handle(ctx: RequestContext, req: m.InitProducerIdRequest) -> m.InitProducerIdResponse:
+async def handle(ctx: RequestContext, req: m.InitProducerIdRequest
+                 ) -> m.InitProducerIdResponse:
     if req.transactional_id is not None:
         return m.InitProducerIdResponse(
             throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_VERSION,
@@ -26,7 +27,7 @@ def handle(ctx: RequestContext, req: m.InitProducerIdRequest) -> m.InitProducerI
             producer_id=req.producer_id, producer_epoch=req.producer_epoch + 1)
     return m.InitProducerIdResponse(
         throttle_time_ms=0, error_code=ErrorCode.NONE,
-        producer_id=ctx.broker.next_producer_id(), producer_epoch=0)
+        producer_id=await ctx.broker.next_producer_id(), producer_epoch=0)
 
 
 HANDLERS = [ApiHandler(m.ApiKey.INIT_PRODUCER_ID, 0, 5, handle)]

@@ -1,11 +1,13 @@
 """CreateTopics (key 19) v2-7, DeleteTopics (key 20) v1-6, CreatePartitions (key 37) v0-3.
 
-One broker: a replication factor above 1 is refused with INVALID_REPLICATION_FACTOR and
-explicit assignments may only name this broker. Topic configs are validated against
-Kafka's topic config keys; `validate_only` checks everything and creates nothing.
-CreateTopics and CreatePartitions record the change in the metadata at once (a second
-request for the same topic sees it) and answer once the new partitions' files, made off
-the event loop, are served.
+Replicas are placed over the live brokers (`metadata.assignment`) unless the request
+assigns them; a replication factor above the live brokers is INVALID_REPLICATION_FACTOR, an
+assignment naming unknown brokers INVALID_REPLICA_ASSIGNMENT. Topic configs are validated
+against Kafka's topic config keys; `validate_only` checks everything and creates nothing.
+CreateTopics and CreatePartitions record the change in the metadata (a second request for
+the same topic sees it) and answer once the new partitions are served: their files here
+made off the event loop, and every partition led. DeleteTopics answers once this broker
+sees the topic gone.
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
 from ads.broker import config as bconfig
 from ads.broker.dispatch import ApiHandler, RequestContext
-from ads.metadata.model import InvalidTopicError, TopicState, validate_topic_name
+from ads.metadata.assignment import AssignmentError, assign_replicas, check_manual_assignment
+from ads.metadata.model import BrokerEndpoint, InvalidTopicError, TopicState, validate_topic_name
+from ads.metadata.store import TopicExistsError
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
@@ -38,8 +42,15 @@ class _Refused(Exception):
         self.message = message
 
 
+class _NewTopic:
+    def __init__(self, assignment: Mapping[int, list[int]], configs: dict[str, str]) -> None:
+        self.assignment = assignment
+        self.configs = configs
+        self.replication_factor = len(next(iter(assignment.values()), []))
+
+
 def _check_new_topic(ctx: RequestContext, t: m.CreateTopicsRequest.CreatableTopic
-                     ) -> tuple[int, dict[str, str]]:
+                     ) -> _NewTopic:
     broker = ctx.broker
     try:
         validate_topic_name(t.name)
@@ -52,12 +63,15 @@ def _check_new_topic(ctx: RequestContext, t: m.CreateTopicsRequest.CreatableTopi
             raise _Refused(ErrorCode.INVALID_REQUEST,
                            "Both numPartitions or replicationFactor and replicasAssignments "
                            "were set. Both cannot be used at the same time.")
-        for a in t.assignments:
-            if list(a.broker_ids) != [broker.node_id]:
-                raise _Refused(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                               f"Replica assignment {list(a.broker_ids)} names brokers that "
-                               f"do not exist; the only broker is {broker.node_id}")
-        num_partitions = len(t.assignments)
+        indexes = sorted(a.partition_index for a in t.assignments)
+        if indexes != list(range(len(indexes))):
+            raise _Refused(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                           "Partitions should be a consecutive 0-based integer sequence")
+        why = check_manual_assignment([list(a.broker_ids) for a in t.assignments],
+                                      list(broker.metadata.brokers))
+        if why is not None:
+            raise _Refused(ErrorCode.INVALID_REPLICA_ASSIGNMENT, why)
+        assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments}
     else:
         num_partitions = (broker.config.get_int("num.partitions") if t.num_partitions == -1
                           else t.num_partitions)
@@ -66,14 +80,11 @@ def _check_new_topic(ctx: RequestContext, t: m.CreateTopicsRequest.CreatableTopi
         if num_partitions <= 0:
             raise _Refused(ErrorCode.INVALID_PARTITIONS,
                            "Number of partitions must be larger than 0.")
-        if rf <= 0:
-            raise _Refused(ErrorCode.INVALID_REPLICATION_FACTOR,
-                           "Replication factor must be larger than 0.")
-        if rf > 1:
-            raise _Refused(ErrorCode.INVALID_REPLICATION_FACTOR,
-                           f"Unable to replicate the partition {rf} time(s): The target "
-                           f"replication factor of {rf} cannot be reached because only 1 "
-                           "broker(s) are registered.")
+        try:
+            assignment = assign_replicas(list(broker.metadata.brokers.values()),
+                                         num_partitions, rf)
+        except AssignmentError as exc:
+            raise _Refused(ErrorCode.INVALID_REPLICATION_FACTOR, str(exc)) from exc
     configs: dict[str, str] = {}
     for c in t.configs:
         if c.value is not None:
@@ -82,11 +93,11 @@ def _check_new_topic(ctx: RequestContext, t: m.CreateTopicsRequest.CreatableTopi
         bconfig.validate_topic_configs(dict(configs))
     except bconfig.ConfigError as exc:
         raise _Refused(ErrorCode.INVALID_CONFIG, str(exc)) from exc
-    return num_partitions, configs
+    return _NewTopic(assignment, configs)
 
 
-def handle_create_topics(ctx: RequestContext, req: m.CreateTopicsRequest
-                         ) -> m.CreateTopicsResponse | Awaitable[m.CreateTopicsResponse]:
+async def handle_create_topics(ctx: RequestContext, req: m.CreateTopicsRequest
+                               ) -> m.CreateTopicsResponse:
     broker = ctx.broker
     R = m.CreateTopicsResponse  # noqa: N806
     results = []
@@ -102,17 +113,23 @@ def handle_create_topics(ctx: RequestContext, req: m.CreateTopicsRequest
             continue
         seen.add(t.name)
         try:
-            num_partitions, configs = _check_new_topic(ctx, t)
+            new = _check_new_topic(ctx, t)
+            if not req.validate_only:
+                topic = await broker.record_topic(t.name, len(new.assignment), new.configs,
+                                                  assignment=new.assignment)
+                created.append(topic)
+                res.topic_id = topic.topic_id
         except _Refused as exc:
             res.error_code, res.error_message = exc.code, exc.message
             results.append(res)
             continue
-        if not req.validate_only:
-            topic = broker.record_topic(t.name, num_partitions, configs)
-            created.append(topic)
-            res.topic_id = topic.topic_id
-        res.num_partitions = num_partitions
-        res.replication_factor = 1
+        except TopicExistsError as exc:
+            res.error_code, res.error_message = ErrorCode.TOPIC_ALREADY_EXISTS, str(exc)
+            results.append(res)
+            continue
+        configs = new.configs
+        res.num_partitions = len(new.assignment)
+        res.replication_factor = new.replication_factor
         res.configs = [
             R.CreatableTopicResult.CreatableTopicConfigs(
                 name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
@@ -121,11 +138,11 @@ def handle_create_topics(ctx: RequestContext, req: m.CreateTopicsRequest
         ]
         results.append(res)
     response = m.CreateTopicsResponse(throttle_time_ms=0, topics=results)
-    return _after_opening(ctx, created, response) if created else response
+    return await _after_opening(ctx, created, response)
 
 
-def handle_delete_topics(ctx: RequestContext, req: m.DeleteTopicsRequest
-                         ) -> m.DeleteTopicsResponse:
+async def handle_delete_topics(ctx: RequestContext, req: m.DeleteTopicsRequest
+                               ) -> m.DeleteTopicsResponse:
     broker = ctx.broker
     R = m.DeleteTopicsResponse  # noqa: N806
     wanted: list[tuple[str | None, uuid.UUID | None]] = []
@@ -152,14 +169,13 @@ def handle_delete_topics(ctx: RequestContext, req: m.DeleteTopicsRequest
             res.error_code = ErrorCode.TOPIC_DELETION_DISABLED
         else:
             res.topic_id = state.topic_id
-            broker.delete_topic(state.name)
+            await broker.delete_topic(state.name)
         results.append(res)
     return m.DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
 
-def handle_create_partitions(
-        ctx: RequestContext, req: m.CreatePartitionsRequest,
-) -> m.CreatePartitionsResponse | Awaitable[m.CreatePartitionsResponse]:
+async def handle_create_partitions(ctx: RequestContext, req: m.CreatePartitionsRequest
+                                   ) -> m.CreatePartitionsResponse:
     broker = ctx.broker
     R = m.CreatePartitionsResponse  # noqa: N806
     results = []
@@ -175,17 +191,41 @@ def handle_create_partitions(
             res.error_message = (f"Topic currently has {current} partitions, which is higher "
                                  f"than the requested {t.count}." if t.count < current else
                                  f"Topic already has {current} partitions.")
-        elif t.assignments is not None and (
-                len(t.assignments) != t.count - current
-                or any(list(a.broker_ids) != [broker.node_id] for a in t.assignments)):
-            res.error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
-            res.error_message = (f"Assignments must name one replica, broker {broker.node_id}, "
-                                 f"for each of the {t.count - current} new partitions")
-        elif not req.validate_only:
-            grown.append(broker.record_partitions(t.name, t.count))
+        else:
+            try:
+                assignment = _new_partitions(broker.metadata.brokers.values(), state, t)
+            except _Refused as exc:
+                res.error_code, res.error_message = exc.code, exc.message
+            else:
+                if not req.validate_only:
+                    grown.append(await broker.record_partitions(t.name, t.count, assignment))
         results.append(res)
     response = m.CreatePartitionsResponse(throttle_time_ms=0, results=results)
-    return _after_opening(ctx, grown, response) if grown else response
+    return await _after_opening(ctx, grown, response)
+
+
+def _new_partitions(brokers: Iterable[BrokerEndpoint], state: TopicState,
+                    t: m.CreatePartitionsRequest.CreatePartitionsTopic
+                    ) -> dict[int, list[int]]:
+    current = len(state.partitions)
+    rf = len(state.partitions[0].replicas) if state.partitions else 1
+    live = list(brokers)
+    if t.assignments is None:
+        try:
+            return assign_replicas(live, t.count - current, rf, first_partition=current)
+        except AssignmentError as exc:
+            raise _Refused(ErrorCode.INVALID_REPLICATION_FACTOR, str(exc)) from exc
+    wanted = [list(a.broker_ids) for a in t.assignments]
+    if len(wanted) != t.count - current:
+        raise _Refused(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                       f"Increasing the number of partitions by {t.count - current} but "
+                       f"{len(wanted)} assignments provided.")
+    why = check_manual_assignment(wanted, [b.node_id for b in live])
+    if why is None and any(len(r) != rf for r in wanted):
+        why = f"Inconsistent replication factor between partitions, partition 0 has {rf}"
+    if why is not None:
+        raise _Refused(ErrorCode.INVALID_REPLICA_ASSIGNMENT, why)
+    return {current + i: r for i, r in enumerate(wanted)}
 
 
 HANDLERS = [

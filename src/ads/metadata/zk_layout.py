@@ -1,0 +1,208 @@
+"""Kafka's ZooKeeper layout: the znode paths and the JSON each one holds.
+
+The same paths and formats as Kafka's ZooKeeper mode (`kafka.zk.ZkData`), so an operator who
+knows Kafka can read an ADS cluster with `zkCli.sh`:
+
+    /cluster/id                                   {"version":"1","id":"<cluster id>"}
+    /controller                  (ephemeral)      {"version":1,"brokerid":1,"timestamp":"..."}
+    /controller_epoch                             "3"
+    /brokers/ids/<id>            (ephemeral)      host, port, endpoints, rack
+    /brokers/topics/<topic>                       {"topic_id":...,"partitions":{"0":[1,2]}}
+    /brokers/topics/<topic>/partitions/<p>/state  {"leader":1,"leader_epoch":0,"isr":[1],...}
+    /config/topics/<topic>                        {"version":1,"config":{"k":"v"}}
+    /admin/delete_topics/<topic>                  a topic to delete (the controller does it)
+    /latest_producer_id_block                     the last producer id block handed out
+
+Only encoding and decoding live here: no ZooKeeper client.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from ads.metadata.model import BrokerEndpoint
+
+CLUSTER_ID = "/cluster/id"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+CONFIG_TOPICS = "/config/topics"
+DELETE_TOPICS = "/admin/delete_topics"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+
+# Made at start-up by every broker, as Kafka's persistent paths are.
+PERSISTENT_PATHS = (BROKER_IDS, TOPICS, CONFIG_TOPICS, "/config/changes", DELETE_TOPICS,
+                    "/isr_change_notification")
+
+
+def broker_path(node_id: int) -> str:
+    return f"{BROKER_IDS}/{node_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}"
+
+
+def state_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def delete_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{topic}"
+
+
+def _dump(data: object) -> bytes:
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
+def _load(raw: bytes) -> Any:  # parsed JSON
+    return json.loads(raw.decode())
+
+
+def _now_ms() -> str:
+    return str(int(time.time() * 1000))
+
+
+# -- /cluster/id --------------------------------------------------------------------------
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _dump({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(raw: bytes) -> str:
+    return str(_load(raw)["id"])
+
+
+# -- /controller and /controller_epoch ----------------------------------------------------
+def encode_controller(node_id: int) -> bytes:
+    return _dump({"version": 1, "brokerid": node_id, "timestamp": _now_ms()})
+
+
+def decode_controller(raw: bytes | None) -> int:
+    """The controller's broker id, -1 when there is none."""
+    if not raw:
+        return -1
+    return int(_load(raw)["brokerid"])
+
+
+def encode_epoch(epoch: int) -> bytes:
+    return str(epoch).encode()
+
+
+def decode_epoch(raw: bytes) -> int:
+    return int(raw.decode())
+
+
+# -- /brokers/ids/<id> --------------------------------------------------------------------
+def encode_broker(endpoint: BrokerEndpoint) -> bytes:
+    url = f"PLAINTEXT://{endpoint.host}:{endpoint.port}"
+    return _dump({"version": 5, "host": endpoint.host, "port": endpoint.port, "jmx_port": -1,
+                  "timestamp": _now_ms(), "endpoints": [url],
+                  "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+                  "rack": endpoint.rack, "features": {}})
+
+
+def decode_broker(node_id: int, raw: bytes) -> BrokerEndpoint:
+    data = _load(raw)
+    host, port = data.get("host"), data.get("port", -1)
+    for url in data.get("endpoints", []):  # host and port are null when not PLAINTEXT
+        if host and port != -1:
+            break
+        _, _, address = str(url).partition("://")
+        host, _, p = address.rpartition(":")
+        port = int(p)
+    rack = data.get("rack")
+    return BrokerEndpoint(node_id, str(host), int(port), str(rack) if rack else None)
+
+
+# -- /brokers/topics/<topic> --------------------------------------------------------------
+def encode_topic_id(topic_id: uuid.UUID) -> str:
+    """Kafka's `Uuid.toString`: URL-safe base64 of the 16 bytes, without padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def decode_topic_id(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicAssignment:
+    topic_id: uuid.UUID
+    replicas: dict[int, list[int]]  # partition -> replica broker ids, preferred leader first
+
+
+def encode_assignment(a: TopicAssignment) -> bytes:
+    return _dump({"version": 3, "topic_id": encode_topic_id(a.topic_id),
+                  "partitions": {str(p): r for p, r in sorted(a.replicas.items())},
+                  "adding_replicas": {}, "removing_replicas": {}})
+
+
+def decode_assignment(raw: bytes) -> TopicAssignment:
+    data = _load(raw)
+    text = data.get("topic_id")
+    # A topic written by an old tool has no id: derive a stable one from nothing random.
+    topic_id = decode_topic_id(str(text)) if text else uuid.UUID(int=0)
+    replicas = {int(p): [int(b) for b in r] for p, r in data["partitions"].items()}
+    return TopicAssignment(topic_id, replicas)
+
+
+# -- /brokers/topics/<topic>/partitions/<p>/state -----------------------------------------
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsr:
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    controller_epoch: int
+
+
+def encode_state(s: LeaderAndIsr) -> bytes:
+    return _dump({"controller_epoch": s.controller_epoch, "leader": s.leader, "version": 1,
+                  "leader_epoch": s.leader_epoch, "isr": s.isr})
+
+
+def decode_state(raw: bytes) -> LeaderAndIsr:
+    data = _load(raw)
+    return LeaderAndIsr(int(data["leader"]), int(data["leader_epoch"]),
+                        [int(b) for b in data["isr"]], int(data["controller_epoch"]))
+
+
+# -- /config/topics/<topic> ---------------------------------------------------------------
+def encode_config(configs: dict[str, str]) -> bytes:
+    return _dump({"version": 1, "config": configs})
+
+
+def decode_config(raw: bytes | None) -> dict[str, str]:
+    if not raw:
+        return {}
+    return {str(k): str(v) for k, v in _load(raw).get("config", {}).items()}
+
+
+# -- /latest_producer_id_block ------------------------------------------------------------
+def encode_producer_id_block(node_id: int, start: int, end: int) -> bytes:
+    """Kafka's format: `block_end` is the last id of the block (inclusive)."""
+    return _dump({"version": 1, "broker": node_id, "block_start": str(start),
+                  "block_end": str(end - 1)})
+
+
+def decode_producer_id_block_end(raw: bytes | None) -> int:
+    """The first id after the last block handed out (0 when none was)."""
+    if not raw:
+        return 0
+    return int(_load(raw)["block_end"]) + 1

@@ -1,0 +1,388 @@
+"""The ZooKeeper metadata store: the cluster model read from and written to Kafka's layout.
+
+Every broker keeps its own view by watching ZooKeeper (kazoo's `ChildrenWatch` and
+`DataWatch` recipes, which re-arm themselves and survive reconnections): the live brokers,
+the controller, each topic's assignment, each partition's state znode and each topic's
+config. kazoo calls the watches on its own thread; they only decode and hand the result to
+the event loop (`call_soon_threadsafe`), so the view changes on the loop alone, where the
+broker reads it. Changes (create, delete, grow a topic, set its config) are ZooKeeper
+writes made in a worker thread; the controller, watching the same znodes, elects leaders
+and writes the partition states, which come back here through the watches.
+
+The session is the broker's liveness: its registration `/brokers/ids/<id>` is ephemeral.
+When the session expires (`KazooState.LOST`) the store is `fenced` and the broker stops
+leading until kazoo has a new session and the registration is made again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import ZnodeStat
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from ads.metadata import zk_layout as zl
+from ads.metadata.embedded import new_cluster_id
+from ads.metadata.model import BrokerEndpoint, PartitionState, TopicState
+from ads.metadata.store import (
+    MetadataListener,
+    MetadataUnavailableError,
+    NodeIdInUseError,
+    TopicExistsError,
+)
+
+log = logging.getLogger(__name__)
+
+NO_STATE = zl.LeaderAndIsr(-1, -1, [], -1)
+
+
+class ZkMetadataStore:
+    def __init__(self, connect: str, node_id: int, session_timeout_ms: int,
+                 connection_timeout_ms: int | None = None) -> None:
+        self.node_id = node_id
+        self.cluster_id = ""
+        self.topics: dict[str, TopicState] = {}
+        self._by_id: dict[uuid.UUID, TopicState] = {}
+        self.version = 0
+        self.brokers: dict[int, BrokerEndpoint] = {}
+        self.controller_id = -1
+        self.fenced = False
+        self._connect = connect
+        self._connection_timeout_s = (connection_timeout_ms or session_timeout_ms) / 1000.0
+        self.zk = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0)
+        self._listeners: list[MetadataListener] = []
+        self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._endpoint: BrokerEndpoint | None = None
+        # Loop-side pieces of each topic, assembled into `topics` on every change.
+        self._assignments: dict[str, zl.TopicAssignment] = {}
+        self._states: dict[tuple[str, int], zl.LeaderAndIsr] = {}
+        self._configs: dict[str, dict[str, str]] = {}
+        # kazoo-side: topics whose znodes are watched (stopping a watch: its callback
+        # returns False once its topic is gone from here).
+        self._watched: set[str] = set()
+        self._watched_partitions: set[tuple[str, int]] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._lost = False  # kazoo-side: the session expired, register again on reconnect
+
+    # -- start-up and shutdown (blocking) -------------------------------------------------
+    def load(self) -> None:
+        try:
+            self.zk.start(timeout=self._connection_timeout_s)
+        except KazooTimeoutError as exc:
+            self.zk.close()
+            raise MetadataUnavailableError(
+                f"cannot connect to ZooKeeper at {self._connect} within "
+                f"{self._connection_timeout_s:.0f} s") from exc
+        for path in zl.PERSISTENT_PATHS:
+            self.zk.ensure_path(path)
+        try:
+            self.zk.create(zl.CLUSTER_ID, zl.encode_cluster_id(new_cluster_id()), makepath=True)
+        except NodeExistsError:
+            pass
+        self.cluster_id = zl.decode_cluster_id(self.zk.get(zl.CLUSTER_ID)[0])
+
+    def register(self, endpoint: BrokerEndpoint) -> None:
+        """Creates `/brokers/ids/<id>` and starts the watches; `NodeIdInUseError` when a
+        live broker holds the id."""
+        self._loop = asyncio.get_running_loop()
+        self._endpoint = endpoint
+        self._register()
+        self.zk.add_listener(self._session_changed)
+        ChildrenWatch(self.zk, zl.BROKER_IDS, self._brokers_changed)
+        DataWatch(self.zk, zl.CONTROLLER, self._controller_changed)
+        ChildrenWatch(self.zk, zl.TOPICS, self._topics_changed)
+
+    def _register(self) -> None:
+        assert self._endpoint is not None
+        try:
+            self.zk.create(zl.broker_path(self.node_id), zl.encode_broker(self._endpoint),
+                           ephemeral=True, makepath=True)
+        except NodeExistsError as exc:
+            raise NodeIdInUseError(
+                f"node id {self.node_id} is already registered in ZooKeeper at "
+                f"{zl.broker_path(self.node_id)} by a live broker") from exc
+        log.info("registered broker %d at %s", self.node_id, zl.broker_path(self.node_id))
+
+    def close(self) -> None:
+        self._closed = True
+        try:
+            self.zk.stop()
+        finally:
+            self.zk.close()
+
+    def add_listener(self, listener: MetadataListener) -> None:
+        self._listeners.append(listener)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
+        return self._by_id.get(topic_id)
+
+    # -- the session ----------------------------------------------------------------------
+    def _session_changed(self, state: str) -> None:
+        # kazoo's connection thread: nothing blocking here.
+        if state == KazooState.LOST:
+            log.warning("ZooKeeper session of broker %d expired: leading nothing until it "
+                        "registers again", self.node_id)
+            self._lost = True
+            self._post(self._set_fenced, True)
+        elif state == KazooState.CONNECTED and self._lost:
+            self._lost = False
+            threading.Thread(target=self._reregister, daemon=True).start()
+
+    def _set_fenced(self, fenced: bool) -> None:
+        if self.fenced != fenced:
+            self.fenced = fenced
+            self._changed(None)
+
+    def _reregister(self) -> None:
+        try:
+            self._register()
+        except NodeIdInUseError:
+            # The old session's node is going; the controller sees the broker return when
+            # the next try succeeds.
+            log.warning("broker %d: registration still held, retrying", self.node_id)
+            threading.Timer(1.0, self._reregister).start()
+            return
+        except Exception:
+            if not self._closed:
+                log.exception("broker %d: registering again failed", self.node_id)
+                threading.Timer(1.0, self._reregister).start()
+            return
+        self._post(self._set_fenced, False)
+
+    # -- watches (kazoo's thread): decode, then hand over to the loop ---------------------
+    def _post(self, fn: Callable[..., None], *args: Any) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed() and not self._closed:
+            loop.call_soon_threadsafe(fn, *args)
+
+    def _brokers_changed(self, children: list[str]) -> bool:
+        found: dict[int, BrokerEndpoint] = {}
+        for child in children:
+            try:
+                data, _ = self.zk.get(f"{zl.BROKER_IDS}/{child}")
+            except NoNodeError:
+                continue
+            found[int(child)] = zl.decode_broker(int(child), data)
+        self._post(self._set_brokers, found)
+        return not self._closed
+
+    def _controller_changed(self, data: bytes | None, _: ZnodeStat | None) -> bool:
+        self._post(self._set_controller, zl.decode_controller(data))
+        return not self._closed
+
+    def _topics_changed(self, children: list[str]) -> bool:
+        names = set(children)
+        with self._lock:
+            new = names - self._watched
+            self._watched &= names
+            self._watched |= new
+        for name in sorted(new):
+            DataWatch(self.zk, zl.topic_path(name), self._assignment_watch(name))
+            DataWatch(self.zk, zl.config_path(name), self._config_watch(name))
+        return not self._closed
+
+    def _is_watched(self, name: str) -> bool:
+        with self._lock:
+            return name in self._watched and not self._closed
+
+    def _assignment_watch(self, name: str) -> Callable[[bytes | None, ZnodeStat | None], bool]:
+        def watch(data: bytes | None, _: ZnodeStat | None) -> bool:
+            if data is None:
+                with self._lock:
+                    self._watched.discard(name)
+                    self._watched_partitions = {
+                        k for k in self._watched_partitions if k[0] != name}
+                self._post(self._drop_topic, name)
+                return False
+            assignment = zl.decode_assignment(data)
+            with self._lock:
+                new = [p for p in assignment.replicas
+                       if (name, p) not in self._watched_partitions]
+                self._watched_partitions.update((name, p) for p in new)
+            self._post(self._set_assignment, name, assignment)
+            for p in sorted(new):
+                DataWatch(self.zk, zl.state_path(name, p), self._state_watch(name, p))
+            return self._is_watched(name)
+        return watch
+
+    def _state_watch(self, name: str, partition: int
+                     ) -> Callable[[bytes | None, ZnodeStat | None], bool]:
+        def watch(data: bytes | None, _: ZnodeStat | None) -> bool:
+            if not self._is_watched(name):
+                return False
+            state = zl.decode_state(data) if data else NO_STATE
+            self._post(self._set_state, name, partition, state)
+            return True
+        return watch
+
+    def _config_watch(self, name: str) -> Callable[[bytes | None, ZnodeStat | None], bool]:
+        def watch(data: bytes | None, _: ZnodeStat | None) -> bool:
+            if not self._is_watched(name):
+                return False
+            self._post(self._set_config, name, zl.decode_config(data))
+            return True
+        return watch
+
+    # -- the view (event loop) ------------------------------------------------------------
+    def _set_brokers(self, brokers: dict[int, BrokerEndpoint]) -> None:
+        self.brokers = brokers
+        self._changed(None)
+
+    def _set_controller(self, controller_id: int) -> None:
+        self.controller_id = controller_id
+        self._changed(None)
+
+    def _set_assignment(self, name: str, assignment: zl.TopicAssignment) -> None:
+        self._assignments[name] = assignment
+        self._rebuild(name)
+
+    def _set_state(self, name: str, partition: int, state: zl.LeaderAndIsr) -> None:
+        self._states[(name, partition)] = state
+        if name in self._assignments:
+            self._rebuild(name)
+
+    def _set_config(self, name: str, configs: dict[str, str]) -> None:
+        self._configs[name] = configs
+        if name in self._assignments:
+            self._rebuild(name)
+
+    def _drop_topic(self, name: str) -> None:
+        self._assignments.pop(name, None)
+        self._configs.pop(name, None)
+        for key in [k for k in self._states if k[0] == name]:
+            del self._states[key]
+        topic = self.topics.pop(name, None)
+        if topic is not None:
+            self._by_id.pop(topic.topic_id, None)
+        self._changed(name)
+
+    def _rebuild(self, name: str) -> None:
+        assignment = self._assignments[name]
+        partitions = []
+        for p, replicas in sorted(assignment.replicas.items()):
+            s = self._states.get((name, p), NO_STATE)
+            partitions.append(PartitionState(partition=p, leader=s.leader,
+                                             leader_epoch=s.leader_epoch,
+                                             replicas=list(replicas), isr=list(s.isr)))
+        topic = TopicState(name=name, topic_id=assignment.topic_id, partitions=partitions,
+                           configs=dict(self._configs.get(name, {})))
+        self.topics[name] = topic
+        self._by_id[topic.topic_id] = topic
+        self._changed(name)
+
+    def _changed(self, name: str | None) -> None:
+        self.version += 1
+        for listener in self._listeners:
+            listener(name)
+        still = []
+        for ready, fut in self._waiters:
+            if fut.done():
+                continue
+            if ready():
+                fut.set_result(None)
+            else:
+                still.append((ready, fut))
+        self._waiters = still
+
+    async def _until(self, ready: Callable[[], bool], timeout_s: float) -> bool:
+        if ready():
+            return True
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((ready, fut))
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+    # -- changes (ZooKeeper writes in a worker thread) -----------------------------------
+    async def _write(self, work: Callable[[], Any]) -> Any:
+        return await asyncio.wait_for(asyncio.to_thread(work), self._connection_timeout_s)
+
+    async def create_topic(self, name: str, configs: dict[str, str],
+                           assignment: Mapping[int, list[int]],
+                           topic_id: uuid.UUID | None = None) -> TopicState:
+        tid = topic_id or uuid.uuid4()
+        record = zl.TopicAssignment(tid, {p: list(r) for p, r in assignment.items()})
+
+        def write() -> None:
+            tx = self.zk.transaction()
+            # The config first, as Kafka does: a watcher of the topic finds its config.
+            if self.zk.exists(zl.config_path(name)):
+                tx.set_data(zl.config_path(name), zl.encode_config(configs))
+            else:
+                tx.create(zl.config_path(name), zl.encode_config(configs))
+            tx.create(zl.topic_path(name), zl.encode_assignment(record))
+            results = tx.commit()
+            for r in results:
+                if isinstance(r, NodeExistsError):
+                    raise TopicExistsError(f"Topic '{name}' already exists.")
+                if isinstance(r, Exception):
+                    raise r
+
+        await self._write(write)
+        await self._until(lambda: name in self.topics, self._connection_timeout_s)
+        topic = self.topics.get(name)
+        if topic is None:
+            raise MetadataUnavailableError(f"topic {name} was written but not seen back")
+        return topic
+
+    async def delete_topic(self, name: str) -> None:
+        """Queues the deletion; the controller removes the topic's znodes, and each broker
+        its files when it sees the topic gone."""
+        def write() -> None:
+            try:
+                self.zk.create(zl.delete_path(name), b"")
+            except NodeExistsError:
+                pass
+        await self._write(write)
+
+    async def add_partitions(self, name: str, assignment: Mapping[int, list[int]]) -> None:
+        def write() -> None:
+            data, stat = self.zk.get(zl.topic_path(name))
+            current = zl.decode_assignment(data)
+            grown = zl.TopicAssignment(current.topic_id, {**current.replicas, **{
+                p: list(r) for p, r in assignment.items()}})
+            self.zk.set(zl.topic_path(name), zl.encode_assignment(grown), version=stat.version)
+
+        await self._write(write)
+        wanted = max(assignment) + 1
+        await self._until(lambda: len(getattr(self.topics.get(name), "partitions", [])) >= wanted,
+                          self._connection_timeout_s)
+
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        def write() -> None:
+            self.zk.set(zl.config_path(name), zl.encode_config(configs))
+        await self._write(write)
+        await self._until(lambda: getattr(self.topics.get(name), "configs", None) == configs,
+                          self._connection_timeout_s)
+
+    async def allocate_producer_id_block(self, size: int) -> tuple[int, int]:
+        def write() -> tuple[int, int]:
+            self.zk.ensure_path(zl.PRODUCER_ID_BLOCK)
+            while True:  # a conditional write: another broker may take a block meanwhile
+                data, stat = self.zk.get(zl.PRODUCER_ID_BLOCK)
+                start = zl.decode_producer_id_block_end(data)
+                try:
+                    self.zk.set(zl.PRODUCER_ID_BLOCK,
+                                zl.encode_producer_id_block(self.node_id, start, start + size),
+                                version=stat.version)
+                except BadVersionError:  # another broker took a block meanwhile
+                    continue
+                return start, start + size
+
+        result: tuple[int, int] = await self._write(write)
+        return result
+
+    async def wait(self, ready: Callable[[], bool], timeout_s: float) -> bool:
+        return await self._until(ready, timeout_s)

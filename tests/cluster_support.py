@@ -1,0 +1,85 @@
+"""A real cluster for tests: a ZooKeeper server and broker processes joined to it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+from kazoo.client import KazooClient
+
+from ads.testing.zookeeper import ZooKeeperServer
+from broker_process import BrokerProcess, free_port
+
+SESSION_TIMEOUT_MS = 4000
+
+
+class Cluster:
+    def __init__(self, root: Path, size: int, *sets: str) -> None:
+        self.root = root
+        self.zookeeper = ZooKeeperServer(root / "zk", free_port())
+        self.sets = sets
+        self.brokers = {
+            node: BrokerProcess(root / f"broker-{node}", None, f"node.id={node}",
+                                f"zookeeper.connect={self.zookeeper.connect}",
+                                f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
+                                "group.initial.rebalance.delay.ms=0",
+                                "offsets.topic.num.partitions=6", *sets)
+            for node in range(1, size + 1)}
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values())
+
+    def start(self) -> Cluster:
+        self.zookeeper.start()
+        for broker in self.brokers.values():
+            broker.start()
+        self.wait_for(lambda: len(self.zk_children("/brokers/ids")) == len(self.brokers),
+                      "every broker registered")
+        return self
+
+    def stop(self) -> None:
+        for broker in self.brokers.values():
+            if broker.proc is not None and broker.proc.poll() is None:
+                broker.kill9()
+        self.zookeeper.stop()
+
+    @contextmanager
+    def zk(self) -> Iterator[KazooClient]:
+        client = KazooClient(hosts=self.zookeeper.connect)
+        client.start(timeout=10)
+        try:
+            yield client
+        finally:
+            client.stop()
+            client.close()
+
+    def zk_children(self, path: str) -> list[str]:
+        with self.zk() as zk:
+            return list(zk.get_children(path)) if zk.exists(path) else []
+
+    def controller(self) -> int:
+        import json
+        with self.zk() as zk:
+            if not zk.exists("/controller"):
+                return -1
+            return int(json.loads(zk.get("/controller")[0])["brokerid"])
+
+    def admin(self, node: int | None = None) -> AdminClient:
+        bootstrap = self.brokers[node].bootstrap if node else self.bootstrap
+        return AdminClient({"bootstrap.servers": bootstrap})
+
+    def wait_for(self, check: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                if check():
+                    return
+            except Exception:  # noqa: BLE001, S110 - a broker may be restarting meanwhile
+                pass
+            time.sleep(0.2)
+        logs = "\n".join(f"--- broker {n}\n{b.log()[-3000:]}" for n, b in self.brokers.items())
+        raise AssertionError(f"timed out waiting for {what}\n{logs}")
