@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -171,3 +173,36 @@ def test_cluster_refuses_a_node_id_in_use_and_an_unreachable_zookeeper(
     with pytest.raises(RuntimeError, match="exited with 2"):
         lost.start()
     assert "cannot connect to ZooKeeper" in lost.log()
+
+
+def test_cluster_deposed_controller_cannot_change_state(cluster: Cluster) -> None:
+    c = cluster
+    old = c.controller()
+    with c.zk() as zk:
+        old_epoch = int(zk.get("/controller_epoch")[0])
+    proc = c.brokers[old].proc
+    assert proc is not None
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        others = [n for n in c.brokers if n != old]
+        c.wait_for(lambda: c.controller() in others, "a new controller", timeout_s=30)
+        # While the old controller is stopped, a topic is made by the new one.
+        create(c, "while-stopped", 4, via=others[0])
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    with c.zk() as zk:
+        new_epoch = int(zk.get("/controller_epoch")[0])
+    assert new_epoch > old_epoch
+    # The resumed broker learns its session is gone, registers again and is not the
+    # controller; every partition state written since carries the new controller's epoch.
+    c.wait_for(lambda: "1 2 3".split() == sorted(c.zk_children("/brokers/ids")),
+               "the resumed broker registered again")
+    create(c, "after-resume", 3, via=old)
+    c.wait_for(lambda: -1 not in leaders(c, "after-resume", old).values(), "leaders")
+    assert c.controller() != old
+    with c.zk() as zk:
+        for topic in ("while-stopped", "after-resume"):
+            for p in zk.get_children(f"/brokers/topics/{topic}/partitions"):
+                state = json.loads(zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")[0])
+                assert state["controller_epoch"] == new_epoch
+        assert int(zk.get("/controller_epoch")[0]) == new_epoch

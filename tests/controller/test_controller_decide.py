@@ -1,0 +1,31 @@
+"""The controller's rule for a partition's next state (no ZooKeeper needed)."""
+
+from __future__ import annotations
+
+from ads.controller.controller import decide
+from ads.metadata.zk_layout import LeaderAndIsr
+
+
+def test_controller_decide_new_partition_led_by_first_live_replica() -> None:
+    assert decide(None, [2, 3], {1, 2, 3}, 5) == LeaderAndIsr(2, 0, [2], 5)
+    assert decide(None, [2, 3], {1, 3}, 5) == LeaderAndIsr(3, 0, [3], 5)
+    assert decide(None, [2], {1, 3}, 5) is None  # made when broker 2 registers
+
+
+def test_controller_decide_moves_leadership_within_the_isr() -> None:
+    state = LeaderAndIsr(1, 4, [1, 2, 3], 2)
+    assert decide(state, [1, 2, 3], {2, 3}, 3) == LeaderAndIsr(2, 5, [2, 3], 3)
+    # a replica outside the ISR never leads (no unclean election)
+    assert decide(LeaderAndIsr(1, 4, [1], 2), [1, 2], {2}, 3) == LeaderAndIsr(-1, 5, [1], 3)
+
+
+def test_controller_decide_offline_partition_returns_with_its_isr() -> None:
+    offline = LeaderAndIsr(-1, 5, [1], 3)
+    assert decide(offline, [1], {2, 3}, 3) is None
+    assert decide(offline, [1], {1, 2}, 4) == LeaderAndIsr(1, 6, [1], 4)
+
+
+def test_controller_decide_shrinks_the_isr_of_a_live_leader() -> None:
+    state = LeaderAndIsr(1, 2, [1, 2, 3], 1)
+    assert decide(state, [1, 2, 3], {1, 2, 3}, 1) is None
+    assert decide(state, [1, 2, 3], {1, 3}, 1) == LeaderAndIsr(1, 3, [1, 3], 1)
