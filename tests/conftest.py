@@ -4,11 +4,14 @@ the ads pytest plugin) and helpers for the client libraries."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ads.testing import EmbeddedBroker
+from ads.testing.zookeeper import zookeeper_available
+from cluster_support import Cluster
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -51,3 +54,15 @@ def _broker_process_marker(request: pytest.FixtureRequest,
         monkeypatch.setenv(MARKED_ENV, "1")
     else:
         monkeypatch.delenv(MARKED_ENV, raising=False)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """A ZooKeeper server and three broker processes joined to it, stopped afterwards."""
+    if not zookeeper_available():
+        pytest.skip("the zookeeper package is not installed (make system-deps)")
+    c = Cluster(tmp_path, 3)
+    try:
+        yield c.start()
+    finally:
+        c.stop()
