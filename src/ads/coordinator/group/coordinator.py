@@ -136,14 +136,16 @@ class GroupCoordinator:
     # -- offsets ---------------------------------------------------------------------
     async def commit_offsets(self, group_id: str, generation: int, member_id: str,
                              instance_id: str | None, retention_ms: int,
-                             commits: list[OffsetCommit]) -> list[ErrorCode]:
-        """Per-commit errors, in order, once the accepted commits are committed."""
+                             commits: list[OffsetCommit], api_version: int = 0
+                             ) -> list[ErrorCode]:
+        """Per-commit errors, in order, once the accepted commits are committed
+        (`api_version`: OffsetCommit's, which decides the answer for an unknown group)."""
         routed = self._route(group_id, allow_empty=True)
         if isinstance(routed, ErrorCode):
             return [routed] * len(commits)
         partition, shard = routed
         results, write = shard.commit_offsets(group_id, generation, member_id, instance_id,
-                                              retention_ms, commits)
+                                              retention_ms, commits, api_version)
         if write is not None:
             error = await self.runtime.write(partition, write)
             if error is not ErrorCode.NONE:
