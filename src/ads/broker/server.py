@@ -65,6 +65,7 @@ class Broker:
         self.replica_manager = ReplicaManager(self.node_id)
         self.dispatcher = Dispatcher(self, all_handlers())
         self.group_coordinator = coordinators.create_group_coordinator(self)
+        self.coordinator_deadlines: coordinators.DeadlineTimer | None = None
         self.replica_manager.add_leadership_listener(
             lambda topic, index, leader, epoch: coordinators.leadership_changed(
                 self, topic, index, leader, epoch))
@@ -92,7 +93,7 @@ class Broker:
         self.log_manager.startup()
         for topic in self.metadata.topics.values():
             self._open_partitions(topic)
-        coordinators.start(self)
+        self.coordinator_deadlines = coordinators.start(self)
         host, port = self.config.listeners[0]
         self.listener = KafkaListener(
             self.dispatcher, host, port, self.config.socket_request_max_bytes)
@@ -133,7 +134,7 @@ class Broker:
         for task in [*self._tasks, *self._opening.values()]:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._opening.values(), return_exceptions=True)
-        coordinators.stop(self)
+        coordinators.stop(self, self.coordinator_deadlines)
         if self.log_cleaner is not None:
             # Off the loop: a cleaner thread may be waiting for the loop to swap segments in.
             await asyncio.to_thread(self.log_cleaner.shutdown)

@@ -11,7 +11,8 @@ others answer at once.
 
 Its values (requests, results, descriptions, `GroupConfig`) are in `api.py`. The broker
 wires it (`ads.broker.coordinators`): it hands it the `__consumer_offsets` topic and the
-topic metadata, tells `runtime` which partitions it leads, and runs `tick` every 50 ms.
+topic metadata, tells `runtime` which partitions it leads, and runs `tick` at
+`next_deadline_ms` (the runtime's `wakeup` tells it of earlier deadlines).
 Used from the broker's event loop only.
 """
 
@@ -208,6 +209,10 @@ class GroupCoordinator:
     def tick(self) -> None:
         """Runs due timers (sessions, rebalances, offset expiry) and performs their writes."""
         self.runtime.tick()
+
+    def next_deadline_ms(self) -> int | None:
+        """When `tick` has something to do next (None: no timer)."""
+        return self.runtime.next_deadline_ms()
 
     def shutdown(self) -> None:
         """Unloads every partition: parked requests get NOT_COORDINATOR."""

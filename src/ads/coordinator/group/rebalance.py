@@ -3,7 +3,8 @@
 The rules are those of `state.py`; this module applies them. JoinGroup and SyncGroup may
 be answered later (when the join phase completes or the leader's assignment arrives), so
 they take a callback; Heartbeat and LeaveGroup answer at once. Timers (session, join
-delay, rebalance and sync timeouts) run from `Timers.run_due` against the injected clock.
+delay, rebalance and sync timeouts) run from `Timers.run_due` against the injected clock,
+at their deadlines.
 The caller (`shard.py`) has already checked the group id, that the group's partition is
 loaded, and found the group.
 
