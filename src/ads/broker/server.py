@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ads.broker import config as bconfig
 from ads.broker import coordinators
+from ads.broker.authorized_operations import ALLOW_ALL, OperationsAuthorizer
 from ads.broker.dispatch import Dispatcher
 from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.handlers import all_handlers
@@ -69,6 +70,7 @@ class Broker:
         self.replica_manager.add_leadership_listener(
             lambda topic, index, leader, epoch: coordinators.leadership_changed(
                 self, topic, index, leader, epoch))
+        self.operations_authorizer: OperationsAuthorizer = ALLOW_ALL
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots"))
         self.listener: KafkaListener | None = None

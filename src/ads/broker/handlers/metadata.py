@@ -4,8 +4,10 @@ Metadata auto-creates a requested topic when `auto.create.topics.enable` is true
 request allows it (v4+). Its partitions' files are made off the event loop; until a
 partition is served it is listed with LEADER_NOT_AVAILABLE and no leader (as in Kafka
 while a new topic's leaders are elected), and clients ask again.
-Authorized operations are not computed (no authorizer yet): the fields keep their
-"not requested" default.
+Authorized operations (KIP-430) are filled in when asked for: a topic's from v8, the
+cluster's in v8-10 (later versions moved it to DescribeCluster), each from
+`ads.broker.authorized_operations` (every operation that applies, until ACLs exist);
+otherwise the fields keep their "not requested" default, -2147483648.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import uuid
 from collections.abc import Container
 from typing import TYPE_CHECKING
 
+from ads.broker.authorized_operations import NOT_REQUESTED, ResourceType
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.metadata.model import InvalidTopicError, TopicState, validate_topic_name
 from ads.protocol import messages as m
@@ -23,6 +26,7 @@ if TYPE_CHECKING:
     from ads.broker.context import BrokerContext
 
 ZERO_UUID = uuid.UUID(int=0)
+CLUSTER_NAME = "kafka-cluster"  # Kafka's name of the one cluster resource
 R = m.MetadataResponse
 
 
@@ -88,6 +92,17 @@ def handle_metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataRe
                 topic = broker.record_topic(name, broker.config.get_int("num.partitions"), {})
                 broker.open_in_background(topic)
             topics.append(_cached_entry(broker, topic))
+    v = ctx.api_version
+    cluster_operations = NOT_REQUESTED
+    if v >= 8:
+        if req.include_topic_authorized_operations:
+            # Copies: the cached entries are shared by every response.
+            topics = [_with_operations(t, ctx.authorized_operations(ResourceType.TOPIC,
+                                                                    t.name or ""))
+                      for t in topics]
+        if v <= 10 and req.include_cluster_authorized_operations:
+            cluster_operations = ctx.authorized_operations(ResourceType.CLUSTER,
+                                                           CLUSTER_NAME)
     ep = broker.endpoint
     return m.MetadataResponse(
         throttle_time_ms=0,
@@ -96,7 +111,16 @@ def handle_metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataRe
         cluster_id=broker.metadata.cluster_id,
         controller_id=broker.node_id,
         topics=topics,
+        cluster_authorized_operations=cluster_operations,
     )
+
+
+def _with_operations(entry: R.MetadataResponseTopic, operations: int
+                     ) -> R.MetadataResponseTopic:
+    return R.MetadataResponseTopic(
+        error_code=entry.error_code, name=entry.name, topic_id=entry.topic_id,
+        is_internal=entry.is_internal, partitions=entry.partitions,
+        topic_authorized_operations=operations)
 
 
 def handle_describe_cluster(ctx: RequestContext, req: m.DescribeClusterRequest
@@ -109,9 +133,12 @@ def handle_describe_cluster(ctx: RequestContext, req: m.DescribeClusterRequest
             error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
             error_message="ADS brokers have no separate controller endpoints",
             endpoint_type=endpoint_type, cluster_id=broker.metadata.cluster_id)
+    operations = NOT_REQUESTED
+    if req.include_cluster_authorized_operations:
+        operations = ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
     return m.DescribeClusterResponse(
         error_code=ErrorCode.NONE, endpoint_type=1, cluster_id=broker.metadata.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=broker.node_id, cluster_authorized_operations=operations,
         brokers=[m.DescribeClusterResponse.DescribeClusterBroker(
             broker_id=ep.node_id, host=ep.host, port=ep.port, rack=ep.rack)])
 
