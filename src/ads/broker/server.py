@@ -18,6 +18,7 @@ from pathlib import Path
 from ads.broker import config as bconfig
 from ads.broker import coordinators
 from ads.broker.authorized_operations import ALLOW_ALL, OperationsAuthorizer
+from ads.broker.configdefs import DEPRECATED_TOPIC_KEYS
 from ads.broker.dispatch import Dispatcher
 from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.handlers import all_handlers
@@ -84,6 +85,7 @@ class Broker:
         # Topics whose new partitions' files are being made in a worker thread.
         self._opening: dict[str, asyncio.Future[None]] = {}
         self._producer_ids: Iterator[int] = iter(())
+        self._deprecated_warned: set[tuple[str, str]] = set()  # (topic, key) logged
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -190,7 +192,17 @@ class Broker:
 
     # -- topics ------------------------------------------------------------------------
     def topic_log_config(self, topic: TopicState) -> LogConfig:
+        self._warn_deprecated(topic)
         return log_config_from(bconfig.effective_topic_config(self.config, topic.configs))
+
+    def _warn_deprecated(self, topic: TopicState) -> None:
+        """Once per topic and key: a deprecated key Kafka 3.x ignores is set."""
+        for key, reason in DEPRECATED_TOPIC_KEYS.items():
+            if key in topic.configs and (topic.name, key) not in self._deprecated_warned:
+                self._deprecated_warned.add((topic.name, key))
+                log.warning("Topic configuration %s with value `%s` is ignored for `%s`: %s. "
+                            "This configuration is deprecated (Kafka 4.0 removed it).",
+                            key, topic.configs[key], topic.name, reason)
 
     def _open_partitions(self, topic: TopicState) -> None:
         cfg = self.topic_log_config(topic)
@@ -280,6 +292,7 @@ class Broker:
         for p in topic.partitions:
             self.replica_manager.remove_partition(name, p.partition)
             self.log_manager.delete_log(name, p.partition)
+        self._deprecated_warned = {w for w in self._deprecated_warned if w[0] != name}
         log.info("deleted topic %s", name)
 
     def record_partitions(self, name: str, total: int) -> TopicState:
