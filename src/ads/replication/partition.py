@@ -31,6 +31,7 @@ from ads.records.errors import (
     UnsupportedCompressionError,
     UnsupportedMagicError,
 )
+from ads.records.recompress import recompress_batch, target_codec
 from ads.storage.config import LogConfig
 from ads.storage.errors import StorageError
 
@@ -129,6 +130,7 @@ class Partition:
             log_append_time=config.log_append_time,
             before_max_ms=config.timestamp_before_max_ms,
             after_max_ms=config.timestamp_after_max_ms)
+        self._codec = target_codec(config.compression_type)  # None: keep the producer's
 
     def maybe_advance_high_watermark(self) -> bool:
         """Moves the high watermark to the smallest log end offset in the ISR if that is
@@ -179,6 +181,8 @@ class Partition:
                                  "transactional produce is not supported yet")
         if self._rules.must_scan(header, now_ms):
             self._check_records(records, header, now_ms)
+        if self._codec is not None and header.compression != self._codec:
+            records, headers = self._recompress(records, header)
         if acks == -1 and len(self.isr) < self.config.min_insync_replicas:
             raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS)
         try:
@@ -189,6 +193,24 @@ class Partition:
             raise PartitionError(ErrorCode[exc.kafka_error], str(exc)) from exc
         return ProduceResult(info.first_offset, info.log_append_time_ms, info.log_start_offset,
                              info.last_offset + 1)
+
+    def _recompress(self, records: memoryview, header: rb.BatchHeader
+                    ) -> tuple[memoryview, list[tuple[int, rb.BatchHeader]]]:
+        # The topic's compression.type differs from the batch's codec: one batch in, one
+        # out (`ads.records.recompress`); its size may change, so it is checked again.
+        assert self._codec is not None
+        try:
+            out = recompress_batch(records, 0, header, self._codec,
+                                   self.config.compression_level,
+                                   max(_MAX_INFLATED_BYTES, 16 * self.config.max_message_bytes))
+        except RecordError as exc:
+            raise PartitionError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
+        if len(out) > self.config.max_message_bytes:
+            raise PartitionError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"batch of {len(out)} bytes after recompression exceeds max.message.bytes "
+                f"{self.config.max_message_bytes}")
+        return memoryview(out), [(0, rb.read_batch_header(out, 0))]
 
     def _check_records(self, records: memoryview, header: rb.BatchHeader, now_ms: int) -> None:
         # Compaction keeps the last record per key, so a record without one could never be

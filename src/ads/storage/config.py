@@ -42,6 +42,9 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     min_insync_replicas: int = 1
     compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
     unclean_leader_election_enable: bool = False
     preallocate: bool = False
 
@@ -102,6 +105,13 @@ class LogConfig:
     @property
     def compact(self) -> bool:
         return "compact" in self.cleanup_policy
+
+    @property
+    def compression_level(self) -> int | None:
+        """The KIP-390 level of the topic's codec (None: the codec has none, or `producer`
+        or `uncompressed`)."""
+        return {"gzip": self.compression_gzip_level, "lz4": self.compression_lz4_level,
+                "zstd": self.compression_zstd_level}.get(self.compression_type)
 
     def with_overrides(self, **changes: Any) -> LogConfig:
         """A copy with some fields changed, validated again."""
