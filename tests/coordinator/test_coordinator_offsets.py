@@ -12,7 +12,7 @@ from ads.coordinator.group.state import GroupState
 from ads.coordinator.topic import java_string_hash, partition_for
 from ads.protocol.errors import ErrorCode
 from ads.records.batch import decode_records
-from coordinator_fakes import join_new, lead_all, make, sync
+from coordinator_fakes import join, join_new, lead_all, make, sync
 
 
 async def commit(coord: GroupCoordinator, group: str = "g", generation: int = -1,
@@ -156,3 +156,47 @@ async def test_coordinator_offsets_expire_after_retention_of_empty_group() -> No
     clock.advance(1001)
     coord.tick()
     assert coord.fetch_offsets("live", None)[1] == [] and "live" not in coord.groups
+
+
+async def test_coordinator_commit_checks_member_then_generation_then_state() -> None:
+    coord, _, _ = await make()
+    a, _ = join_new(coord, client_id="a")
+    sync(coord, a, 1, {a: b""})
+    b, b_join = join_new(coord, client_id="b")
+    # PreparingRebalance: a member of the current generation commits what it keeps.
+    assert coord.groups["g"].state is GroupState.PREPARING_REBALANCE
+    assert await commit(coord, generation=1, member=a) == [ErrorCode.NONE]
+    assert await commit(coord, generation=0, member=a) == [ErrorCode.ILLEGAL_GENERATION]
+    join(coord, member_id=a, client_id="a")
+    assert coord.groups["g"].state is GroupState.COMPLETING_REBALANCE
+    # CompletingRebalance: who the member is and its generation come before the state.
+    assert await commit(coord, generation=1, member=a) == [ErrorCode.ILLEGAL_GENERATION]
+    assert await commit(coord, generation=2, member="ghost") == [ErrorCode.UNKNOWN_MEMBER_ID]
+    assert await commit(coord) == [ErrorCode.UNKNOWN_MEMBER_ID]  # generation -1, not Empty
+    assert await commit(coord, generation=2, member=b) == [ErrorCode.REBALANCE_IN_PROGRESS]
+
+
+async def test_coordinator_commit_static_member_fenced_and_unknown_instance() -> None:
+    coord, _, _ = await make()
+    first = join(coord, instance="i-a").last
+    sync(coord, first.member_id, 1, {first.member_id: b""})
+    again = join(coord, instance="i-a").last  # the instance restarts with a new member id
+
+    async def commit_as(member: str, instance: str | None) -> list[ErrorCode]:
+        return await coord.commit_offsets("g", 1, member, instance, -1,
+                                          [OffsetCommit("t", 0, 1, -1, "")])
+
+    assert await commit_as(first.member_id, "i-a") == [ErrorCode.FENCED_INSTANCE_ID]
+    assert await commit_as(again.member_id, "i-b") == [ErrorCode.UNKNOWN_MEMBER_ID]
+    assert await commit_as(again.member_id, "i-a") == [ErrorCode.NONE]
+    assert coord.heartbeat("g", 1, again.member_id, "i-b") == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+async def test_coordinator_commit_to_unknown_group_by_version() -> None:
+    coord, _, _ = await make()
+    one = [OffsetCommit("t", 0, 1, -1, "")]
+    assert await coord.commit_offsets("nope", 1, "m", None, -1, one, 8) == [
+        ErrorCode.ILLEGAL_GENERATION]
+    assert await coord.commit_offsets("nope", 1, "m", None, -1, one, 9) == [
+        ErrorCode.GROUP_ID_NOT_FOUND]
+    assert await coord.commit_offsets("nope", -1, "", None, -1, one, 9) == [ErrorCode.NONE]

@@ -284,3 +284,37 @@ async def test_runtime_group_timers_write_through_the_runtime() -> None:
     coord.tick()  # the session expires; the now empty group's record is written
     assert coord.groups["g"].state.value == "Empty" and mlog.appended() == before + 1
 
+
+
+async def test_runtime_wakeup_names_each_deadline_and_the_earliest_left() -> None:
+    runtime, _, clock = kv_runtime()
+    asked: list[int] = []
+    runtime.wakeup = asked.append
+    now = clock.time_ms()
+    runtime.become_leader(0, 0)
+    await runtime.until_loaded(0)
+    shard = runtime.shard(0)
+    assert shard is not None
+    assert runtime.next_deadline_ms() is None
+    late = shard.timers.schedule(5000, lambda: None)
+    early = shard.timers.schedule(1000, lambda: None)
+    assert asked == [now + 5000, now + 1000]
+    assert runtime.next_deadline_ms() == now + 1000
+    early.cancel()  # a cancelled timer no longer counts
+    assert runtime.next_deadline_ms() == now + 5000
+    late.cancel()
+    assert runtime.next_deadline_ms() is None
+
+
+async def test_runtime_wakeup_for_timers_set_while_loading() -> None:
+    # A partition's timers run only once it is ACTIVE: the owner hears of its earliest
+    # deadline again when it gets there.
+    coord, mlog, clock = await make()
+    a, _ = join_new(coord, session_ms=6000)
+    sync(coord, a, 1, {a: b""})
+    fresh = GroupCoordinator(mlog, mlog, clock, coord.config)
+    asked: list[int] = []
+    fresh.runtime.wakeup = asked.append
+    await lead_all(fresh)
+    assert clock.time_ms() + 6000 in asked
+    assert fresh.next_deadline_ms() == clock.time_ms() + 6000

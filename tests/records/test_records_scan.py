@@ -10,7 +10,7 @@ from ads.records.batch import RecordSpec, build_batch, read_batch_header
 from ads.records.compression import CompressionType
 from ads.records.errors import CorruptRecordError
 from ads.records.record import encode_varint, read_varint
-from ads.records.scan import RecordScan, batch_body, first_null_key, scan_records
+from ads.records.scan import RecordScan, batch_body, scan_records
 
 MAX = 1 << 22
 BLOBS = st.none() | st.binary(max_size=300)
@@ -56,7 +56,6 @@ def test_scan_records_every_field_and_headers() -> None:
     assert scan.timestamp_deltas == [0, 5, -10]
     assert scan.tombstones == [False, False, True]
     assert scan.ends[-1] == len(batch)
-    assert first_null_key(batch, 0, read_batch_header(batch), MAX) == 1
 
 
 def test_scan_records_truncated_body_raises_corrupt_record_error() -> None:
@@ -78,8 +77,6 @@ def test_scan_records_matches_built_records_property(
     assert scan.keys == [s.key for s in specs]
     assert scan.tombstones == [s.value is None for s in specs]
     assert scan.offset_deltas == list(range(len(specs)))
-    nulls = [i for i, s in enumerate(specs) if s.key is None]
     header = read_batch_header(batch)
     stamps = [header.base_timestamp + d for d in scan.timestamp_deltas]
     assert stamps == [s.timestamp for s in specs]
-    assert first_null_key(batch, 0, header, MAX) == (nulls[0] if nulls else None)

@@ -118,7 +118,27 @@ class ListOf:
         return None
 
 
-Validator = Range | OneOf | ListOf
+_VERSION_RE = re.compile(
+    r"(0\.(8\.[0-2]|9\.0|10\.[0-2]|11\.0)|1\.[01]|2\.[0-8]|3\.[0-9])(-IV[0-9]+)?\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaVersion:
+    """A Kafka release or protocol version as Kafka's MetadataVersion reads it: `0.10.2`,
+    `2.8`, `3.0-IV1`; segments past the release (`3.0.1`) are ignored."""
+
+    def check(self, value: object) -> str | None:
+        text = str(value)
+        release, dash, iv = text.partition("-")
+        segments = release.split(".")
+        keep = 3 if release.startswith("0.") else 2
+        key = ".".join(segments[:keep]) + dash + iv
+        if _VERSION_RE.match(key):
+            return None
+        return f"Version `{text}` is not a valid version"
+
+
+Validator = Range | OneOf | ListOf | KafkaVersion
 
 
 def _num(x: float) -> str:
@@ -384,6 +404,8 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
      "How far in the future a CreateTime timestamp may be."),
     ("log.message.downconversion.enable", B, "true", None, LOW,
      "Accepted and ignored: ADS never down-converts batches for old consumers."),
+    ("log.message.format.version", S, "3.0-IV1", KafkaVersion(), MEDIUM,
+     "Deprecated since Kafka 3.0; accepted and ignored: ADS writes message format v2 only."),
     ("log.local.retention.ms", L, "-2", Range(-2), MEDIUM,
      "Local retention with tiered storage; accepted, tiered storage is unsupported."),
     ("log.local.retention.bytes", L, "-2", Range(-2), MEDIUM,
@@ -529,7 +551,9 @@ TOPIC_CONFIG_DEFS: dict[str, ConfigDef] = _table(
     ("max.message.bytes", I, "1048588", NONNEG, MEDIUM,
      "Largest record batch this topic accepts, after compression."),
     ("message.downconversion.enable", B, "true", None, LOW,
-     "Accepted and ignored: ADS never down-converts batches."),
+     "Deprecated; accepted and ignored: ADS never down-converts batches."),
+    ("message.format.version", S, "3.0-IV1", KafkaVersion(), MEDIUM,
+     "Deprecated since Kafka 3.0; accepted and ignored: ADS writes message format v2 only."),
     ("message.timestamp.after.max.ms", L, LMAX, NONNEG, MEDIUM,
      "How far in the future a CreateTime timestamp may be."),
     ("message.timestamp.before.max.ms", L, LMAX, NONNEG, MEDIUM,
@@ -594,6 +618,7 @@ TOPIC_TO_BROKER: dict[str, str] = {
     "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
     "max.message.bytes": "message.max.bytes",
     "message.downconversion.enable": "log.message.downconversion.enable",
+    "message.format.version": "log.message.format.version",
     "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
     "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
     "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
@@ -612,3 +637,11 @@ TOPIC_TO_BROKER: dict[str, str] = {
 }
 
 TOPIC_CONFIG_KEYS: frozenset[str] = frozenset(TOPIC_CONFIG_DEFS)
+
+# Deprecated topic keys Kafka 3.x accepts and ignores (all gone in Kafka 4.0): stored and
+# described like any other, without effect; setting one is logged once per topic.
+# (message.timestamp.difference.max.ms is deprecated too, but still acts, as in Kafka.)
+DEPRECATED_TOPIC_KEYS: dict[str, str] = {
+    "message.format.version": "ADS writes message format v2 only",
+    "message.downconversion.enable": "ADS never down-converts batches for older clients",
+}

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Protocol
 
+from ads.broker.authorized_operations import OperationsAuthorizer
 from ads.broker.config import BrokerConfig
 from ads.broker.fetch_sessions import FetchSessionCache
 from ads.common.clock import Clock
@@ -31,6 +32,8 @@ class BrokerContext(Protocol):
     replica_manager: ReplicaManager
     group_coordinator: GroupCoordinator
     fetch_sessions: FetchSessionCache
+    # Decides the authorized operations responses report (everything, until ACLs exist).
+    operations_authorizer: OperationsAuthorizer
     # Metadata's per-topic response entries (handlers/metadata.py).
     metadata_entries: TopicCache[MetadataResponse.MetadataResponseTopic]
 

@@ -5,10 +5,20 @@ topic metadata and the broker's clock. Leadership of internal-topic partitions r
 coordinator runtime through `become_leader` / `become_follower`: the replica manager calls
 them whenever this broker becomes leader or follower of such a partition, on one broker as
 in a cluster.
+
+Coordinator timers (sessions, rebalances, KIP-848 heartbeats and revocations, offset
+expiry) fire at their deadline: `DeadlineTimer` keeps one event-loop timer armed at the
+earliest deadline the coordinator has, moves it earlier when a sooner one is scheduled, and
+after each `tick` arms it at the next. Nothing polls: before, a 50 ms tick removed a member
+whose session ended at T somewhere in [T, T+50 ms), so a client that waited exactly its
+session timeout and then deleted its group could still find the member there.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ads.broker.internal_topics import OFFSETS_TOPIC_SPEC, BrokerTopicMetadata, InternalTopicLog
@@ -17,8 +27,59 @@ from ads.coordinator.group.coordinator import GroupCoordinator
 
 if TYPE_CHECKING:
     from ads.broker.context import BrokerContext
+    from ads.common.clock import Clock
 
-TICK_MS = 50
+log = logging.getLogger("ads.broker")
+
+
+class DeadlineTimer:
+    """Calls `tick` when the earliest coordinator deadline comes. Used from the broker's
+    event loop only (the coordinator schedules its timers there)."""
+
+    def __init__(self, clock: Clock, tick: Callable[[], None],
+                 next_deadline_ms: Callable[[], int | None]) -> None:
+        self._clock = clock
+        self._tick = tick
+        self._next = next_deadline_ms
+        self._handle: asyncio.TimerHandle | None = None
+        self.armed_ms: int | None = None  # the deadline the loop timer is armed for
+        self._ticking = False
+        self._stopped = False
+
+    def request(self, deadline_ms: int) -> None:
+        """A timer due at `deadline_ms` was scheduled: wake up then at the latest."""
+        if self._ticking or self._stopped:
+            return  # `_fire` arms for the earliest deadline once the tick is over
+        if self.armed_ms is None or deadline_ms < self.armed_ms:
+            self._arm(deadline_ms)
+
+    def _arm(self, deadline_ms: int) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        delay_s = max(deadline_ms - self._clock.time_ms(), 0) / 1000
+        self._handle = asyncio.get_running_loop().call_later(delay_s, self._fire)
+        self.armed_ms = deadline_ms
+
+    def _fire(self) -> None:
+        self._handle = self.armed_ms = None
+        self._ticking = True
+        try:
+            self._tick()
+        except Exception:
+            log.exception("coordinator timers failed")
+        finally:
+            self._ticking = False
+        following = self._next()
+        if following is not None and not self._stopped:
+            # The loop's clock may run a hair ahead of the wall clock: a deadline not yet
+            # due is simply armed again.
+            self._arm(following)
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = self.armed_ms = None
 
 
 def create_group_coordinator(broker: BrokerContext) -> GroupCoordinator:
@@ -27,10 +88,14 @@ def create_group_coordinator(broker: BrokerContext) -> GroupCoordinator:
                             group_config(broker.config))
 
 
-def start(broker: BrokerContext) -> None:
-    """Runs the timers. The coordinators load the partitions this broker leads as the
-    replica manager reports leadership (`leadership_changed`)."""
-    broker.schedule("group-coordinator", TICK_MS, broker.group_coordinator.tick)
+def start(broker: BrokerContext) -> DeadlineTimer:
+    """Runs the timers at their deadlines; returns what wakes them (`stop` it at shutdown).
+    The coordinators load the partitions this broker leads as the replica manager reports
+    leadership (`leadership_changed`)."""
+    coordinator = broker.group_coordinator
+    deadlines = DeadlineTimer(broker.clock, coordinator.tick, coordinator.next_deadline_ms)
+    coordinator.runtime.wakeup = deadlines.request
+    return deadlines
 
 
 def become_leader(broker: BrokerContext, topic: str, partition: int, leader_epoch: int) -> None:
@@ -55,5 +120,7 @@ def leadership_changed(broker: BrokerContext, topic: str, partition: int, leader
         become_follower(broker, topic, partition, leader_epoch)
 
 
-def stop(broker: BrokerContext) -> None:
+def stop(broker: BrokerContext, deadlines: DeadlineTimer | None) -> None:
+    if deadlines is not None:
+        deadlines.stop()
     broker.group_coordinator.shutdown()

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ads.broker.authorized_operations import ResourceType, authorized_operations
 from ads.broker.context import BrokerContext
 from ads.net.server import CloseConnection, ConnectionInfo, Response
 from ads.protocol import codec
@@ -44,6 +45,11 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     connection: ConnectionInfo
+
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
+        """The KIP-430 bit set of what this request's principal may do to the resource."""
+        return authorized_operations(self.broker.operations_authorizer, self.connection,
+                                     self.client_id, resource_type, name)
 
 
 class Dispatcher:

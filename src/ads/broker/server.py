@@ -17,6 +17,8 @@ from pathlib import Path
 
 from ads.broker import config as bconfig
 from ads.broker import coordinators
+from ads.broker.authorized_operations import ALLOW_ALL, OperationsAuthorizer
+from ads.broker.configdefs import DEPRECATED_TOPIC_KEYS
 from ads.broker.dispatch import Dispatcher
 from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.handlers import all_handlers
@@ -89,9 +91,11 @@ class Broker:
         self.replica_manager = ReplicaManager(self.node_id, self._known_partition)
         self.dispatcher = Dispatcher(self, all_handlers())
         self.group_coordinator = coordinators.create_group_coordinator(self)
+        self.coordinator_deadlines: coordinators.DeadlineTimer | None = None
         self.replica_manager.add_leadership_listener(
             lambda topic, index, leader, epoch: coordinators.leadership_changed(
                 self, topic, index, leader, epoch))
+        self.operations_authorizer: OperationsAuthorizer = ALLOW_ALL
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots"))
         self.listener: KafkaListener | None = None
@@ -107,6 +111,7 @@ class Broker:
         self._producer_ids: Iterator[int] = iter(())
         # Each topic's configs as last applied to its logs (changes may come from anywhere).
         self._applied_configs: dict[str, dict[str, str]] = {}
+        self._deprecated_warned: set[tuple[str, str]] = set()  # (topic, key) logged
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -118,7 +123,7 @@ class Broker:
         self.log_manager.startup()
         for topic in self.metadata.topics.values():
             self._open_partitions(topic)
-        coordinators.start(self)
+        self.coordinator_deadlines = coordinators.start(self)
         host, port = self.config.listeners[0]
         self.listener = KafkaListener(
             self.dispatcher, host, port, self.config.socket_request_max_bytes)
@@ -137,7 +142,7 @@ class Broker:
         except Exception:
             self.started = False
             self.listener.stop_accepting()
-            coordinators.stop(self)
+            coordinators.stop(self, self.coordinator_deadlines)
             self.log_manager.shutdown()
             self.metadata.close()
             raise
@@ -172,7 +177,7 @@ class Broker:
         for task in [*self._tasks, *self._opening.values()]:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._opening.values(), return_exceptions=True)
-        coordinators.stop(self)
+        coordinators.stop(self, self.coordinator_deadlines)
         if self.controller is not None:
             await asyncio.to_thread(self.controller.stop)
         await asyncio.to_thread(self.metadata.close)
@@ -229,6 +234,7 @@ class Broker:
 
     # -- topics ------------------------------------------------------------------------
     def topic_log_config(self, topic: TopicState) -> LogConfig:
+        self._warn_deprecated(topic)
         return log_config_from(bconfig.effective_topic_config(self.config, topic.configs))
 
     def _known_partition(self, name: str, index: int) -> bool:
@@ -262,7 +268,17 @@ class Broker:
             self.replica_manager.remove_partition(name, part.index)
             self.log_manager.delete_log(name, part.index)
             coordinators.become_follower(self, name, part.index)
+        self._deprecated_warned = {w for w in self._deprecated_warned if w[0] != name}
         log.info("deleted topic %s", name)
+
+    def _warn_deprecated(self, topic: TopicState) -> None:
+        """Once per topic and key: a deprecated key Kafka 3.x ignores is set."""
+        for key, reason in DEPRECATED_TOPIC_KEYS.items():
+            if key in topic.configs and (topic.name, key) not in self._deprecated_warned:
+                self._deprecated_warned.add((topic.name, key))
+                log.warning("Topic configuration %s with value `%s` is ignored for `%s`: %s. "
+                            "This configuration is deprecated (Kafka 4.0 removed it).",
+                            key, topic.configs[key], topic.name, reason)
 
     def _open_partitions(self, topic: TopicState) -> None:
         """Serves this broker's replicas of the topic (files made already, or made here)

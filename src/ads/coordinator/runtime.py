@@ -45,7 +45,10 @@ rebuild. `then` gets the client's error instead when the append failed
 caller await the outcome; its continuation runs even if the caller is cancelled meanwhile.
 
 Timers: each loaded partition has its own `Timers`; `tick` runs the due ones of ACTIVE
-partitions and performs the writes they return. Unloading cancels them all.
+partitions and performs the writes they return. Unloading cancels them all. The owner
+learns when to call `tick` from `wakeup(deadline_ms)`, called for every timer scheduled
+and for the earliest timer of a partition that becomes ACTIVE, and from
+`next_deadline_ms` (the broker arms one event-loop timer at the earliest deadline).
 
 Limits: a request is checked against the state it sees when it is issued and not again
 when its write commits (with one broker nothing can happen in between). There is no write
@@ -153,10 +156,13 @@ class CoordinatorRuntime(Generic[S]):
     """
 
     def __init__(self, topic: InternalTopic, clock: Clock,
-                 new_shard: Callable[[int, Timers[Write]], S]) -> None:
+                 new_shard: Callable[[int, Timers[Write]], S],
+                 wakeup: Callable[[int], None] | None = None) -> None:
         self.topic = topic
         self.clock = clock
         self._new_shard = new_shard
+        # Told each new deadline, so its owner can call `tick` then (see the header).
+        self.wakeup = wakeup
         self._partitions: dict[int, _Partition[S]] = {}
         # Commits being waited for; referenced so that their tasks are not collected.
         self._waiting: set[asyncio.Future[int]] = set()
@@ -206,7 +212,7 @@ class CoordinatorRuntime(Generic[S]):
                 current.leader_epoch = leader_epoch
                 return
             self._close(current)
-        timers: Timers[Write] = Timers(self.clock)
+        timers: Timers[Write] = Timers(self.clock, self._scheduled)
         p = _Partition(partition, leader_epoch, self._new_shard(partition, timers), timers)
         self._partitions[partition] = p
         p.load = asyncio.ensure_future(self._load(p))
@@ -274,6 +280,9 @@ class CoordinatorRuntime(Generic[S]):
         log.info("loaded %s-%d: %d records in %.0f ms", self.topic.name, p.index, count,
                  (time.monotonic() - started) * 1000)
         self._perform(p, p.shard.on_loaded())
+        first = p.timers.next_deadline_ms()
+        if first is not None:
+            self._scheduled(first)
 
     def _replay(self, p: _Partition[S], batch: bytes) -> int:
         try:
@@ -369,6 +378,17 @@ class CoordinatorRuntime(Generic[S]):
             report(error)
 
     # -- time ------------------------------------------------------------------------
+    def _scheduled(self, deadline_ms: int) -> None:
+        if self.wakeup is not None:
+            self.wakeup(deadline_ms)
+
+    def next_deadline_ms(self) -> int | None:
+        """The earliest deadline of a timer of an ACTIVE partition (None: no timer)."""
+        deadlines = [d for p in self._partitions.values()
+                     if p.status is PartitionStatus.ACTIVE
+                     and (d := p.timers.next_deadline_ms()) is not None]
+        return min(deadlines, default=None)
+
     def tick(self) -> None:
         """Runs the due timers of every ACTIVE partition and performs their writes."""
         for p in list(self._partitions.values()):

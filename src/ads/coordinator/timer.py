@@ -1,12 +1,15 @@
 """Deadlines of a coordinator partition (session, rebalance, join-delay and expiry timeouts).
 
 A min-heap of deadlines read against the injected clock. The runtime keeps one `Timers`
-per loaded partition and calls `run_due` from its `tick`, which the broker runs on its
-event loop and unit tests run after advancing a `ManualClock`, so no timer ever sleeps or
-runs on another thread. A timer's function may return the effects it wants performed (the
-runtime's writes); `run_due` hands them back in the order the timers ran. Cancelled timers
-stay in the heap until they come due and are then dropped; unloading a partition cancels
-all of its timers at once.
+per loaded partition and calls `run_due` from its `tick`; unit tests call `tick` after
+advancing a `ManualClock`, so no timer ever sleeps or runs on another thread. The broker
+does not poll: `on_schedule` tells it of each new deadline and `next_deadline_ms` of the
+earliest one left, so it wakes its event loop exactly when the first timer is due (a
+member whose session ends at T is removed at T, not at the next tick after T). A timer's
+function may return the effects it wants performed (the runtime's writes); `run_due`
+hands them back in the order the timers ran. Cancelled timers stay in the heap until they
+reach its top and are then dropped; unloading a partition cancels all of its timers at
+once.
 """
 
 from __future__ import annotations
@@ -38,15 +41,26 @@ class TimerHandle:
 class Timers(Generic[R]):
     """Not thread-safe: the broker's event loop only."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, on_schedule: Callable[[int], None] | None = None) -> None:
+        """`on_schedule(deadline_ms)` is called for every timer scheduled."""
         self.clock = clock
         self._heap: list[tuple[int, int, TimerHandle, Callable[[], Iterable[R] | None]]] = []
         self._seq = itertools.count()
+        self._on_schedule = on_schedule
 
     def schedule(self, delay_ms: int, fn: Callable[[], Iterable[R] | None]) -> TimerHandle:
         handle = TimerHandle(self.clock.time_ms() + max(delay_ms, 0))
         heapq.heappush(self._heap, (handle.deadline_ms, next(self._seq), handle, fn))
+        if self._on_schedule is not None:
+            self._on_schedule(handle.deadline_ms)
         return handle
+
+    def next_deadline_ms(self) -> int | None:
+        """The deadline of the earliest live timer, None when there is none."""
+        heap = self._heap
+        while heap and heap[0][2].cancelled:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
 
     def run_due(self) -> list[R]:
         """Runs every timer whose deadline has passed; returns what they asked for."""

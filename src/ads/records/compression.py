@@ -67,23 +67,27 @@ _GROWTH = 4
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
 
 
-def compress(codec: int, data: Buffer) -> bytes:
-    """Compress a batch body with ``codec`` (a ``CompressionType`` value)."""
+def compress(codec: int, data: Buffer, level: int | None = None) -> bytes:
+    """Compress a batch body with ``codec`` (a ``CompressionType`` value) at ``level``
+    (KIP-390: gzip 1-9 or -1, lz4 1-17, zstd -131072-22; None or -1 the codec's default;
+    snappy has no levels)."""
     if codec == CompressionType.NONE:
         return bytes(data)
     if codec == CompressionType.GZIP:
-        return bytes(cramjam.gzip.compress(data, level=_GZIP_LEVEL))
+        gzip_level = _GZIP_LEVEL if level is None or level == -1 else level
+        return bytes(cramjam.gzip.compress(data, level=gzip_level))
     if codec == CompressionType.SNAPPY:
         return _xerial_compress(data)
     if codec == CompressionType.LZ4:
         compressor = cramjam.lz4.Compressor(
-            level=_LZ4_LEVEL, content_checksum=False, block_linked=False
+            level=_LZ4_LEVEL if level is None else level, content_checksum=False,
+            block_linked=False,
         )
         # The streaming compressor accepts only bytes.
         compressor.compress(data if isinstance(data, bytes) else bytes(data))
         return bytes(compressor.finish())
     if codec == CompressionType.ZSTD:
-        return bytes(cramjam.zstd.compress(data, level=_ZSTD_LEVEL))
+        return bytes(cramjam.zstd.compress(data, level=_ZSTD_LEVEL if level is None else level))
     raise UnsupportedCompressionError(f"unknown compression codec {codec}")
 
 

@@ -1,5 +1,6 @@
 """The record scanner: keys, offset and timestamp deltas and record bounds of a batch body,
-without decoding values; used by the log cleaner and the produce path's key check.
+without decoding values; used by the log cleaner and the produce path's record checks
+(``ads.records.checks``).
 
 The record layout is ``ads.records.record``'s. The cleaner needs, per record, only its key,
 offset delta, whether the value is null (a tombstone) and where the record's bytes start and
@@ -20,7 +21,7 @@ from ads.records.batch import RECORDS_OFFSET, BatchHeader
 from ads.records.errors import CorruptRecordError
 from ads.records.record import encode_varint, read_varint
 
-__all__ = ["RecordScan", "batch_body", "first_null_key", "rebase_timestamps", "scan_records"]
+__all__ = ["RecordScan", "batch_body", "rebase_timestamps", "scan_records"]
 
 Buffer = bytes | bytearray | memoryview
 
@@ -111,18 +112,6 @@ def scan_records(body: Buffer, start: int, end: int, count: int) -> RecordScan:
     if pos != end:
         raise CorruptRecordError(f"{end - pos} bytes after the last record")
     return scan
-
-
-def first_null_key(
-    buf: Buffer, pos: int, header: BatchHeader, max_uncompressed_bytes: int
-) -> int | None:
-    """Offset delta of the first record without a key in the batch at ``pos``, else ``None``."""
-    body, start, end = batch_body(buf, pos, header, max_uncompressed_bytes)
-    scan = scan_records(body, start, end, header.records_count)
-    for key, delta in zip(scan.keys, scan.offset_deltas, strict=True):
-        if key is None:
-            return delta
-    return None
 
 
 def rebase_timestamps(

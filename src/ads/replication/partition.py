@@ -9,6 +9,10 @@ manager's job (`ads.replication.purgatory`), not the partition's.
 
 The produce path does per-batch work only: `validate_batches` reads each batch header and
 runs one C CRC32C over it; the log patches base offsets in place and appends the bytes.
+Records are decoded only when the topic's rules (`ads.records.checks`) could refuse one of
+them: keys on a compacted topic, timestamps the header puts outside
+`message.timestamp.before.max.ms` / `message.timestamp.after.max.ms`. Every refused record
+is then reported (KIP-467), not just the first.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ads.protocol.errors import ErrorCode
 from ads.records import batch as rb
+from ads.records.checks import BadRecord, RecordRules, bad_records, summary
 from ads.records.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -26,7 +31,7 @@ from ads.records.errors import (
     UnsupportedCompressionError,
     UnsupportedMagicError,
 )
-from ads.records.scan import first_null_key
+from ads.records.recompress import recompress_batch, target_codec
 from ads.storage.config import LogConfig
 from ads.storage.errors import StorageError
 
@@ -53,10 +58,19 @@ _RECORD_ERRORS: list[tuple[type[RecordError], ErrorCode]] = [
 class PartitionError(Exception):
     """A per-partition failure carrying the Kafka error code for the response."""
 
-    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+    def __init__(self, code: ErrorCode, message: str | None = None,
+                 record_errors: tuple[tuple[int, str], ...] = ()) -> None:
         super().__init__(message or code.name)
         self.code = code
         self.message = message
+        # (batch index, message) of each refused record (Produce v8+, KIP-467).
+        self.record_errors = record_errors
+
+
+def _refused(bad: list[BadRecord]) -> PartitionError:
+    timestamps, message = summary(bad)
+    code = ErrorCode.INVALID_TIMESTAMP if timestamps else ErrorCode.INVALID_RECORD
+    return PartitionError(code, message, tuple((b.batch_index, b.message) for b in bad))
 
 
 class ProduceResult(NamedTuple):  # a tuple: built on every append, cheaper than a dataclass
@@ -79,7 +93,7 @@ class Partition:
         self.log = log_
         self.node_id = node_id
         self.key = (topic, index)  # the purgatories' key, built once
-        self.config = config
+        self.config = config  # also builds the record rules
         self.leader_epoch = leader_epoch
         self.is_leader = False
         self.isr: list[int] = []
@@ -105,6 +119,20 @@ class Partition:
         self.is_leader = False
         self.isr = []
         self.replica_end_offsets = {}
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        self._config = config
+        self._rules = RecordRules(
+            f"{self.topic}-{self.index}", require_key=config.compact,
+            log_append_time=config.log_append_time,
+            before_max_ms=config.timestamp_before_max_ms,
+            after_max_ms=config.timestamp_after_max_ms)
+        self._codec = target_codec(config.compression_type)  # None: keep the producer's
 
     def maybe_advance_high_watermark(self) -> bool:
         """Moves the high watermark to the smallest log end offset in the ISR if that is
@@ -153,8 +181,10 @@ class Partition:
         if header.is_transactional:
             raise PartitionError(ErrorCode.INVALID_TXN_STATE,
                                  "transactional produce is not supported yet")
-        if self.config.compact:
-            self._check_keys(records, header)
+        if self._rules.must_scan(header, now_ms):
+            self._check_records(records, header, now_ms)
+        if self._codec is not None and header.compression != self._codec:
+            records, headers = self._recompress(records, header)
         if acks == -1 and len(self.isr) < self.config.min_insync_replicas:
             raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS)
         try:
@@ -166,19 +196,35 @@ class Partition:
         return ProduceResult(info.first_offset, info.log_append_time_ms, info.log_start_offset,
                              info.last_offset + 1)
 
-    def _check_keys(self, records: memoryview, header: rb.BatchHeader) -> None:
-        # Compaction keeps the last record per key, so a record without one could never be
-        # kept or removed correctly; Kafka rejects it. The one place produce decodes records.
+    def _recompress(self, records: memoryview, header: rb.BatchHeader
+                    ) -> tuple[memoryview, list[tuple[int, rb.BatchHeader]]]:
+        # The topic's compression.type differs from the batch's codec: one batch in, one
+        # out (`ads.records.recompress`); its size may change, so it is checked again.
+        assert self._codec is not None
         try:
-            missing = first_null_key(
-                records, 0, header, max(_MAX_INFLATED_BYTES, 16 * self.config.max_message_bytes))
+            out = recompress_batch(records, 0, header, self._codec,
+                                   self.config.compression_level,
+                                   max(_MAX_INFLATED_BYTES, 16 * self.config.max_message_bytes))
         except RecordError as exc:
             raise PartitionError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
-        if missing is not None:
+        if len(out) > self.config.max_message_bytes:
             raise PartitionError(
-                ErrorCode.INVALID_RECORD,
-                f"Compacted topic cannot accept message without key in topic partition "
-                f"{self.topic}-{self.index}.")
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"batch of {len(out)} bytes after recompression exceeds max.message.bytes "
+                f"{self.config.max_message_bytes}")
+        return memoryview(out), [(0, rb.read_batch_header(out, 0))]
+
+    def _check_records(self, records: memoryview, header: rb.BatchHeader, now_ms: int) -> None:
+        # Compaction keeps the last record per key, so a record without one could never be
+        # kept or removed correctly; Kafka rejects it, and records out of the timestamp
+        # bounds. The one place produce decodes records.
+        try:
+            bad = bad_records(records, 0, header, self._rules, now_ms,
+                              max(_MAX_INFLATED_BYTES, 16 * self.config.max_message_bytes))
+        except RecordError as exc:
+            raise PartitionError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
+        if bad:
+            raise _refused(bad)
 
     def read(self, fetch_offset: int, max_bytes: int, min_one_batch: bool,
              max_offset: int) -> tuple[FileRegion | None, int]:

@@ -33,6 +33,7 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"
     message_timestamp_before_max_ms: int = LONG_MAX
     message_timestamp_after_max_ms: int = LONG_MAX
+    message_timestamp_difference_max_ms: int = LONG_MAX  # deprecated; see the properties
     cleanup_policy: tuple[str, ...] = ("delete",)
     file_delete_delay_ms: int = 60000
     delete_retention_ms: int = 86400000
@@ -41,6 +42,9 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     min_insync_replicas: int = 1
     compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
     unclean_leader_election_enable: bool = False
     preallocate: bool = False
 
@@ -55,6 +59,10 @@ class LogConfig:
         _at_least("flush.messages", self.flush_messages, 1)
         _at_least("flush.ms", self.flush_ms, 0)
         _at_least("max.message.bytes", self.max_message_bytes, 0)
+        _at_least("message.timestamp.before.max.ms", self.message_timestamp_before_max_ms, 0)
+        _at_least("message.timestamp.after.max.ms", self.message_timestamp_after_max_ms, 0)
+        _at_least("message.timestamp.difference.max.ms",
+                  self.message_timestamp_difference_max_ms, 0)
         _at_least("file.delete.delay.ms", self.file_delete_delay_ms, 0)
         _at_least("delete.retention.ms", self.delete_retention_ms, 0)
         _at_least("min.compaction.lag.ms", self.min_compaction_lag_ms, 0)
@@ -75,12 +83,35 @@ class LogConfig:
         return self.message_timestamp_type == "LogAppendTime"
 
     @property
+    def timestamp_before_max_ms(self) -> int:
+        """How far in the past a CreateTime timestamp may be. As in Kafka, the deprecated
+        ``message.timestamp.difference.max.ms`` applies while this bound is left at its
+        default."""
+        if self.message_timestamp_before_max_ms != LONG_MAX:
+            return self.message_timestamp_before_max_ms
+        return self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        """How far in the future a CreateTime timestamp may be (same fallback)."""
+        if self.message_timestamp_after_max_ms != LONG_MAX:
+            return self.message_timestamp_after_max_ms
+        return self.message_timestamp_difference_max_ms
+
+    @property
     def delete_enabled(self) -> bool:
         return "delete" in self.cleanup_policy
 
     @property
     def compact(self) -> bool:
         return "compact" in self.cleanup_policy
+
+    @property
+    def compression_level(self) -> int | None:
+        """The KIP-390 level of the topic's codec (None: the codec has none, or `producer`
+        or `uncompressed`)."""
+        return {"gzip": self.compression_gzip_level, "lz4": self.compression_lz4_level,
+                "zstd": self.compression_zstd_level}.get(self.compression_type)
 
     def with_overrides(self, **changes: Any) -> LogConfig:
         """A copy with some fields changed, validated again."""

@@ -7,11 +7,13 @@ the client's. The rules (epochs, member states, answers) are in
 `ads.coordinator.group.consumer_state`; this module maps requests to calls of the
 `GroupCoordinator` and its results back to responses. Gaps: group state is not persisted
 (offsets are), so members rejoin after a coordinator restart; topic regexes use Python's
-`re` syntax rather than RE2J; authorized operations are not computed.
+`re` syntax rather than RE2J. Authorized operations (KIP-430) are reported when asked,
+for groups described without error.
 """
 
 from __future__ import annotations
 
+from ads.broker.authorized_operations import NOT_REQUESTED, ResourceType
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.broker.handlers.groups import client_host
 from ads.coordinator.group.api import AssignedPartitions, HeartbeatRequest, Owned
@@ -74,7 +76,11 @@ def handle_describe(ctx: RequestContext, req: m.ConsumerGroupDescribeRequest
             assignment=_assignment(mem.assignment),
             target_assignment=_assignment(mem.target_assignment))
             for mem in d.members]
+        operations = NOT_REQUESTED
+        if req.include_authorized_operations:
+            operations = ctx.authorized_operations(ResourceType.GROUP, group_id)
         out.append(DR.DescribedGroup(
+            authorized_operations=operations,
             error_code=ErrorCode.NONE, group_id=group_id, group_state=d.state,
             group_epoch=d.group_epoch, assignment_epoch=d.assignment_epoch,
             assignor_name=d.assignor_name, members=members))

@@ -4,6 +4,9 @@
 Commits are answered only once their record is committed to `__consumer_offsets`, and
 OffsetDelete once its tombstones are; a group whose partition is loading gets
 COORDINATOR_LOAD_IN_PROGRESS.
+OffsetCommit checks the member, then its generation, then the group's state, as Kafka does
+(the order is in `ads.coordinator.group.state`); from v9 a commit with a generation to a
+group that does not exist gets GROUP_ID_NOT_FOUND (ILLEGAL_GENERATION before).
 OffsetCommit v2-v4 retention times set a per-offset expire timestamp; from v5 the broker's
 `offsets.retention.minutes` alone applies. OffsetFetch v8+ takes several groups; v9 checks
 the member id and epoch of KIP-848 consumers. Offsets are answered from the coordinator's
@@ -36,7 +39,7 @@ async def handle_offset_commit(ctx: RequestContext, req: m.OffsetCommitRequest
     errors = iter(await ctx.broker.group_coordinator.commit_offsets(
         req.group_id, req.generation_id_or_member_epoch, req.member_id,
         req.group_instance_id if v >= 7 else None,
-        req.retention_time_ms if 2 <= v <= 4 else -1, commits))
+        req.retention_time_ms if 2 <= v <= 4 else -1, commits, v))
     return m.OffsetCommitResponse(topics=[
         CR.OffsetCommitResponseTopic(name=t.name, partitions=[
             CR.OffsetCommitResponseTopic.OffsetCommitResponsePartition(

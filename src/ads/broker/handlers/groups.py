@@ -14,7 +14,8 @@ record being committed), DeleteGroups on its tombstones being committed; the oth
 at once. A group whose `__consumer_offsets` partition is loading gets
 COORDINATOR_LOAD_IN_PROGRESS, and so does ListGroups while any partition loads.
 The broker's settings reach the coordinator through `broker/settings.py: group_config`.
-Gap: authorized operations are never computed (no authorizer yet).
+DescribeGroups v3+ reports a group's authorized operations when asked (KIP-430, from
+`ads.broker.authorized_operations`), for groups described without error.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from ads.broker.authorized_operations import NOT_REQUESTED, ResourceType
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.coordinator.group.api import JoinRequest, JoinResult, SyncResult
 from ads.metadata.model import BrokerEndpoint
@@ -178,10 +180,15 @@ def handle_leave_group(ctx: RequestContext, req: m.LeaveGroupRequest) -> m.Leave
 def handle_describe_groups(ctx: RequestContext, req: m.DescribeGroupsRequest
                            ) -> m.DescribeGroupsResponse:
     D = m.DescribeGroupsResponse.DescribedGroup  # noqa: N806
+    with_operations = ctx.api_version >= 3 and req.include_authorized_operations
     out = []
     for group_id in req.groups:
         d = ctx.broker.group_coordinator.describe_group(group_id)
+        operations = NOT_REQUESTED
+        if with_operations and d.error is ErrorCode.NONE:
+            operations = ctx.authorized_operations(ResourceType.GROUP, group_id)
         out.append(D(
+            authorized_operations=operations,
             error_code=d.error, group_id=group_id, group_state=d.state,
             protocol_type=d.protocol_type, protocol_data=d.protocol_data,
             members=[D.DescribedGroupMember(

@@ -8,8 +8,10 @@ ask again. Replicas on brokers that are not live are listed as offline.
 
 Metadata auto-creates a requested topic when `auto.create.topics.enable` is true and the
 request allows it (v4+), with `num.partitions` and `default.replication.factor`.
-Authorized operations are not computed (no authorizer yet): the fields keep their
-"not requested" default.
+Authorized operations (KIP-430) are filled in when asked for: a topic's from v8, the
+cluster's in v8-10 (later versions moved it to DescribeCluster), each from
+`ads.broker.authorized_operations` (every operation that applies, until ACLs exist);
+otherwise the fields keep their "not requested" default, -2147483648.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import uuid
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
+from ads.broker.authorized_operations import NOT_REQUESTED, ResourceType
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.metadata.assignment import AssignmentError
 from ads.metadata.model import InvalidTopicError, TopicState, validate_topic_name
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ads.broker.metadata")
 ZERO_UUID = uuid.UUID(int=0)
+CLUSTER_NAME = "kafka-cluster"  # Kafka's name of the one cluster resource
 R = m.MetadataResponse
 
 
@@ -140,6 +144,17 @@ def _answer(ctx: RequestContext, req: m.MetadataRequest, refused: set[str]
                 topics.append(_error_entry(code, name))
                 continue
             topics.append(_cached_entry(broker, topic))
+    v = ctx.api_version
+    cluster_operations = NOT_REQUESTED
+    if v >= 8:
+        if req.include_topic_authorized_operations:
+            # Copies: the cached entries are shared by every response.
+            topics = [_with_operations(t, ctx.authorized_operations(ResourceType.TOPIC,
+                                                                    t.name or ""))
+                      for t in topics]
+        if v <= 10 and req.include_cluster_authorized_operations:
+            cluster_operations = ctx.authorized_operations(ResourceType.CLUSTER,
+                                                           CLUSTER_NAME)
     return m.MetadataResponse(
         throttle_time_ms=0,
         brokers=[R.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port,
@@ -148,7 +163,16 @@ def _answer(ctx: RequestContext, req: m.MetadataRequest, refused: set[str]
         cluster_id=broker.metadata.cluster_id,
         controller_id=broker.metadata.controller_id,
         topics=topics,
+        cluster_authorized_operations=cluster_operations,
     )
+
+
+def _with_operations(entry: R.MetadataResponseTopic, operations: int
+                     ) -> R.MetadataResponseTopic:
+    return R.MetadataResponseTopic(
+        error_code=entry.error_code, name=entry.name, topic_id=entry.topic_id,
+        is_internal=entry.is_internal, partitions=entry.partitions,
+        topic_authorized_operations=operations)
 
 
 def handle_describe_cluster(ctx: RequestContext, req: m.DescribeClusterRequest
@@ -160,9 +184,13 @@ def handle_describe_cluster(ctx: RequestContext, req: m.DescribeClusterRequest
             error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
             error_message="ADS brokers have no separate controller endpoints",
             endpoint_type=endpoint_type, cluster_id=broker.metadata.cluster_id)
+    operations = NOT_REQUESTED
+    if req.include_cluster_authorized_operations:
+        operations = ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
     return m.DescribeClusterResponse(
         error_code=ErrorCode.NONE, endpoint_type=1, cluster_id=broker.metadata.cluster_id,
         controller_id=broker.metadata.controller_id,
+        cluster_authorized_operations=operations,
         brokers=[m.DescribeClusterResponse.DescribeClusterBroker(
             broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
             for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.node_id)])

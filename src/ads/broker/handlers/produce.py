@@ -5,6 +5,10 @@ librdkafka refuses to send compressed batches unless Produce's advertised minimu
 per partition. acks=-1 waits in the replica manager's produce purgatory until the high
 watermark passes the appended batches (at once while this broker is the partition's whole
 ISR), answering REQUEST_TIMED_OUT for partitions still waiting at `timeout_ms`.
+A batch with records its topic refuses (no key on a compacted topic, a timestamp out of
+`message.timestamp.before.max.ms` / `after.max.ms`) fails whole with INVALID_RECORD or
+INVALID_TIMESTAMP; from v8 the response lists every refused record in `record_errors`
+with Kafka's messages (KIP-467) and says why in `error_message`.
 Transactional batches are refused until the transaction coordinator exists; clients may
 not write to internal topics (`__consumer_offsets`).
 With acks=0 no response is sent; if a partition fails, the connection is closed so the
@@ -28,6 +32,7 @@ log = logging.getLogger("ads.broker.produce")
 R = m.ProduceResponse
 TopicResp = R.TopicProduceResponse
 PartResp = R.TopicProduceResponse.PartitionProduceResponse
+RecordErr = PartResp.BatchIndexAndErrorMessage
 
 
 def handle(ctx: RequestContext, req: m.ProduceRequest
@@ -61,6 +66,9 @@ def handle(ctx: RequestContext, req: m.ProduceRequest
                     else:
                         resp.error_code = exc.code
                         resp.error_message = exc.message
+                        resp.record_errors = [
+                            RecordErr(batch_index=i, batch_index_error_message=text)
+                            for i, text in exc.record_errors]
                         log.info("produce to %s-%d from %s rejected: %s: %s", td.name, pd.index,
                                  ctx.connection.peer, exc.code.name, exc.message)
                 else:

@@ -11,10 +11,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ads.coordinator.group.api import JoinCallback, SyncCallback
-from ads.coordinator.group.state import GroupState, check_transition, initial_state
+from ads.coordinator.group.state import (
+    GroupState,
+    check_transition,
+    initial_state,
+    member_error,
+)
 from ads.coordinator.timer import TimerHandle
 from ads.protocol import messages as m
-from ads.protocol.errors import DecodeError
+from ads.protocol.errors import DecodeError, ErrorCode
 
 
 @dataclass(slots=True)
@@ -132,6 +137,11 @@ class ClassicGroup:
 
     def static_member_id(self, instance_id: str | None) -> str | None:
         return None if instance_id is None else self.static_members.get(instance_id)
+
+    def member_error(self, member_id: str, instance_id: str | None) -> ErrorCode:
+        """`state.member_error` for this group: is the request from a current member?"""
+        return member_error(instance_id, self.static_member_id(instance_id), member_id,
+                            member_id in self.members)
 
     def candidate_protocols(self) -> set[str]:
         """Protocols every member supports."""

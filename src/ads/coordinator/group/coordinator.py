@@ -11,7 +11,8 @@ others answer at once.
 
 Its values (requests, results, descriptions, `GroupConfig`) are in `api.py`. The broker
 wires it (`ads.broker.coordinators`): it hands it the `__consumer_offsets` topic and the
-topic metadata, tells `runtime` which partitions it leads, and runs `tick` every 50 ms.
+topic metadata, tells `runtime` which partitions it leads, and runs `tick` at
+`next_deadline_ms` (the runtime's `wakeup` tells it of earlier deadlines).
 Used from the broker's event loop only.
 """
 
@@ -136,14 +137,16 @@ class GroupCoordinator:
     # -- offsets ---------------------------------------------------------------------
     async def commit_offsets(self, group_id: str, generation: int, member_id: str,
                              instance_id: str | None, retention_ms: int,
-                             commits: list[OffsetCommit]) -> list[ErrorCode]:
-        """Per-commit errors, in order, once the accepted commits are committed."""
+                             commits: list[OffsetCommit], api_version: int = 0
+                             ) -> list[ErrorCode]:
+        """Per-commit errors, in order, once the accepted commits are committed
+        (`api_version`: OffsetCommit's, which decides the answer for an unknown group)."""
         routed = self._route(group_id, allow_empty=True)
         if isinstance(routed, ErrorCode):
             return [routed] * len(commits)
         partition, shard = routed
         results, write = shard.commit_offsets(group_id, generation, member_id, instance_id,
-                                              retention_ms, commits)
+                                              retention_ms, commits, api_version)
         if write is not None:
             error = await self.runtime.write(partition, write)
             if error is not ErrorCode.NONE:
@@ -206,6 +209,10 @@ class GroupCoordinator:
     def tick(self) -> None:
         """Runs due timers (sessions, rebalances, offset expiry) and performs their writes."""
         self.runtime.tick()
+
+    def next_deadline_ms(self) -> int | None:
+        """When `tick` has something to do next (None: no timer)."""
+        return self.runtime.next_deadline_ms()
 
     def shutdown(self) -> None:
         """Unloads every partition: parked requests get NOT_COORDINATOR."""

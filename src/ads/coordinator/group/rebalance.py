@@ -3,7 +3,8 @@
 The rules are those of `state.py`; this module applies them. JoinGroup and SyncGroup may
 be answered later (when the join phase completes or the leader's assignment arrives), so
 they take a callback; Heartbeat and LeaveGroup answer at once. Timers (session, join
-delay, rebalance and sync timeouts) run from `Timers.run_due` against the injected clock.
+delay, rebalance and sync timeouts) run from `Timers.run_due` against the injected clock,
+at their deadlines.
 The caller (`shard.py`) has already checked the group id, that the group's partition is
 loaded, and found the group.
 
@@ -129,7 +130,7 @@ class ClassicRebalancer:
                 timer.cancel()
             self._add_member_and_rebalance(group, member_id, req, callback)
             return
-        error = self._validate_member(group, member_id, req.group_instance_id)
+        error = group.member_error(member_id, req.group_instance_id)
         if error is not ErrorCode.NONE:
             callback(JoinResult(error, member_id=member_id))
             return
@@ -151,15 +152,6 @@ class ClassicRebalancer:
                     group.protocol_name, group.leader_id or "", member_id))
         else:
             callback(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id))
-
-    def _validate_member(self, group: ClassicGroup, member_id: str,
-                         instance_id: str | None) -> ErrorCode:
-        static_id = group.static_member_id(instance_id)
-        if static_id is not None and static_id != member_id:
-            return ErrorCode.FENCED_INSTANCE_ID
-        if not group.has_member(member_id):
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        return ErrorCode.NONE
 
     def _add_member_and_rebalance(self, group: ClassicGroup, member_id: str, req: JoinRequest,
                                   callback: JoinCallback) -> None:
@@ -363,13 +355,13 @@ class ClassicRebalancer:
     def _sync(self, group: ClassicGroup | None, generation_id: int, member_id: str,
               instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
               assignments: dict[str, bytes], callback: SyncCallback) -> None:
-        if group is None:
+        if group is None or group.is_empty:
             callback(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
             return
         if group.is_(D):
             callback(SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE))
             return
-        error = self._validate_member(group, member_id, instance_id)
+        error = group.member_error(member_id, instance_id)
         if error is ErrorCode.NONE and generation_id != group.generation_id:
             error = ErrorCode.ILLEGAL_GENERATION
         if error is ErrorCode.NONE and (
@@ -443,7 +435,7 @@ class ClassicRebalancer:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.is_(D):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        error = self._validate_member(group, member_id, instance_id)
+        error = group.member_error(member_id, instance_id)
         if error is not ErrorCode.NONE:
             return error
         if generation_id != group.generation_id:
@@ -466,7 +458,7 @@ class ClassicRebalancer:
                 if not member_id:
                     results.append(ErrorCode.UNKNOWN_MEMBER_ID)
                     continue
-            if member_id in group.pending_members and instance_id is None:
+            if member_id in group.pending_members:
                 timer = group.pending_members.pop(member_id)
                 if timer is not None:
                     timer.cancel()
@@ -474,7 +466,7 @@ class ClassicRebalancer:
                     self._try_complete_join(group)
                 results.append(ErrorCode.NONE)
                 continue
-            error = self._validate_member(group, member_id, instance_id)
+            error = group.member_error(member_id, instance_id)
             if error is ErrorCode.NONE:
                 self._remove_member(group, group.members[member_id], "left the group")
             results.append(error)

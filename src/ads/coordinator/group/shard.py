@@ -44,7 +44,7 @@ from ads.coordinator.group.consumer import ConsumerGroup, ConsumerGroupManager
 from ads.coordinator.group.consumer_state import JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH
 from ads.coordinator.group.offsets import OffsetStore, commit_records, tombstones
 from ads.coordinator.group.rebalance import ClassicRebalancer
-from ads.coordinator.group.state import MEMBER_COMMIT, GroupState
+from ads.coordinator.group.state import GroupState, commit_error
 from ads.coordinator.runtime import Write
 from ads.coordinator.timer import Timers
 from ads.coordinator.topic import TopicMetadata
@@ -188,36 +188,28 @@ class GroupShard:
 
     # -- offsets ---------------------------------------------------------------------
     def _commit_error(self, group: Group | None, generation: int, member_id: str,
-                      instance_id: str | None) -> ErrorCode | None:
-        """The error of a whole commit; None: commit (creating a simple group if needed)."""
+                      instance_id: str | None, api_version: int) -> ErrorCode | None:
+        """The error of a whole commit (`state.py`'s order); None: commit (creating a
+        simple group if needed)."""
         if group is None:
-            return None if generation < 0 else ErrorCode.ILLEGAL_GENERATION
+            if generation < 0:
+                return None
+            return (ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9
+                    else ErrorCode.ILLEGAL_GENERATION)
         if isinstance(group, ConsumerGroup):
             error = consumer_state.commit_error(group.member_epoch(member_id), member_id,
                                                 generation, group.is_empty)
             return None if error is ErrorCode.NONE else error
-        if group.is_(GroupState.DEAD):
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        static_id = group.static_member_id(instance_id)
-        if static_id is not None and static_id != member_id:
-            return ErrorCode.FENCED_INSTANCE_ID
-        if generation < 0 and group.is_(GroupState.EMPTY):
-            return None
-        if group.is_(GroupState.COMPLETING_REBALANCE):
-            return ErrorCode.REBALANCE_IN_PROGRESS
-        if not group.has_member(member_id):
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if generation != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
-        return MEMBER_COMMIT[group.state]
+        return commit_error(group.state, generation, group.generation_id, member_id,
+                            instance_id, group.member_error(member_id, instance_id))
 
     def commit_offsets(self, group_id: str, generation: int, member_id: str,
-                       instance_id: str | None, retention_ms: int, commits: list[OffsetCommit]
-                       ) -> tuple[list[ErrorCode], Write | None]:
+                       instance_id: str | None, retention_ms: int, commits: list[OffsetCommit],
+                       api_version: int = 0) -> tuple[list[ErrorCode], Write | None]:
         """Per-commit errors, and the write of the accepted ones (None: nothing to write);
         the cache takes them once they are committed."""
         error = self._commit_error(self.groups.get(group_id), generation, member_id,
-                                   instance_id)
+                                   instance_id, api_version)
         if error is not None:
             return [error] * len(commits), None
         now = self.clock.time_ms()

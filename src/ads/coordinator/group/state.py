@@ -40,9 +40,42 @@ unless its protocols changed.
 Session timeout: a member that neither heartbeats nor takes part in a rebalance within
 its session timeout is removed; a member parked in JoinGroup or SyncGroup is alive.
 
-The tables below are the answers each state gives; `rebalance.py` consults them after the
-checks common to all states (unknown group or member: UNKNOWN_MEMBER_ID; wrong
-instance id: FENCED_INSTANCE_ID; wrong generation: ILLEGAL_GENERATION).
+Validation order
+----------------
+Each request is checked in Kafka's order (its ClassicGroup and GroupMetadataManager); the
+first check that fails answers. "member" is `member_error` below: a group instance id that
+no static member holds -> UNKNOWN_MEMBER_ID; held by another member id (an older
+incarnation of the instance) -> FENCED_INSTANCE_ID; a member id the group does not know ->
+UNKNOWN_MEMBER_ID. "generation" is a generation id other than the group's ->
+ILLEGAL_GENERATION. The state's answer (the tables) comes last, so a member of an older
+generation learns that first, whatever the group is doing::
+
+    API            checks, in order                                          then
+    Heartbeat      no such group -> UNKNOWN_MEMBER_ID; Dead ->               HEARTBEAT
+                   COORDINATOR_NOT_AVAILABLE; member; generation
+    SyncGroup      no such group, or no members -> UNKNOWN_MEMBER_ID;        SYNC
+                   Dead -> COORDINATOR_NOT_AVAILABLE; member; generation;
+                   protocol type/name not the group's ->
+                   INCONSISTENT_GROUP_PROTOCOL
+    LeaveGroup     no such group -> UNKNOWN_MEMBER_ID; Dead ->               removed
+                   COORDINATOR_NOT_AVAILABLE (whole request); then per
+                   member: member id "" -> the instance's static member, or
+                   UNKNOWN_MEMBER_ID; a pending member leaves; else member
+    OffsetCommit   no such group: generation < 0 -> a simple group is        MEMBER_COMMIT
+                   created, else GROUP_ID_NOT_FOUND (v9+) or
+                   ILLEGAL_GENERATION; Dead -> COORDINATOR_NOT_AVAILABLE;
+                   generation < 0 and Empty -> accepted (tools, consumers
+                   that assign partitions themselves); a member id,
+                   instance id or generation >= 0 given -> member,
+                   generation; none given and not Empty -> UNKNOWN_MEMBER_ID
+    TxnOffsetCommit  (when transactions exist) as OffsetCommit, without the
+                   state's answer: Kafka does not refuse it during a rebalance
+
+So a commit from a member of the current generation is accepted while the group prepares a
+rebalance (cooperative consumers commit what they keep), refused with
+REBALANCE_IN_PROGRESS while it completes one (the member already holds the new generation
+from its join response and will commit again once synced), and a commit from an older
+generation gets ILLEGAL_GENERATION (or FENCED_INSTANCE_ID) in every state.
 """
 
 from __future__ import annotations
@@ -91,15 +124,45 @@ SYNC: dict[GroupState, ErrorCode | None] = {
     D: ErrorCode.COORDINATOR_NOT_AVAILABLE,
 }
 
-# OffsetCommit from a member of the group (generation >= 0); None: checks pass, commit.
+# OffsetCommit that passed the checks above; None: commit.
 MEMBER_COMMIT: dict[GroupState, ErrorCode | None] = {
-    E: ErrorCode.UNKNOWN_MEMBER_ID,
-    # Members of the previous generation may commit while the group rebalances (KIP-429).
-    PR: None,
+    E: None,  # generation -1 from outside the group (members fail the member check first)
+    PR: None,  # members of the current generation keep committing while others rejoin
     CR: ErrorCode.REBALANCE_IN_PROGRESS,
     ST: None,
     D: ErrorCode.COORDINATOR_NOT_AVAILABLE,
 }
+
+
+def member_error(instance_id: str | None, instance_owner: str | None, member_id: str,
+                 is_member: bool) -> ErrorCode:
+    """The member check: `instance_owner` is the member id holding `instance_id` (None when
+    no static member holds it), `is_member` whether the group knows `member_id`."""
+    if instance_id is not None:
+        if instance_owner is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if instance_owner != member_id:
+            return ErrorCode.FENCED_INSTANCE_ID
+    return ErrorCode.NONE if is_member else ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def commit_error(state: GroupState, generation_id: int, group_generation: int,
+                 member_id: str, instance_id: str | None, member_check: ErrorCode
+                 ) -> ErrorCode | None:
+    """OffsetCommit to an existing group, in the order above; None: commit.
+    `member_check` is `member_error` for the request's member and instance ids."""
+    if state is D:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if generation_id < 0 and state is E:
+        return None
+    if generation_id >= 0 or member_id or instance_id is not None:
+        if member_check is not ErrorCode.NONE:
+            return member_check
+        if generation_id != group_generation:
+            return ErrorCode.ILLEGAL_GENERATION
+    elif state is not E:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    return MEMBER_COMMIT[state]
 
 
 class IllegalStateTransitionError(Exception):
