@@ -108,7 +108,9 @@ class Broker:
             adv_port = bound_port if port == 0 or adv_port == 0 else adv_port
         if adv_host in ("", "0.0.0.0"):  # noqa: S104 - only a comparison
             adv_host = "127.0.0.1" if bound_host in ("0.0.0.0", "") else bound_host  # noqa: S104
-        self.endpoint = BrokerEndpoint(self.node_id, adv_host, adv_port)
+        rack = self.config.get("broker.rack")
+        self.endpoint = BrokerEndpoint(self.node_id, adv_host, adv_port,
+                                       str(rack) if rack is not None else None)
         self.schedule("log-retention", self.config.get_int("log.retention.check.interval.ms"),
                        self._retention)
         self.schedule("log-flush", self.config.get_int("log.flush.scheduler.interval.ms"),
@@ -116,7 +118,8 @@ class Broker:
         self.schedule("checkpoint", self.config.get_int("log.flush.offset.checkpoint.interval.ms"),
                        self.log_manager.checkpoint, off_loop=True)
         expiration_ms = self.config.get_int("producer.id.expiration.ms")
-        self.schedule("producer-expiration", min(expiration_ms, 600_000),
+        self.schedule("producer-expiration",
+                      self.config.get_int("producer.id.expiration.check.interval.ms"),
                        lambda: self.log_manager.remove_expired_producers(
                            self.clock.time_ms(), expiration_ms))
         self.log_cleaner = LogCleaner(
