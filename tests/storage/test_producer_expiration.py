@@ -14,7 +14,8 @@ from kafka_wire import RawConnection
 
 
 def test_producer_expiration_forgets_idle_producer(tmp_path: Path) -> None:
-    config = {"producer.id.expiration.ms": "300"}
+    config = {"producer.id.expiration.ms": "300",
+              "producer.id.expiration.check.interval.ms": "100"}
     with EmbeddedBroker(data_dir=tmp_path / "d", config=config) as broker:
         create_topic(broker.bootstrap_servers, "exp")
         with RawConnection(broker.bootstrap_servers) as conn:

@@ -645,3 +645,90 @@ DEPRECATED_TOPIC_KEYS: dict[str, str] = {
     "message.format.version": "ADS writes message format v2 only",
     "message.downconversion.enable": "ADS never down-converts batches for older clients",
 }
+
+
+# Every key ADS accepts without acting on it, and why; the README's table "Accepted without
+# effect" lists exactly these (tests/broker/test_config_no_effect.py holds both). Every other
+# defined key acts as in Kafka.
+_CLUSTER = "cluster mode (ZooKeeper) is not built yet: the broker always runs on its own"
+_KRAFT = "KRaft is not supported; clusters will use ZooKeeper"
+_INTER_BROKER = "no broker-to-broker connections until replication is built"
+_REPLICATION = "replication is not built yet: every partition has one replica"
+_ONE_BROKER = "one broker: leadership never moves"
+_TXN = "transactions are not built yet (transactional ids are refused)"
+_TIERED = "tiered storage is not supported"
+_TLS = "TLS and SASL are not built yet: listeners are PLAINTEXT"
+NO_EFFECT_BROKER_KEYS: dict[str, str] = {
+    "zookeeper.connect": _CLUSTER,
+    "zookeeper.session.timeout.ms": _CLUSTER,
+    "zookeeper.connection.timeout.ms": _CLUSTER,
+    "process.roles": _KRAFT,
+    "controller.quorum.voters": _KRAFT,
+    "inter.broker.listener.name": _INTER_BROKER,
+    "security.inter.broker.protocol": _INTER_BROKER,
+    "num.network.threads": "one asyncio event loop serves every connection",
+    "num.io.threads": "requests are handled on the event loop; disk waits go to worker threads",
+    "queued.max.requests": "not enforced: each connection's requests are answered in order, "
+                           "one at a time",
+    "socket.send.buffer.bytes": "the operating system's socket buffer sizes are kept",
+    "socket.receive.buffer.bytes": "the operating system's socket buffer sizes are kept",
+    "connections.max.idle.ms": "idle connections are not closed",
+    "max.connections": "the number of connections is not limited",
+    "max.connections.per.ip": "the number of connections is not limited",
+    "request.timeout.ms": _INTER_BROKER,
+    "unclean.leader.election.enable": _REPLICATION,
+    "auto.leader.rebalance.enable": _ONE_BROKER,
+    "controlled.shutdown.enable": _ONE_BROKER + "; SIGTERM always shuts down cleanly",
+    "log.preallocate": "segment files grow as they are written",
+    "log.flush.start.offset.checkpoint.interval.ms": "the log start offset checkpoint is "
+                                                     "written with the recovery point "
+                                                     "checkpoint",
+    "num.recovery.threads.per.data.dir": "recovery after an unclean shutdown runs in one "
+                                         "thread",
+    "log.message.downconversion.enable": "ADS never down-converts batches for older clients",
+    "log.message.format.version": "deprecated; ADS writes message format v2 only",
+    "log.local.retention.ms": _TIERED,
+    "log.local.retention.bytes": _TIERED,
+    "remote.log.storage.system.enable": _TIERED + " (true is refused)",
+    "offsets.topic.replication.factor": _REPLICATION,
+    "transactional.id.expiration.ms": _TXN,
+    "transaction.max.timeout.ms": _TXN,
+    "transaction.state.log.num.partitions": _TXN,
+    "transaction.state.log.replication.factor": _TXN,
+    "transaction.state.log.min.isr": _TXN,
+    "transaction.state.log.segment.bytes": _TXN,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": _TXN,
+    "transaction.remove.expired.transaction.cleanup.interval.ms": _TXN,
+    "replica.lag.time.max.ms": _REPLICATION,
+    "replica.fetch.max.bytes": _REPLICATION,
+    "replica.fetch.response.max.bytes": _REPLICATION,
+    "replica.fetch.min.bytes": _REPLICATION,
+    "replica.fetch.wait.max.ms": _REPLICATION,
+    "replica.fetch.backoff.ms": _REPLICATION,
+    "num.replica.fetchers": _REPLICATION,
+    "replica.high.watermark.checkpoint.interval.ms": _REPLICATION,
+    "authorizer.class.name": "no authorizer yet: every request is allowed",
+    "sasl.enabled.mechanisms": _TLS,
+    "sasl.mechanism.inter.broker.protocol": _TLS,
+    "ssl.client.auth": _TLS,
+    "ssl.enabled.protocols": _TLS,
+    "ssl.endpoint.identification.algorithm": _TLS,
+    "ssl.keystore.type": _TLS,
+    "ssl.keystore.location": _TLS,
+    "ssl.keystore.password": _TLS,
+    "ssl.key.password": _TLS,
+    "ssl.truststore.type": _TLS,
+    "ssl.truststore.location": _TLS,
+    "ssl.truststore.password": _TLS,
+}
+NO_EFFECT_TOPIC_KEYS: dict[str, str] = {
+    "follower.replication.throttled.replicas": _REPLICATION,
+    "leader.replication.throttled.replicas": _REPLICATION,
+    "local.retention.bytes": _TIERED,
+    "local.retention.ms": _TIERED,
+    "message.downconversion.enable": "deprecated; ADS never down-converts batches",
+    "message.format.version": "deprecated; ADS writes message format v2 only",
+    "preallocate": "segment files grow as they are written",
+    "remote.storage.enable": _TIERED + " (true is refused)",
+    "unclean.leader.election.enable": _REPLICATION,
+}

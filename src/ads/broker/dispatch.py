@@ -1,11 +1,13 @@
 """Request dispatch: frame in, response chunks out; the one place errors become Kafka's.
 
 Every handler module registers its APIs in `HANDLERS` with the version range it fully
-implements; ApiVersions advertises exactly that table. A request that cannot be parsed,
-names an unknown API or a version outside the advertised range closes its connection, as
-Kafka does, with a log line saying why. ApiVersions is the exception (KIP-511): an
-unsupported version is answered in the v0 layout with UNSUPPORTED_VERSION and our ranges,
-so a newer client can retry with a version we know.
+implements; ApiVersions advertises exactly that table. A request that cannot be parsed or
+names an unknown API closes its connection, as Kafka does, with a warning saying why. A
+version outside the advertised range closes it too; that refusal is logged at INFO once
+per client and reason (`refusals.py`), as are the handlers' refusals of missing features
+(`RequestContext.refused`). ApiVersions is the exception (KIP-511): an unsupported version
+is answered in the v0 layout with UNSUPPORTED_VERSION and our ranges, so a newer client can
+retry with a version we know.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from ads.broker.authorized_operations import ResourceType, authorized_operations
 from ads.broker.context import BrokerContext
+from ads.broker.refusals import RefusalLog
 from ads.net.server import CloseConnection, ConnectionInfo, Response
 from ads.protocol import codec
 from ads.protocol.errors import DecodeError, ErrorCode, UnknownApiKeyError, UnsupportedVersionError
@@ -51,11 +54,16 @@ class RequestContext:
         return authorized_operations(self.broker.operations_authorizer, self.connection,
                                      self.client_id, resource_type, name)
 
+    def refused(self, reason: str) -> None:
+        """Logs, once per client and reason, that this request met a missing feature."""
+        self.dispatcher.refusals.refused(self.connection.peer, self.client_id, reason)
+
 
 class Dispatcher:
     def __init__(self, broker: BrokerContext, handlers: list[ApiHandler]) -> None:
         self._broker = broker
         self.handlers = {h.api_key: h for h in handlers}
+        self.refusals = RefusalLog(log)
 
     def api_ranges(self) -> list[tuple[int, int, int]]:
         return sorted((h.api_key, h.min_version, h.max_version) for h in self.handlers.values())
@@ -74,11 +82,15 @@ class Dispatcher:
 
         handler = self.handlers.get(header.api_key)
         if handler is None or not handler.min_version <= header.api_version <= handler.max_version:
+            api = f"{_api_name(header.api_key)} v{header.api_version}"
             if header.api_key == ApiKey.API_VERSIONS:
+                self.refusals.refused(conn.peer, header.client_id, f"{api} is not supported: "
+                                      "answered UNSUPPORTED_VERSION with the supported ranges")
                 return self._api_versions_fallback(header.correlation_id)
-            log.warning(
-                "closing connection from %s (client %s): %s v%d is not supported",
-                conn.peer, header.client_id, _api_name(header.api_key), header.api_version)
+            supported = ("not implemented" if handler is None
+                         else f"supported {handler.min_version}-{handler.max_version}")
+            self.refusals.refused(conn.peer, header.client_id, f"{api} is not supported "
+                                  f"({supported}): the connection is closed, as Kafka does")
             raise CloseConnection
         try:
             request = codec.decode_request_body(
@@ -122,10 +134,13 @@ class Dispatcher:
         return codec.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, body)
 
     def _unsupported(self, exc: UnsupportedVersionError, conn: ConnectionInfo) -> Response:
+        api = f"{_api_name(exc.api_key)} v{exc.api_version}"
         if exc.api_key == ApiKey.API_VERSIONS and exc.correlation_id is not None:
+            self.refusals.refused(conn.peer, None, f"{api} is not supported: answered "
+                                  "UNSUPPORTED_VERSION with the supported ranges")
             return self._api_versions_fallback(exc.correlation_id)
-        log.warning("closing connection from %s: %s v%d is not supported",
-                    conn.peer, _api_name(exc.api_key), exc.api_version)
+        self.refusals.refused(conn.peer, None, f"{api} is not supported: the connection is "
+                              "closed, as Kafka does")
         raise CloseConnection from exc
 
     def _api_versions_fallback(self, correlation_id: int) -> Response:

@@ -156,7 +156,8 @@ class Broker:
         self.schedule("checkpoint", self.config.get_int("log.flush.offset.checkpoint.interval.ms"),
                        self.log_manager.checkpoint, off_loop=True)
         expiration_ms = self.config.get_int("producer.id.expiration.ms")
-        self.schedule("producer-expiration", min(expiration_ms, 600_000),
+        self.schedule("producer-expiration",
+                      self.config.get_int("producer.id.expiration.check.interval.ms"),
                        lambda: self.log_manager.remove_expired_producers(
                            self.clock.time_ms(), expiration_ms))
         self.log_cleaner = LogCleaner(

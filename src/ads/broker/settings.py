@@ -26,6 +26,8 @@ def log_config_from(effective: Mapping[str, object]) -> LogConfig:
     return LogConfig(
         segment_bytes=num("segment.bytes"),
         segment_ms=num("segment.ms"),
+        segment_jitter_ms=num("segment.jitter.ms"),
+        segment_index_bytes=num("segment.index.bytes"),
         retention_ms=num("retention.ms"),
         retention_bytes=num("retention.bytes"),
         index_interval_bytes=num("index.interval.bytes"),

@@ -32,7 +32,7 @@ from ads.records.errors import (
     UnsupportedMagicError,
 )
 from ads.records.recompress import recompress_batch, target_codec
-from ads.storage.config import LogConfig
+from ads.storage.config import LONG_MAX, LogConfig
 from ads.storage.errors import StorageError
 
 if TYPE_CHECKING:
@@ -133,6 +133,9 @@ class Partition:
             before_max_ms=config.timestamp_before_max_ms,
             after_max_ms=config.timestamp_after_max_ms)
         self._codec = target_codec(config.compression_type)  # None: keep the producer's
+        # With Kafka's defaults only a batch claiming LogAppendTime needs `must_scan`.
+        self._may_refuse = config.compact or (
+            config.timestamp_before_max_ms < LONG_MAX or config.timestamp_after_max_ms < LONG_MAX)
 
     def maybe_advance_high_watermark(self) -> bool:
         """Moves the high watermark to the smallest log end offset in the ISR if that is
@@ -181,7 +184,8 @@ class Partition:
         if header.is_transactional:
             raise PartitionError(ErrorCode.INVALID_TXN_STATE,
                                  "transactional produce is not supported yet")
-        if self._rules.must_scan(header, now_ms):
+        if (self._may_refuse or header.attributes & rb.TIMESTAMP_TYPE_MASK) and (
+                self._rules.must_scan(header, now_ms)):
             self._check_records(records, header, now_ms)
         if self._codec is not None and header.compression != self._codec:
             records, headers = self._recompress(records, header)

@@ -102,7 +102,9 @@ def _read(ctx: RequestContext, req: m.FetchRequest, plan: _Plan
             names[t.topic] = _topic_name(ctx, t.topic)
         targets.append(FetchPartition(names[t.topic], t.partition, t.fetch_offset,
                                       t.partition_max_bytes, t.current_leader_epoch))
-    params = FetchParams(req.max_bytes, req.min_bytes, req.max_wait_ms,
+    # As in Kafka, the broker's fetch.max.bytes caps what a client asks for.
+    max_bytes = min(req.max_bytes, ctx.broker.config.get_int("fetch.max.bytes"))
+    params = FetchParams(max_bytes, req.min_bytes, req.max_wait_ms,
                          req.isolation_level == READ_COMMITTED, ctx.api_version >= 9)
     return ctx.broker.replica_manager.fetch(targets, params)
 

@@ -50,6 +50,8 @@ def handle_list_offsets(ctx: RequestContext, req: m.ListOffsetsRequest) -> m.Lis
             def fill(part: Partition, p: Any = p, resp: Any = resp) -> None:
                 if p.timestamp < EARLIEST_PENDING_UPLOAD or (
                         p.timestamp == MAX_TIMESTAMP and ctx.api_version < 7):
+                    ctx.refused(f"ListOffsets v{ctx.api_version} with timestamp "
+                                f"{p.timestamp}: not supported (UNSUPPORTED_VERSION)")
                     raise PartitionError(ErrorCode.UNSUPPORTED_VERSION)
                 if ctx.api_version >= 4:
                     part.check_leader_epoch(p.current_leader_epoch)

@@ -10,7 +10,9 @@ A batch with records its topic refuses (no key on a compacted topic, a timestamp
 INVALID_TIMESTAMP; from v8 the response lists every refused record in `record_errors`
 with Kafka's messages (KIP-467) and says why in `error_message`.
 Transactional batches are refused until the transaction coordinator exists; clients may
-not write to internal topics (`__consumer_offsets`).
+not write to internal topics (`__consumer_offsets`). Refusals of missing features
+(versions 0-2, transactional batches) are logged once per client and reason
+(`RequestContext.refused`); other rejected partitions one line per request.
 With acks=0 no response is sent; if a partition fails, the connection is closed so the
 client notices, as Kafka does.
 """
@@ -51,6 +53,8 @@ def handle(ctx: RequestContext, req: m.ProduceRequest
             resp = PartResp(index=pd.index, error_code=ErrorCode.NONE, base_offset=-1)
             if ctx.api_version < 3:
                 resp.error_code = ErrorCode.UNSUPPORTED_VERSION
+                ctx.refused(f"Produce v{ctx.api_version}: versions 0-2 (message formats 0 "
+                            "and 1) are not supported (UNSUPPORTED_VERSION)")
             elif acks not in (0, 1, -1):
                 resp.error_code = ErrorCode.INVALID_REQUIRED_ACKS
             elif td.name in INTERNAL_TOPICS:
@@ -69,8 +73,13 @@ def handle(ctx: RequestContext, req: m.ProduceRequest
                         resp.record_errors = [
                             RecordErr(batch_index=i, batch_index_error_message=text)
                             for i, text in exc.record_errors]
-                        log.info("produce to %s-%d from %s rejected: %s: %s", td.name, pd.index,
-                                 ctx.connection.peer, exc.code.name, exc.message)
+                        if exc.code == ErrorCode.INVALID_TXN_STATE:
+                            ctx.refused(f"Produce of a transactional batch: {exc.message} "
+                                        "(INVALID_TXN_STATE)")
+                        else:
+                            log.info("produce to %s-%d from %s rejected: %s: %s", td.name,
+                                     pd.index, ctx.connection.peer, exc.code.name,
+                                     exc.message)
                 else:
                     resp.base_offset = result.base_offset
                     resp.log_append_time_ms = result.log_append_time_ms

@@ -3,7 +3,7 @@
 A producer without a transactional id gets a fresh producer id and epoch 0. A producer
 that names its current id and epoch (v3+, KIP-360) gets the epoch bumped, or a new id when
 the epoch is exhausted. Transactional ids are refused until the transaction coordinator
-exists (a separate piece of work).
+exists (a separate piece of work), with UNSUPPORTED_VERSION, logged once per client.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ MAX_EPOCH = 32767
 async def handle(ctx: RequestContext, req: m.InitProducerIdRequest
                  ) -> m.InitProducerIdResponse:
     if req.transactional_id is not None:
+        ctx.refused("InitProducerId with a transactional id: transactions are not supported "
+                    "yet (UNSUPPORTED_VERSION)")
         return m.InitProducerIdResponse(
             throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_VERSION,
             producer_id=-1, producer_epoch=-1)
