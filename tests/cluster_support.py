@@ -50,7 +50,7 @@ class Cluster:
     @contextmanager
     def zk(self) -> Iterator[KazooClient]:
         client = KazooClient(hosts=self.zookeeper.connect)
-        client.start(timeout=10)
+        client.start(timeout=30)
         try:
             yield client
         finally:

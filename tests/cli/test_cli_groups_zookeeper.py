@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,42 +13,27 @@ from kazoo.client import KazooClient
 
 from ads.cli.main import main
 from ads.testing import EmbeddedBroker
+from ads.testing.zookeeper import ZooKeeperServer, zookeeper_available
 from broker_process import free_port
 from conftest import create_topic
 
-ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 Cap = pytest.CaptureFixture[str]
 
 
 @pytest.fixture
 def zookeeper(tmp_path: Path) -> Iterator[str]:
-    java = shutil.which("java")
-    if java is None or not ZOOKEEPER_JAR.exists():
+    if not zookeeper_available():
         pytest.skip("the zookeeper package is not installed (make system-deps)")
-    port = free_port()
-    data = tmp_path / "zk"
-    data.mkdir()
-    with (tmp_path / "zk.log").open("wb") as log:
-        proc = subprocess.Popen(  # noqa: S603
-            [java, "-Xmx128m", "-Dzookeeper.admin.enableServer=false", "-cp",
-             f"/etc/zookeeper/conf:{ZOOKEEPER_JAR}",
-             "org.apache.zookeeper.server.ZooKeeperServerMain", str(port), str(data)],
-            stdout=log, stderr=subprocess.STDOUT)
-    hosts = f"127.0.0.1:{port}"
+    server = ZooKeeperServer(tmp_path / "zk", free_port()).start()
     try:
-        zk = KazooClient(hosts=hosts)
-        zk.start(timeout=30)
-        zk.stop()
-        zk.close()
-        yield hosts
+        yield server.connect
     finally:
-        proc.terminate()
-        proc.wait(10)
+        server.stop()
 
 
 def write_old_consumer_offsets(hosts: str) -> None:
     zk = KazooClient(hosts=hosts)
-    zk.start(timeout=10)
+    zk.start(timeout=30)
     for group, topic, partition, offset in [("legacy", "imported", 0, 5),
                                             ("legacy", "imported", 1, 2),
                                             ("running", "imported", 0, 1)]:

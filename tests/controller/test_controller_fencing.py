@@ -23,15 +23,17 @@ def zk(tmp_path: Path) -> Iterator[KazooClient]:
     if not zookeeper_available():
         pytest.skip("the zookeeper package is not installed (make system-deps)")
     server = ZooKeeperServer(tmp_path / "zk", free_port()).start()
-    client = KazooClient(hosts=server.connect)
-    client.start(timeout=10)
-    for path in zl.PERSISTENT_PATHS:
-        client.ensure_path(path)
     try:
-        yield client
+        client = KazooClient(hosts=server.connect)
+        client.start(timeout=30)
+        try:
+            for path in zl.PERSISTENT_PATHS:
+                client.ensure_path(path)
+            yield client
+        finally:
+            client.stop()
+            client.close()
     finally:
-        client.stop()
-        client.close()
         server.stop()
 
 

@@ -650,18 +650,13 @@ DEPRECATED_TOPIC_KEYS: dict[str, str] = {
 # Every key ADS accepts without acting on it, and why; the README's table "Accepted without
 # effect" lists exactly these (tests/broker/test_config_no_effect.py holds both). Every other
 # defined key acts as in Kafka.
-_CLUSTER = "cluster mode (ZooKeeper) is not built yet: the broker always runs on its own"
 _KRAFT = "KRaft is not supported; clusters will use ZooKeeper"
 _INTER_BROKER = "no broker-to-broker connections until replication is built"
 _REPLICATION = "replication is not built yet: every partition has one replica"
-_ONE_BROKER = "one broker: leadership never moves"
 _TXN = "transactions are not built yet (transactional ids are refused)"
 _TIERED = "tiered storage is not supported"
 _TLS = "TLS and SASL are not built yet: listeners are PLAINTEXT"
 NO_EFFECT_BROKER_KEYS: dict[str, str] = {
-    "zookeeper.connect": _CLUSTER,
-    "zookeeper.session.timeout.ms": _CLUSTER,
-    "zookeeper.connection.timeout.ms": _CLUSTER,
     "process.roles": _KRAFT,
     "controller.quorum.voters": _KRAFT,
     "inter.broker.listener.name": _INTER_BROKER,
@@ -677,8 +672,10 @@ NO_EFFECT_BROKER_KEYS: dict[str, str] = {
     "max.connections.per.ip": "the number of connections is not limited",
     "request.timeout.ms": _INTER_BROKER,
     "unclean.leader.election.enable": _REPLICATION,
-    "auto.leader.rebalance.enable": _ONE_BROKER,
-    "controlled.shutdown.enable": _ONE_BROKER + "; SIGTERM always shuts down cleanly",
+    "auto.leader.rebalance.enable": "no preferred-leader election yet: leadership moves only "
+                                    "off brokers that are gone",
+    "controlled.shutdown.enable": "no controlled shutdown yet: SIGTERM stops the broker and "
+                                  "its partitions move when its ZooKeeper session ends",
     "log.preallocate": "segment files grow as they are written",
     "log.flush.start.offset.checkpoint.interval.ms": "the log start offset checkpoint is "
                                                      "written with the recovery point "

@@ -58,19 +58,25 @@ class ZooKeeperServer:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"ZooKeeper exited with {self.proc.returncode}; see "
                                    f"{self.data_dir / 'zookeeper.log'}")
-            if self._ruok():
+            if self._serving():
                 return self
             time.sleep(0.1)
         self.stop()
         raise TimeoutError(f"ZooKeeper did not start on {self.connect} in {timeout_s:.0f} s")
 
-    def _ruok(self) -> bool:
+    def _serving(self) -> bool:
+        # `ruok` answers as soon as the port is open, before the server takes sessions;
+        # `srvr` names the server's mode only once it serves requests, so a client
+        # connecting right after does not wait out its own time-out on a busy machine.
         try:
-            with socket.create_connection((self.host, self.port), timeout=0.5) as s:
-                s.sendall(b"ruok")
-                return s.recv(4) == b"imok"
+            with socket.create_connection((self.host, self.port), timeout=2.0) as s:
+                s.sendall(b"srvr")
+                reply = b""
+                while chunk := s.recv(4096):
+                    reply += chunk
         except OSError:
             return False
+        return b"Mode:" in reply
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
