@@ -1,13 +1,13 @@
 """Refusals of what ADS does not support yet leave one INFO line per client and reason:
-a transactional producer's InitProducerId, Produce v0-2, an API version outside the
-advertised range; retries and reconnections of the same client add none."""
+Produce v0-2, an API version outside the advertised range; retries and reconnections of
+the same client add none. (Transactional producers are served now:
+tests/broker/test_transactions_*.py.)"""
 
 from __future__ import annotations
 
 import logging
 
 import pytest
-from confluent_kafka import KafkaException, Producer
 
 from ads.broker.refusals import RefusalLog
 from ads.protocol import codec
@@ -23,25 +23,6 @@ def refusal_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records
             if r.name == "ads.broker" and r.levelno == logging.INFO
             and r.getMessage().startswith("refused a request")]
-
-
-def test_refusals_transactional_producer_logged_once_per_client(
-        caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="ads.broker")
-    with EmbeddedBroker() as broker:
-        for _ in range(2):  # the same client twice: one line
-            p = Producer({"bootstrap.servers": broker.bootstrap_servers,
-                          "transactional.id": "tx-1", "client.id": "payments"})
-            with pytest.raises(KafkaException):
-                p.init_transactions(2)
-        other = Producer({"bootstrap.servers": broker.bootstrap_servers,
-                          "transactional.id": "tx-2", "client.id": "billing"})
-        with pytest.raises(KafkaException):
-            other.init_transactions(2)
-    lines = [line for line in refusal_lines(caplog) if "InitProducerId" in line]
-    assert len(lines) == 2
-    assert "'payments'" in lines[0] and "'billing'" in lines[1]
-    assert "transactions are not supported yet" in lines[0]
 
 
 def test_refusals_old_produce_and_unsupported_versions(caplog: pytest.LogCaptureFixture

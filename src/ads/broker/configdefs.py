@@ -479,6 +479,8 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
      "min.insync.replicas of __transaction_state."),
     ("transaction.state.log.segment.bytes", I, "104857600", POS, HIGH,
      "Segment size of __transaction_state."),
+    ("transaction.state.log.load.buffer.size", I, "5242880", POS, HIGH,
+     "Read size used when loading a __transaction_state partition."),
     ("transaction.abort.timed.out.transaction.cleanup.interval.ms", I, "10000", POS, LOW,
      "How often timed-out transactions are looked for and aborted."),
     ("transaction.remove.expired.transaction.cleanup.interval.ms", I, "3600000", POS, LOW,
@@ -653,7 +655,6 @@ DEPRECATED_TOPIC_KEYS: dict[str, str] = {
 _KRAFT = "KRaft is not supported; clusters will use ZooKeeper"
 _INTER_BROKER = "no broker-to-broker connections until replication is built"
 _REPLICATION = "replication is not built yet: every partition has one replica"
-_TXN = "transactions are not built yet (transactional ids are refused)"
 _TIERED = "tiered storage is not supported"
 _TLS = "TLS and SASL are not built yet: listeners are PLAINTEXT"
 NO_EFFECT_BROKER_KEYS: dict[str, str] = {
@@ -688,14 +689,13 @@ NO_EFFECT_BROKER_KEYS: dict[str, str] = {
     "log.local.retention.bytes": _TIERED,
     "remote.log.storage.system.enable": _TIERED + " (true is refused)",
     "offsets.topic.replication.factor": _REPLICATION,
-    "transactional.id.expiration.ms": _TXN,
-    "transaction.max.timeout.ms": _TXN,
-    "transaction.state.log.num.partitions": _TXN,
-    "transaction.state.log.replication.factor": _TXN,
-    "transaction.state.log.min.isr": _TXN,
-    "transaction.state.log.segment.bytes": _TXN,
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": _TXN,
-    "transaction.remove.expired.transaction.cleanup.interval.ms": _TXN,
+    "transaction.state.log.replication.factor": _REPLICATION,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
+        "a transaction open past its timeout is aborted at that deadline by a timer, not by "
+        "a periodic scan"),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (
+        "an idle transactional id is removed at its expiration deadline by a timer, not by a "
+        "periodic scan"),
     "replica.lag.time.max.ms": _REPLICATION,
     "replica.fetch.max.bytes": _REPLICATION,
     "replica.fetch.response.max.bytes": _REPLICATION,

@@ -16,6 +16,7 @@ from ads.broker.config import BrokerConfig
 from ads.broker.fetch_sessions import FetchSessionCache
 from ads.common.clock import Clock
 from ads.coordinator.group.coordinator import GroupCoordinator
+from ads.coordinator.transaction.coordinator import TransactionCoordinator
 from ads.metadata.cache import TopicCache
 from ads.metadata.model import BrokerEndpoint, TopicState
 from ads.metadata.store import MetadataStore
@@ -31,6 +32,7 @@ class BrokerContext(Protocol):
     metadata: MetadataStore
     replica_manager: ReplicaManager
     group_coordinator: GroupCoordinator
+    transaction_coordinator: TransactionCoordinator
     fetch_sessions: FetchSessionCache
     # Decides the authorized operations responses report (everything, until ACLs exist).
     operations_authorizer: OperationsAuthorizer

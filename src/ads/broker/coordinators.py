@@ -1,7 +1,9 @@
 """Wiring of the coordinators into the broker: their internal topics, leadership, timers.
 
 The group coordinator gets `__consumer_offsets` (`internal_topics.InternalTopicLog`), the
-topic metadata and the broker's clock. Leadership of internal-topic partitions reaches the
+topic metadata and the broker's clock; the transaction coordinator `__transaction_state`,
+the topic metadata, the clock, the broker's producer ids and the marker writer
+(`markers.py`). Leadership of internal-topic partitions reaches the
 coordinator runtime through `become_leader` / `become_follower`: the replica manager calls
 them whenever this broker becomes leader or follower of such a partition, on one broker as
 in a cluster.
@@ -19,15 +21,23 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ads.broker.internal_topics import OFFSETS_TOPIC_SPEC, BrokerTopicMetadata, InternalTopicLog
-from ads.broker.settings import group_config
+from ads.broker.internal_topics import (
+    OFFSETS_TOPIC_SPEC,
+    TRANSACTION_STATE_TOPIC_SPEC,
+    BrokerTopicMetadata,
+    InternalTopicLog,
+)
+from ads.broker.markers import BrokerMarkerWriter
+from ads.broker.settings import group_config, txn_config
 from ads.coordinator.group.coordinator import GroupCoordinator
+from ads.coordinator.transaction.coordinator import TransactionCoordinator
 
 if TYPE_CHECKING:
     from ads.broker.context import BrokerContext
     from ads.common.clock import Clock
+    from ads.coordinator.runtime import CoordinatorRuntime
 
 log = logging.getLogger("ads.broker")
 
@@ -88,27 +98,54 @@ def create_group_coordinator(broker: BrokerContext) -> GroupCoordinator:
                             group_config(broker.config))
 
 
+def create_transaction_coordinator(broker: BrokerContext) -> TransactionCoordinator:
+    return TransactionCoordinator(InternalTopicLog(broker, TRANSACTION_STATE_TOPIC_SPEC),
+                                  BrokerTopicMetadata(broker), broker.clock,
+                                  broker.next_producer_id, BrokerMarkerWriter(broker),
+                                  txn_config(broker.config))
+
+
 def start(broker: BrokerContext) -> DeadlineTimer:
     """Runs the timers at their deadlines; returns what wakes them (`stop` it at shutdown).
     The coordinators load the partitions this broker leads as the replica manager reports
     leadership (`leadership_changed`)."""
-    coordinator = broker.group_coordinator
-    deadlines = DeadlineTimer(broker.clock, coordinator.tick, coordinator.next_deadline_ms)
-    coordinator.runtime.wakeup = deadlines.request
+    groups, txns = broker.group_coordinator, broker.transaction_coordinator
+
+    def tick() -> None:
+        groups.tick()
+        txns.tick()
+
+    def next_deadline_ms() -> int | None:
+        deadlines = [d for d in (groups.next_deadline_ms(), txns.next_deadline_ms())
+                     if d is not None]
+        return min(deadlines, default=None)
+
+    deadlines = DeadlineTimer(broker.clock, tick, next_deadline_ms)
+    groups.runtime.wakeup = txns.runtime.wakeup = deadlines.request
     return deadlines
+
+
+def _runtime(broker: BrokerContext, topic: str) -> CoordinatorRuntime[Any] | None:
+    if topic == OFFSETS_TOPIC_SPEC.name:
+        return broker.group_coordinator.runtime
+    if topic == TRANSACTION_STATE_TOPIC_SPEC.name:
+        return broker.transaction_coordinator.runtime
+    return None
 
 
 def become_leader(broker: BrokerContext, topic: str, partition: int, leader_epoch: int) -> None:
     """This broker leads the partition of an internal topic now: its coordinator loads it."""
-    if topic == OFFSETS_TOPIC_SPEC.name:
-        broker.group_coordinator.runtime.become_leader(partition, leader_epoch)
+    runtime = _runtime(broker, topic)
+    if runtime is not None:
+        runtime.become_leader(partition, leader_epoch)
 
 
 def become_follower(broker: BrokerContext, topic: str, partition: int,
                     leader_epoch: int | None = None) -> None:
     """Another broker leads the partition now (None: the topic is gone): it is unloaded."""
-    if topic == OFFSETS_TOPIC_SPEC.name:
-        broker.group_coordinator.runtime.become_follower(partition, leader_epoch)
+    runtime = _runtime(broker, topic)
+    if runtime is not None:
+        runtime.become_follower(partition, leader_epoch)
 
 
 def leadership_changed(broker: BrokerContext, topic: str, partition: int, leader: bool,
@@ -124,3 +161,4 @@ def stop(broker: BrokerContext, deadlines: DeadlineTimer | None) -> None:
     if deadlines is not None:
         deadlines.stop()
     broker.group_coordinator.shutdown()
+    broker.transaction_coordinator.shutdown()

@@ -1,9 +1,10 @@
 """The coordinators' internal topics, as the broker gives them to the coordinator runtime.
 
 `InternalTopicLog` implements `ads.coordinator.topic.InternalTopic` for one internal topic,
-named with its settings by an `InternalTopicSpec` (`OFFSETS_TOPIC` for the group
-coordinator; `__transaction_state` gets its own spec), and `BrokerTopicMetadata` implements
-`TopicMetadata` over the broker's metadata. Both are used from the event loop only.
+named with its settings by an `InternalTopicSpec` (`OFFSETS_TOPIC_SPEC` for the group
+coordinator, `TRANSACTION_STATE_TOPIC_SPEC` for the transaction coordinator), and
+`BrokerTopicMetadata` implements `TopicMetadata` over the broker's metadata. Both are used
+from the event loop only.
 
 The topic is created on first use: FindCoordinator awaits `create` (its partitions' files
 are made in a worker thread), while an append to a topic that does not exist yet (a client
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from ads.coordinator.group.records import OFFSETS_TOPIC
 from ads.coordinator.topic import AppendError
+from ads.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
 from ads.metadata.model import INTERNAL_TOPICS
 from ads.metadata.store import TopicExistsError
 from ads.protocol.errors import ErrorCode
@@ -47,12 +49,20 @@ class InternalTopicSpec:
     replication_factor_key: str
     # Topic configs set whatever the broker's defaults are.
     configs: dict[str, str] = field(default_factory=dict)
+    # The topic's min.insync.replicas (at most its replication factor); None: the default.
+    min_isr_key: str | None = None
 
 
 OFFSETS_TOPIC_SPEC = InternalTopicSpec(
     OFFSETS_TOPIC, "offsets.topic.num.partitions", "offsets.topic.segment.bytes",
     "offsets.load.buffer.size", "offsets.topic.replication.factor",
     {"cleanup.policy": "compact", "compression.type": "producer"})
+TRANSACTION_STATE_TOPIC_SPEC = InternalTopicSpec(
+    TRANSACTION_STATE_TOPIC, "transaction.state.log.num.partitions",
+    "transaction.state.log.segment.bytes", "transaction.state.log.load.buffer.size",
+    "transaction.state.log.replication.factor",
+    {"cleanup.policy": "compact", "compression.type": "uncompressed"},
+    min_isr_key="transaction.state.log.min.isr")
 
 
 class InternalTopicLog:
@@ -94,6 +104,8 @@ class InternalTopicLog:
             # factor; ADS places it on the brokers there are, so one broker needs no setting.
             rf = min(self._int(self.spec.replication_factor_key),
                      max(len(self.broker.metadata.brokers), 1))
+            if self.spec.min_isr_key is not None:
+                configs["min.insync.replicas"] = str(min(self._int(self.spec.min_isr_key), rf))
             try:
                 topic = await self.broker.record_topic(self.name, partitions, configs, rf)
             except TopicExistsError:  # another broker created it meanwhile
@@ -155,8 +167,8 @@ class InternalTopicLog:
         if replicas.get(self.name, partition) is None:
             raise AppendError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         try:
-            result = replicas.append(self.name, partition, memoryview(batch), -1,
-                                     self.broker.clock.time_ms())
+            result = replicas.append_internal(self.name, partition, batch,
+                                              self.broker.clock.time_ms())
         except PartitionError as exc:
             raise AppendError(exc.code, str(exc)) from exc
         except OSError as exc:

@@ -1,10 +1,10 @@
 """Refusals of what ADS does not support yet, logged once per client and reason.
 
 A request refused because ADS lacks the feature (an API version outside the advertised
-range, Produce v0-2, InitProducerId or Produce for a transactional producer, a ListOffsets
-timestamp kind of tiered storage) is logged at INFO the first time a client meets that
-refusal, so an operator sees why a client fails without a line per retry. A client is its
-client id and host (connections of one client come from many ports).
+range, Produce v0-2, a ListOffsets timestamp kind of tiered storage) is logged at INFO the
+first time a client meets that refusal, so an operator sees why a client fails without a
+line per retry. A client is its client id and host (connections of one client come from
+many ports).
 
 The memory is bounded: the oldest of `capacity` (client, reason) pairs is forgotten first,
 so a stream of distinct client ids costs a bounded set and, at worst, a repeated line.

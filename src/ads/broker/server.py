@@ -91,6 +91,7 @@ class Broker:
         self.replica_manager = ReplicaManager(self.node_id, self._known_partition)
         self.dispatcher = Dispatcher(self, all_handlers())
         self.group_coordinator = coordinators.create_group_coordinator(self)
+        self.transaction_coordinator = coordinators.create_transaction_coordinator(self)
         self.coordinator_deadlines: coordinators.DeadlineTimer | None = None
         self.replica_manager.add_leadership_listener(
             lambda topic, index, leader, epoch: coordinators.leadership_changed(
@@ -179,6 +180,7 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._opening.values(), return_exceptions=True)
         coordinators.stop(self, self.coordinator_deadlines)
+        await self.transaction_coordinator.markers.close()
         if self.controller is not None:
             await asyncio.to_thread(self.controller.stop)
         await asyncio.to_thread(self.metadata.close)

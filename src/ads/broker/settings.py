@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from ads.broker.config import BrokerConfig, as_float, as_int, as_str_list
 from ads.coordinator.group.api import GroupConfig
+from ads.coordinator.transaction.shard import TxnConfig
 from ads.storage.cleaner import CleanerConfig
 from ads.storage.config import LogConfig
 
@@ -85,3 +86,9 @@ def group_config(config: BrokerConfig) -> GroupConfig:
         consumer_assignors=tuple(a.rsplit(".", 1)[-1].lower().removesuffix("assignor")
                                  for a in assignors),
     )
+
+
+def txn_config(config: BrokerConfig) -> TxnConfig:
+    """The transaction coordinator's settings from the broker's ``transaction*`` keys."""
+    return TxnConfig(max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
+                     id_expiration_ms=config.get_int("transactional.id.expiration.ms"))

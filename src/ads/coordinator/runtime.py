@@ -27,9 +27,12 @@ the epoch on (the state in memory is still that of the log); `become_follower` u
 unless its epoch is not above the partition's (None: always, e.g. the topic is gone).
 
 Loading replays, in offset order, every record with a key of the partition into a fresh
-shard (`CoordinatorShard.replay`), then calls `on_loaded` and serves it. Control batches
-and keyless records are skipped; a batch that does not decode is skipped with a warning, as
-a record the shard cannot parse is. Requests for other partitions are served between the
+shard (`CoordinatorShard.replay`), then calls `on_loaded` and serves it. Records of a
+transactional batch go to `replay_transactional` with the batch's producer id, and a
+transaction marker (a control batch) to `replay_marker`, so offsets committed inside a
+transaction come back pending or applied as the marker says; keyless records are skipped;
+a batch that does not decode is skipped with a warning, as a record the shard cannot
+parse is. Requests for other partitions are served between the
 reads of a partition (the topic's `read_batches` yields to the event loop).
 
 Writes. A shard's state machine never appends anything itself: it returns `Write`s, the
@@ -70,7 +73,13 @@ from ads.common.clock import Clock
 from ads.coordinator.timer import Timers
 from ads.coordinator.topic import AppendError, InternalTopic, partition_for
 from ads.protocol.errors import ErrorCode
-from ads.records.batch import build_batch, decode_records, read_batch_header
+from ads.records.batch import (
+    ControlRecordType,
+    build_batch,
+    decode_records,
+    parse_control_record,
+    read_batch_header,
+)
 from ads.records.errors import RecordError
 
 log = logging.getLogger("ads.coordinator")
@@ -86,6 +95,8 @@ _APPEND_ERRORS = {
     ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    # A transactional write (TxnOffsetCommit) of a producer fenced meanwhile.
+    ErrorCode.INVALID_PRODUCER_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
 }
 _TOO_LARGE = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE,
                         ErrorCode.INVALID_FETCH_SIZE})
@@ -111,6 +122,10 @@ class Write:
     records: Sequence[Record]
     then: Callable[[ErrorCode], Sequence[Write]] | None = None
     too_large: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+    # A transactional write (TxnOffsetCommit): the batch carries the producer's id and epoch
+    # and the transactional bit, and counts only once its COMMIT marker follows it.
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 class CoordinatorShard(Protocol):
@@ -118,6 +133,15 @@ class CoordinatorShard(Protocol):
 
     def replay(self, offset: int, key: bytes, value: bytes | None) -> None:
         """Loading: applies one record of the partition (value None: a tombstone)."""
+        ...
+
+    def replay_transactional(self, producer_id: int, offset: int, key: bytes,
+                             value: bytes | None) -> None:
+        """Loading: one record of a transactional batch of `producer_id`."""
+        ...
+
+    def replay_marker(self, producer_id: int, commit: bool) -> None:
+        """Loading: the transaction of `producer_id` ended (COMMIT or ABORT marker)."""
         ...
 
     def on_loaded(self) -> Sequence[Write]:
@@ -194,6 +218,12 @@ class CoordinatorRuntime(Generic[S]):
         """The ACTIVE partitions and their shards."""
         return [(i, p.shard) for i, p in sorted(self._partitions.items())
                 if p.status is PartitionStatus.ACTIVE]
+
+    def leader_epoch(self, partition: int) -> int:
+        """The partition's leader epoch (transaction markers carry it as the coordinator
+        epoch); -1 when not led here."""
+        p = self._partitions.get(partition)
+        return -1 if p is None else p.leader_epoch
 
     def loading(self) -> bool:
         return any(p.status is PartitionStatus.LOADING for p in self._partitions.values())
@@ -286,15 +316,24 @@ class CoordinatorRuntime(Generic[S]):
 
     def _replay(self, p: _Partition[S], batch: bytes) -> int:
         try:
-            if read_batch_header(batch).is_control:
-                return 0
+            header = read_batch_header(batch)
             records = decode_records(batch, max_uncompressed_bytes=_MAX_LOAD_BATCH_BYTES)
+            if header.is_control:
+                kind = parse_control_record(records[0].key, records[0].value)[0] if records else -1
+                if kind in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+                    p.shard.replay_marker(header.producer_id, kind == ControlRecordType.COMMIT)
+                return 0
         except RecordError as exc:
             log.warning("skipping a bad batch of %s-%d: %s", self.topic.name, p.index, exc)
             return 0
+        shard = p.shard
         for r in records:
-            if r.key is not None:
-                p.shard.replay(r.offset, r.key, r.value)
+            if r.key is None:
+                continue
+            if header.is_transactional:
+                shard.replay_transactional(header.producer_id, r.offset, r.key, r.value)
+            else:
+                shard.replay(r.offset, r.key, r.value)
         return len(records)
 
     # -- writes ----------------------------------------------------------------------
@@ -338,7 +377,9 @@ class CoordinatorRuntime(Generic[S]):
             return ErrorCode.NOT_COORDINATOR
         if p.status is not PartitionStatus.ACTIVE:
             return self.error(p.index)
-        batch = build_batch(list(write.records), timestamp=self.clock.time_ms())
+        batch = build_batch(list(write.records), timestamp=self.clock.time_ms(),
+                            producer_id=write.producer_id, producer_epoch=write.producer_epoch,
+                            is_transactional=write.producer_id >= 0)
         try:
             return asyncio.ensure_future(self.topic.append(p.index, batch))
         except AppendError as exc:

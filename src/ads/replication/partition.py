@@ -34,12 +34,14 @@ from ads.records.errors import (
 from ads.records.recompress import recompress_batch, target_codec
 from ads.storage.config import LONG_MAX, LogConfig
 from ads.storage.errors import StorageError
+from ads.storage.transactions import append_marker, collect_aborted, last_stable_offset
 
 if TYPE_CHECKING:
     import uuid
 
     from ads.storage.files import FileRegion
     from ads.storage.log import Log
+    from ads.storage.txn_index import AbortedTxn
 
 log = logging.getLogger("ads.replication")
 
@@ -163,7 +165,40 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.log.high_watermark
+        """The first offset of the oldest open transaction, or the high watermark."""
+        return last_stable_offset(self.log)
+
+    def aborted_transactions(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
+        return collect_aborted(self.log, fetch_offset, upper_offset)
+
+    def append_marker(self, commit: bool, producer_id: int, producer_epoch: int,
+                      coordinator_epoch: int, now_ms: int) -> int:
+        """WriteTxnMarkers: a COMMIT or ABORT marker ends the producer's transaction here;
+        returns the offset after it."""
+        try:
+            info = append_marker(self.log, commit, producer_id, producer_epoch,
+                                 coordinator_epoch, self.leader_epoch, now_ms)
+        except StorageError as exc:
+            raise PartitionError(ErrorCode[exc.kafka_error], str(exc)) from exc
+        return info.last_offset + 1
+
+    def append_internal(self, batch: bytes, now_ms: int) -> ProduceResult:
+        """A coordinator's own batch, built by this broker: not checked as a client's (a
+        transactional TxnOffsetCommit batch has no sequence, as Kafka's coordinator writes
+        it), appended as acks=all."""
+        if len(batch) > self.config.max_message_bytes:
+            raise PartitionError(ErrorCode.MESSAGE_TOO_LARGE,
+                                 f"batch of {len(batch)} bytes exceeds max.message.bytes")
+        if len(self.isr) < self.config.min_insync_replicas:
+            raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS)
+        try:
+            info = self.log.append(batch, [(0, rb.read_batch_header(batch))],
+                                   leader_epoch=self.leader_epoch, now_ms=now_ms,
+                                   log_append_time=False)
+        except StorageError as exc:
+            raise PartitionError(ErrorCode[exc.kafka_error], str(exc)) from exc
+        return ProduceResult(info.first_offset, info.log_append_time_ms, info.log_start_offset,
+                             info.last_offset + 1)
 
     def append(self, records: memoryview | None, acks: int, now_ms: int) -> ProduceResult:
         if records is None or len(records) == 0:
@@ -181,9 +216,6 @@ class Partition:
         header = headers[0][1]
         if header.is_control:
             raise PartitionError(ErrorCode.INVALID_RECORD, "clients may not write control batches")
-        if header.is_transactional:
-            raise PartitionError(ErrorCode.INVALID_TXN_STATE,
-                                 "transactional produce is not supported yet")
         if (self._may_refuse or header.attributes & rb.TIMESTAMP_TYPE_MASK) and (
                 self._rules.must_scan(header, now_ms)):
             self._check_records(records, header, now_ms)

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ads.storage.config import LogConfig
     from ads.storage.files import FileRegion
     from ads.storage.log import Log
+    from ads.storage.txn_index import AbortedTxn
 
 LeadershipListener = Callable[[str, int, bool, int], None]
 
@@ -67,6 +68,8 @@ class PartitionRead(NamedTuple):  # a tuple: built per partition of every fetch
     log_start_offset: int
     records: FileRegion | None
     size: int
+    # read_committed: the aborted transactions overlapping the read (None otherwise).
+    aborted: list[AbortedTxn] | None = None
 
 
 UNKNOWN_READ = PartitionRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, None, 0)
@@ -194,6 +197,26 @@ class ReplicaManager:
             self._wake(part.key)
         return result
 
+    def append_internal(self, topic: str, index: int, batch: bytes, now_ms: int
+                        ) -> ProduceResult:
+        """A coordinator's batch for its internal topic (`Partition.append_internal`)."""
+        part = self.partition(topic, index)
+        result = part.append_internal(batch, now_ms)
+        if part.maybe_advance_high_watermark():
+            self._wake(part.key)
+        return result
+
+    def append_marker(self, topic: str, index: int, commit: bool, producer_id: int,
+                      producer_epoch: int, coordinator_epoch: int, now_ms: int) -> int:
+        """WriteTxnMarkers: ends the producer's transaction on a partition led here; returns
+        the offset after the marker. PartitionError with its code."""
+        part = self.partition(topic, index)
+        next_offset = part.append_marker(commit, producer_id, producer_epoch, coordinator_epoch,
+                                         now_ms)
+        if part.maybe_advance_high_watermark():
+            self._wake(part.key)
+        return next_offset
+
     def wait_for_commit(self, appended: dict[PartitionKey, int], timeout_ms: int
                         ) -> DelayedProduce | None:
         """acks=all: None when every partition's high watermark already reached its offset
@@ -274,7 +297,9 @@ class ReplicaManager:
                 reads.append(PartitionRead(exc.code, hw, lso, start, None, 0))
                 error = True
                 continue
-            reads.append(PartitionRead(ErrorCode.NONE, hw, lso, start, region, size))
+            aborted = (part.aborted_transactions(t.fetch_offset, lso)
+                       if params.read_committed and size else None)
+            reads.append(PartitionRead(ErrorCode.NONE, hw, lso, start, region, size, aborted))
             total += size
             remaining -= size
         return FetchResult(reads, total, error, keys)

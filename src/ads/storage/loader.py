@@ -8,8 +8,9 @@ Files a crash can leave behind, and what loading does with them (Kafka's rules):
 - ``<base>.log.swap``: a compaction result whose swap-in had started. The swap is finished:
   segments whose base offset lies in the swap file's offset range are deleted and the swap
   file is renamed to ``<base>.log``. Index ``.swap`` files are deleted; the indexes of the
-  swapped segment are rebuilt from the log.
-- an ``.index``/``.timeindex`` with no ``.log``: deleted.
+  swapped segment are rebuilt from the log, except its ``.txnindex.swap`` (aborted
+  transactions cannot be told from the log alone), which is renamed with it.
+- an ``.index``/``.timeindex``/``.txnindex`` with no ``.log``: deleted.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from ads.storage.files import (
     file_name,
 )
 from ads.storage.segment import LogSegment
+from ads.storage.txn_index import TXN_INDEX_SUFFIX
 
 __all__ = [
     "prepare_directory",
@@ -43,7 +45,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _TMP_SUFFIX = ".tmp"
-_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 def _base_offset(name: str, suffix: str) -> int | None:
@@ -88,6 +90,9 @@ def _complete_swap(directory: Path, swap: Path, base_offset: int) -> None:
             for suffix in (LOG_SUFFIX, *_INDEX_SUFFIXES):
                 (directory / file_name(other, suffix)).unlink(missing_ok=True)
     swap.rename(directory / file_name(base_offset, LOG_SUFFIX))
+    txn_swap = directory / (file_name(base_offset, TXN_INDEX_SUFFIX) + SWAP_SUFFIX)
+    if txn_swap.exists():
+        txn_swap.rename(directory / file_name(base_offset, TXN_INDEX_SUFFIX))
     logger.info("completed the interrupted swap of %s (offsets %d..%d)", swap, base_offset, end)
 
 
@@ -100,9 +105,9 @@ def prepare_directory(directory: Path) -> None:
             path.unlink(missing_ok=True)
         elif name.endswith(SWAP_SUFFIX):
             base = _base_offset(name[: -len(SWAP_SUFFIX)], LOG_SUFFIX)
-            if base is None:
+            if base is None and not name.endswith(TXN_INDEX_SUFFIX + SWAP_SUFFIX):
                 path.unlink(missing_ok=True)  # an index swap: rebuilt from the log instead
-            else:
+            elif base is not None:
                 swaps.append((path, base))
     for swap, base in swaps:
         _complete_swap(directory, swap, base)

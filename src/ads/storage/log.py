@@ -6,9 +6,10 @@ offset and the recovery point, and decides rolls, retention, DeleteRecords and t
 The segments themselves (files, rolls, reads across segments, removal) are its
 ``ads.storage.local_log.LocalLog``.
 
-Files in the directory: ``<base>.log`` / ``.index`` / ``.timeindex`` per segment
-(``ads.storage.segment``), ``<offset>.snapshot`` producer-state snapshots
-(``ads.storage.producer_state``) and ``leader-epoch-checkpoint`` (``ads.storage.epoch_cache``).
+Files in the directory: ``<base>.log`` / ``.index`` / ``.timeindex`` / ``.txnindex`` per
+segment (``ads.storage.segment``; transactions: ``ads.storage.transactions``),
+``<offset>.snapshot`` producer-state snapshots (``ads.storage.producer_state``) and
+``leader-epoch-checkpoint`` (``ads.storage.epoch_cache``).
 
 Offsets: ``log_start_offset`` <= ``high_watermark`` <= ``log_end_offset``. The recovery
 point is the offset below which everything is fsynced and validated; the log manager
@@ -57,6 +58,7 @@ from ads.storage.local_log import LocalLog, ReadResult
 from ads.storage.producer_state import ProducerAppendInfo, ProducerStateManager
 from ads.storage.segment import LogSegment
 from ads.storage.timestamps import offset_for_timestamp
+from ads.storage.transactions import marker_replayer
 
 __all__ = [
     "Log",
@@ -157,7 +159,8 @@ class Log:
 
     def _rebuild_producer_state(self) -> None:
         self.producer_state.rebuild(
-            self.log_start_offset, self._log_end_offset, self._local.iter_headers
+            self.log_start_offset, self._log_end_offset, self._local.iter_headers,
+            marker_replayer(self),
         )
 
     # ----------------------------------------------------------------------------- offsets

@@ -188,7 +188,7 @@ class ProducerAppendInfo:
         producer_id, epoch, seq = header.producer_id, header.producer_epoch, header.base_sequence
         current = self._current(producer_id)
         if current is None:
-            if seq != 0 and not header.is_control:
+            if seq not in (0, NO_SEQUENCE) and not header.is_control:
                 if self._manager.may_have_removed(producer_id):
                     raise UnknownProducerIdError(
                         f"no state for producer {producer_id}; its last records may have been "
@@ -202,7 +202,10 @@ class ProducerAppendInfo:
             raise InvalidProducerEpochError(
                 f"producer {producer_id} epoch {epoch} is older than {current.producer_epoch}"
             )
-        if header.is_control:
+        if header.is_control or seq == NO_SEQUENCE:
+            # Markers and a coordinator's transactional writes (TxnOffsetCommit) carry no
+            # sequence; only their epoch is checked. Clients' batches always have one (the
+            # partition refuses a producer id without a sequence).
             return None
         duplicate = current.find_duplicate(header)
         if duplicate is not None:
@@ -408,14 +411,20 @@ class ProducerStateManager:
         log_start_offset: int,
         log_end_offset: int,
         headers_from: Callable[[int], Iterable[BatchHeader]],
+        on_marker: Callable[[BatchHeader, int | None], None] | None = None,
     ) -> None:
         """Reload the newest snapshot, replay the batch headers after it (``headers_from``:
-        the log's headers from an offset on) and snapshot the result."""
+        the log's headers from an offset on) and snapshot the result. ``on_marker`` sees
+        each transaction marker replayed with the first offset of the transaction it ends
+        (None: none was open), before the marker closes it."""
         replay_from = self.truncate_and_reload(log_start_offset, log_end_offset)
         if replay_from >= log_end_offset:
             return
         for header in headers_from(replay_from):
             if header.has_producer_id:
+                if on_marker is not None and header.is_control:
+                    entry = self._producers.get(header.producer_id)
+                    on_marker(header, None if entry is None else entry.current_txn_first_offset)
                 self.replay(header)
         self.map_end_offset = log_end_offset
         self.truncate_head(log_start_offset)

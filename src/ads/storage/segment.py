@@ -4,7 +4,8 @@ File layout: ``<base offset, 20 digits>.log`` is a plain concatenation of Record
 batches exactly as the log handed them over (base offset and partition leader epoch already
 assigned); there is no segment header or footer. Every batch's offsets are >= the segment's
 base offset and within int32 of it, which is what lets the indexes store relative offsets.
-``.index`` and ``.timeindex`` are described in ``ads.storage.index``.
+``.index`` and ``.timeindex`` are described in ``ads.storage.index``, the aborted-transaction
+index ``.txnindex`` (made on its first entry) in ``ads.storage.txn_index``.
 
 Deletion renames the three files to ``<name>.deleted`` first and removes them
 ``file.delete.delay.ms`` later (Kafka's rule). File regions handed to the network layer keep
@@ -58,6 +59,7 @@ from ads.storage.files import (
 )
 from ads.storage.index import OffsetIndex, TimeIndex
 from ads.storage.segment_reads import SegmentReads
+from ads.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 __all__ = ["LogSegment"]
 
@@ -105,6 +107,8 @@ class LogSegment(SegmentReads):
             config.segment_index_bytes,
             io,
         )
+        self.txn_index = TransactionIndex(
+            directory / (file_name(base_offset, TXN_INDEX_SUFFIX) + file_suffix), io)
         self.created_ms = created_ms
         self._indexes_ready = False
         self._bytes_since_last_index_entry = 0
@@ -144,6 +148,7 @@ class LogSegment(SegmentReads):
         try:
             segment.offset_index.reset()
             segment.time_index.reset()
+            segment.txn_index.reset()
         except OSError:
             segment.close()
             for made in segment._paths():
@@ -408,6 +413,8 @@ class LogSegment(SegmentReads):
                 reason = f"incomplete batch of {size} bytes"
                 break
             want = size  # the chunk cut a batch: read it whole
+        # Entries of markers that did not survive go; the log re-adds those it replays.
+        self.txn_index.truncate_to(next_offset)
         truncated = file_size - position
         if truncated:
             logger.warning(
@@ -439,6 +446,7 @@ class LogSegment(SegmentReads):
         position, _, base_offset = found
         self.offset_index.truncate_to(base_offset)
         self.time_index.truncate_to(base_offset)
+        self.txn_index.truncate_to(base_offset)
         removed = self._size - position
         self._io.ftruncate(self._fd, position)
         self._recent.clear()
@@ -471,6 +479,7 @@ class LogSegment(SegmentReads):
             self._io.fsync(self._fd)
             self.offset_index.flush()
             self.time_index.flush()
+            self.txn_index.flush()
 
     def close(self) -> None:
         with self._lock:
@@ -488,6 +497,7 @@ class LogSegment(SegmentReads):
                     logger.exception("cannot finish the time index of %s", self.log_path)
             self.offset_index.close_writer()
             self.time_index.close_writer()
+            self.txn_index.close()
             self._handle = None  # closes the descriptor unless a FileRegion still holds it
 
     @property
@@ -495,13 +505,14 @@ class LogSegment(SegmentReads):
         return self._closed
 
     def _paths(self) -> list[Path]:
-        return [self.log_path, self.offset_index.path, self.time_index.path]
+        return [self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path]
 
     def rename_dir(self, directory: Path) -> None:
         """Follow a rename of the partition directory (open descriptors stay valid)."""
         self.log_path = directory / self.log_path.name
         self.offset_index.path = directory / self.offset_index.path.name
         self.time_index.path = directory / self.time_index.path.name
+        self.txn_index.path = directory / self.txn_index.path.name
 
     def change_file_suffix(self, old_suffix: str, new_suffix: str) -> None:
         """Rename the three files from ``<name><old_suffix>`` to ``<name><new_suffix>``
@@ -509,6 +520,7 @@ class LogSegment(SegmentReads):
         self.log_path = rename_suffix(self.log_path, old_suffix, new_suffix)
         for index in (self.offset_index, self.time_index):
             index.rename(with_suffix(index.path, old_suffix, new_suffix))
+        self.txn_index.rename(with_suffix(self.txn_index.path, old_suffix, new_suffix))
 
     def delete(self, scheduler: Scheduler | None = None) -> None:
         """Rename the files to ``.deleted`` now; close and remove them after the delay."""
@@ -518,6 +530,9 @@ class LogSegment(SegmentReads):
         )
         self.time_index.rename(
             self.time_index.path.with_name(self.time_index.path.name + DELETED_SUFFIX)
+        )
+        self.txn_index.rename(
+            self.txn_index.path.with_name(self.txn_index.path.name + DELETED_SUFFIX)
         )
         delay = self.config.file_delete_delay_ms
         if scheduler is not None and delay > 0:

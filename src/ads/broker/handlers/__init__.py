@@ -15,10 +15,11 @@ from ads.broker.handlers import (
     produce,
     producer_id,
     topics,
+    transactions,
 )
 
 
 def all_handlers() -> list[ApiHandler]:
     modules = [api_versions, metadata, produce, fetch, offsets, topics, configs, producer_id,
-               groups, group_offsets, consumer_groups]
+               groups, group_offsets, consumer_groups, transactions]
     return [h for module in modules for h in module.HANDLERS]

@@ -10,9 +10,12 @@ that the first partition with data returns at least one whole batch (KIP-74). Se
 (epochs, what an incremental request and response carry) are described in
 `ads.broker.fetch_sessions`.
 
+read_committed (isolation level 1) reads up to the last stable offset and carries the
+aborted transactions overlapping the read (from the segments' `.txnindex`), so clients drop
+aborted records batch by batch.
+
 Gaps: follower fetches (replica id >= 0) are answered like consumer fetches until
-replication exists; read_committed reads up to the high watermark, which is the last
-stable offset while there are no transactions.
+replication exists.
 """
 
 from __future__ import annotations
@@ -20,12 +23,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.broker.fetch_sessions import CachedPartition, FetchSession, TopicKey, next_epoch
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 from ads.replication.replica_manager import FetchParams, FetchPartition, FetchResult
+
+if TYPE_CHECKING:
+    from ads.storage.txn_index import AbortedTxn
 
 R = m.FetchResponse
 TopicResp = R.FetchableTopicResponse
@@ -109,6 +116,13 @@ def _read(ctx: RequestContext, req: m.FetchRequest, plan: _Plan
     return ctx.broker.replica_manager.fetch(targets, params)
 
 
+def _aborted(aborted: list[AbortedTxn] | None) -> list[PartResp.AbortedTransaction]:
+    if not aborted:
+        return []
+    return [PartResp.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+            for a in aborted]
+
+
 def _response(plan: _Plan, result: FetchResult, read_committed: bool) -> m.FetchResponse:
     by_id = plan.by_id
     groups: dict[TopicKey, list[PartResp]] = {}
@@ -124,7 +138,8 @@ def _response(plan: _Plan, result: FetchResult, read_committed: bool) -> m.Fetch
         groups.setdefault(t.topic, []).append(PartResp(
             partition_index=t.partition, error_code=code, high_watermark=read.high_watermark,
             last_stable_offset=read.last_stable_offset, log_start_offset=read.log_start_offset,
-            aborted_transactions=[] if read_committed else None, preferred_read_replica=-1,
+            aborted_transactions=_aborted(read.aborted) if read_committed else None,
+            preferred_read_replica=-1,
             records=read.records if read.records is not None else b""))
         # What goes out now is what the session's next incremental response compares with.
         t.high_watermark = read.high_watermark

@@ -1,5 +1,10 @@
 """Committed offsets: OffsetCommit (key 8) v2-9, OffsetFetch (key 9) v1-9, OffsetDelete
-(key 47) v0.
+(key 47) v0, TxnOffsetCommit (key 28) v0-4.
+
+TxnOffsetCommit writes a transactional producer's offsets as a transactional batch; they
+become visible when its transaction commits (the COMMIT marker reaches the group's
+`__consumer_offsets` partition) and vanish if it aborts. The member and generation (v3+)
+are checked as for OffsetCommit, except that a rebalancing group takes them.
 
 Commits are answered only once their record is committed to `__consumer_offsets`, and
 OffsetDelete once its tombstones are; a group whose partition is loading gets
@@ -11,8 +16,9 @@ OffsetCommit v2-v4 retention times set a per-offset expire timestamp; from v5 th
 `offsets.retention.minutes` alone applies. OffsetFetch v8+ takes several groups; v9 checks
 the member id and epoch of KIP-848 consumers. Offsets are answered from the coordinator's
 cache; a partition without a committed offset gets offset -1 and no error.
-Gaps: `require_stable` (v7+) has nothing to wait for until transactional offset commits
-exist; it is accepted and ignored.
+With `require_stable` (v7+, sent by read_committed consumers) a partition whose offset an
+open transaction holds (TxnOffsetCommit, `ads.coordinator.group.txn_offsets`) gets
+UNSTABLE_OFFSET_COMMIT, which the client retries.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from ads.protocol.errors import ErrorCode
 CR = m.OffsetCommitResponse
 FR = m.OffsetFetchResponse
 ByTopic = dict[str, list[tuple[int, CommittedOffset | None]]]
+# Stands for the offset of a partition that an open transaction holds (require_stable).
+UNSTABLE = CommittedOffset(-1, -1, "", -1)
 
 
 async def handle_offset_commit(ctx: RequestContext, req: m.OffsetCommitRequest
@@ -48,16 +56,39 @@ async def handle_offset_commit(ctx: RequestContext, req: m.OffsetCommitRequest
         for t in req.topics])
 
 
+async def handle_txn_offset_commit(ctx: RequestContext, req: m.TxnOffsetCommitRequest
+                                  ) -> m.TxnOffsetCommitResponse:
+    v = ctx.api_version
+    commits = [
+        OffsetCommit(t.name, p.partition_index, p.committed_offset,
+                     p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata)
+        for t in req.topics for p in t.partitions]
+    errors = iter(await ctx.broker.group_coordinator.txn_commit_offsets(
+        req.group_id, req.producer_id, req.producer_epoch,
+        req.generation_id if v >= 3 else -1, req.member_id if v >= 3 else "",
+        req.group_instance_id if v >= 3 else None, commits))
+    T = m.TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic  # noqa: N806
+    return m.TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+        T(name=t.name, partitions=[
+            T.TxnOffsetCommitResponsePartition(partition_index=p.partition_index,
+                                               error_code=next(errors))
+            for p in t.partitions])
+        for t in req.topics])
+
+
 def _fetch_group(ctx: RequestContext, group_id: str,
                  topics: list[tuple[str, list[int]]] | None, member_id: str | None,
-                 member_epoch: int) -> tuple[ErrorCode, ByTopic]:
+                 member_epoch: int, require_stable: bool) -> tuple[ErrorCode, ByTopic]:
     wanted = None if topics is None else [(t, p) for t, parts in topics for p in parts]
-    error, found = ctx.broker.group_coordinator.fetch_offsets(
-        group_id, wanted, member_id, member_epoch)
+    coordinator = ctx.broker.group_coordinator
+    error, found = coordinator.fetch_offsets(group_id, wanted, member_id, member_epoch)
     by_topic: ByTopic = {}
     if error is ErrorCode.NONE:
+        unstable = (coordinator.unstable_offsets(group_id, [tp for tp, _ in found])
+                    if require_stable else set())
         for (topic, partition), committed in found:
-            by_topic.setdefault(topic, []).append((partition, committed))
+            by_topic.setdefault(topic, []).append(
+                (partition, UNSTABLE if (topic, partition) in unstable else committed))
     elif topics is not None:
         for topic, parts in topics:
             by_topic[topic] = [(p, None) for p in parts]
@@ -68,6 +99,9 @@ def _partition_fields(partition: int, committed: CommittedOffset | None, error: 
                       ) -> dict[str, Any]:
     """Keyword arguments of an OffsetFetch partition entry (the v1-7 and v8+ structs have
     the same fields under different classes)."""
+    if committed is UNSTABLE:
+        error = ErrorCode.UNSTABLE_OFFSET_COMMIT
+        committed = None
     if committed is None:
         return {"partition_index": partition, "committed_offset": -1,
                 "committed_leader_epoch": -1, "metadata": "", "error_code": error}
@@ -88,7 +122,7 @@ def handle_offset_fetch(ctx: RequestContext, req: m.OffsetFetchRequest
                                                     for t in g.topics]
             member_id = g.member_id if v >= 9 and g.member_id else None
             error, by_topic = _fetch_group(ctx, g.group_id, topics, member_id,
-                                           g.member_epoch if v >= 9 else -1)
+                                           g.member_epoch if v >= 9 else -1, req.require_stable)
             groups.append(G(group_id=g.group_id, error_code=error, topics=[] if error else [
                 G.OffsetFetchResponseTopics(name=t, partitions=[
                     P(**_partition_fields(p, c, ErrorCode.NONE)) for p, c in parts])
@@ -96,7 +130,8 @@ def handle_offset_fetch(ctx: RequestContext, req: m.OffsetFetchRequest
         return m.OffsetFetchResponse(groups=groups)
     topics = None if req.topics is None else [(t.name, list(t.partition_indexes))
                                               for t in req.topics]
-    error, by_topic = _fetch_group(ctx, req.group_id, topics, None, -1)
+    error, by_topic = _fetch_group(ctx, req.group_id, topics, None, -1,
+                                   v >= 7 and req.require_stable)
     # v1 has no top-level error: a group error goes on every partition.
     part_error = error if v < 2 else ErrorCode.NONE
     T = FR.OffsetFetchResponseTopic  # noqa: N806
@@ -127,4 +162,5 @@ HANDLERS = [
     ApiHandler(m.ApiKey.OFFSET_COMMIT, 2, 9, handle_offset_commit),
     ApiHandler(m.ApiKey.OFFSET_FETCH, 1, 9, handle_offset_fetch),
     ApiHandler(m.ApiKey.OFFSET_DELETE, 0, 0, handle_offset_delete),
+    ApiHandler(m.ApiKey.TXN_OFFSET_COMMIT, 0, 4, handle_txn_offset_commit),
 ]

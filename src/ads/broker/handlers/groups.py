@@ -2,7 +2,8 @@
 
 FindCoordinator (key 10) v0-5: single keys (v0-3) and batches (v4+); group keys create
 `__consumer_offsets` on first use (its files made off the loop; the answer waits for
-them); transaction keys name this broker too; share-group keys (v6) are not advertised.
+them), transaction keys (key type 1) create `__transaction_state` the same way and name
+the leader of the id's partition; share-group keys (v6) are not advertised.
 JoinGroup (key 11) v2-9, SyncGroup (key 14) v0-5, Heartbeat (key 12) v0-4, LeaveGroup
 (key 13) v0-5 (batched members from v3), DescribeGroups (key 15) v0-5, ListGroups (key 16)
 v0-5 (state filter v4, type filter v5), DeleteGroups (key 42) v0-2.
@@ -23,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ads.broker.authorized_operations import NOT_REQUESTED, ResourceType
 from ads.broker.dispatch import ApiHandler, RequestContext
@@ -34,6 +35,7 @@ from ads.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from ads.broker.context import BrokerContext
+    from ads.coordinator.runtime import CoordinatorRuntime
 
 log = logging.getLogger("ads.broker.groups")
 T = TypeVar("T")
@@ -59,15 +61,26 @@ def client_host(ctx: RequestContext) -> str:
 def handle_find_coordinator(ctx: RequestContext, req: m.FindCoordinatorRequest
                             ) -> m.FindCoordinatorResponse | Awaitable[m.FindCoordinatorResponse]:
     key_type = req.key_type if ctx.api_version >= 1 else 0
-    if key_type == 0 and not ctx.broker.group_coordinator.topic.ready():
-        return _find_after_creating(ctx, req)
+    runtime = _runtime(ctx.broker, key_type)
+    if runtime is not None and not runtime.topic.ready():
+        return _find_after_creating(ctx, req, runtime)
     return _find_coordinator(ctx, req, ErrorCode.NONE)
 
 
-async def _find_after_creating(ctx: RequestContext, req: m.FindCoordinatorRequest
-                               ) -> m.FindCoordinatorResponse:
+def _runtime(broker: BrokerContext, key_type: int) -> CoordinatorRuntime[Any] | None:
+    """The coordinator of a key type: 0 groups (`__consumer_offsets`), 1 transactional ids
+    (`__transaction_state`)."""
+    if key_type == 0:
+        return broker.group_coordinator.runtime
+    if key_type == 1:
+        return broker.transaction_coordinator.runtime
+    return None
+
+
+async def _find_after_creating(ctx: RequestContext, req: m.FindCoordinatorRequest,
+                               runtime: CoordinatorRuntime[Any]) -> m.FindCoordinatorResponse:
     error = ErrorCode.NONE
-    topic = ctx.broker.group_coordinator.topic
+    topic = runtime.topic
     try:
         await topic.create()
     except Exception:
@@ -81,17 +94,18 @@ def _find_coordinator(ctx: RequestContext, req: m.FindCoordinatorRequest,
     broker = ctx.broker
     keys = req.coordinator_keys if ctx.api_version >= 4 else [req.key]
     key_type = req.key_type if ctx.api_version >= 1 else 0
+    runtime = _runtime(broker, key_type)
     found = []
     for key in keys:
         error, message = ErrorCode.NONE, None
-        ep: BrokerEndpoint | None = broker.endpoint
-        if key_type == 0:
+        ep: BrokerEndpoint | None = None
+        if runtime is None:
+            error, message = ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}"
+        else:
             error = group_error
             if error is ErrorCode.NONE:
-                ep = _group_coordinator(broker, key)
+                ep = _coordinator(broker, runtime, key)
                 error = ErrorCode.NONE if ep else ErrorCode.COORDINATOR_NOT_AVAILABLE
-        elif key_type != 1:
-            error, message = ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}"
         ok = error is ErrorCode.NONE and ep is not None
         found.append(m.FindCoordinatorResponse.Coordinator(
             key=key, node_id=ep.node_id if ok and ep else -1, host=ep.host if ok and ep else "",
@@ -105,13 +119,13 @@ def _find_coordinator(ctx: RequestContext, req: m.FindCoordinatorRequest,
         host=one.host, port=one.port)
 
 
-def _group_coordinator(broker: BrokerContext, group: str) -> BrokerEndpoint | None:
-    """The broker leading the group's `__consumer_offsets` partition, if it is live."""
-    runtime = broker.group_coordinator.runtime
+def _coordinator(broker: BrokerContext, runtime: CoordinatorRuntime[Any], key: str
+                 ) -> BrokerEndpoint | None:
+    """The broker leading the key's partition of the internal topic, if it is live."""
     topic = broker.metadata.topics.get(runtime.topic.name)
     if topic is None:
         return None
-    leader = topic.partitions[runtime.partition_for(group)].leader
+    leader = topic.partitions[runtime.partition_for(key)].leader
     return broker.metadata.brokers.get(leader)
 
 

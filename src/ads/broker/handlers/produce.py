@@ -9,10 +9,14 @@ A batch with records its topic refuses (no key on a compacted topic, a timestamp
 `message.timestamp.before.max.ms` / `after.max.ms`) fails whole with INVALID_RECORD or
 INVALID_TIMESTAMP; from v8 the response lists every refused record in `record_errors`
 with Kafka's messages (KIP-467) and says why in `error_message`.
-Transactional batches are refused until the transaction coordinator exists; clients may
+A transactional batch is accepted only for a partition the request's transactional id has
+added to its ongoing transaction with the batch's producer id and epoch (KIP-890 part 1,
+checked with the transaction coordinator when it runs on this broker; otherwise
+INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH or INVALID_PRODUCER_ID_MAPPING); when the id's
+coordinator is another broker the batch is accepted as in Kafka before 3.6. Clients may
 not write to internal topics (`__consumer_offsets`). Refusals of missing features
-(versions 0-2, transactional batches) are logged once per client and reason
-(`RequestContext.refused`); other rejected partitions one line per request.
+(versions 0-2) are logged once per client and reason (`RequestContext.refused`); other
+rejected partitions one line per request.
 With acks=0 no response is sent; if a partition fails, the connection is closed so the
 client notices, as Kafka does.
 """
@@ -27,6 +31,8 @@ from ads.metadata.model import INTERNAL_TOPICS, InvalidTopicError, validate_topi
 from ads.net.server import CloseConnection
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
+from ads.records import batch as rb
+from ads.records.errors import RecordError
 from ads.replication.partition import PartitionError
 from ads.replication.purgatory import DelayedProduce
 
@@ -61,6 +67,11 @@ def handle(ctx: RequestContext, req: m.ProduceRequest
                 # Only the coordinators write their internal topics, as in Kafka.
                 resp.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
                 resp.error_message = f"Cannot append to internal topic {td.name}"
+            elif (txn_error := _txn_error(ctx, req.transactional_id, td.name, pd.index,
+                                          pd.records)) is not ErrorCode.NONE:
+                resp.error_code = txn_error
+                log.info("transactional produce to %s-%d from %s rejected: %s", td.name,
+                         pd.index, ctx.connection.peer, txn_error.name)
             else:
                 try:
                     result = replicas.append(td.name, pd.index, pd.records, acks, now)
@@ -73,13 +84,8 @@ def handle(ctx: RequestContext, req: m.ProduceRequest
                         resp.record_errors = [
                             RecordErr(batch_index=i, batch_index_error_message=text)
                             for i, text in exc.record_errors]
-                        if exc.code == ErrorCode.INVALID_TXN_STATE:
-                            ctx.refused(f"Produce of a transactional batch: {exc.message} "
-                                        "(INVALID_TXN_STATE)")
-                        else:
-                            log.info("produce to %s-%d from %s rejected: %s: %s", td.name,
-                                     pd.index, ctx.connection.peer, exc.code.name,
-                                     exc.message)
+                        log.info("produce to %s-%d from %s rejected: %s: %s", td.name,
+                                 pd.index, ctx.connection.peer, exc.code.name, exc.message)
                 else:
                     resp.base_offset = result.base_offset
                     resp.log_append_time_ms = result.log_append_time_ms
@@ -108,6 +114,28 @@ async def _after_commit(pending: DelayedProduce, entries: dict[tuple[str, int], 
     for key, code in pending.errors.items():
         entries[key].error_code = code
     return response
+
+
+def _txn_error(ctx: RequestContext, txn_id: str | None, topic: str, index: int,
+               records: memoryview | None) -> ErrorCode:
+    """KIP-890 part 1: a transactional batch must belong to its id's ongoing transaction.
+    One header read per partition (the batch is validated whole afterwards)."""
+    if not records or len(records) < rb.BATCH_OVERHEAD:
+        return ErrorCode.NONE  # the partition refuses it with the right code
+    try:
+        header = rb.read_batch_header(records)
+    except RecordError:
+        return ErrorCode.NONE
+    if not header.is_transactional:
+        return ErrorCode.NONE
+    if not txn_id:
+        return ErrorCode.INVALID_TXN_STATE
+    coordinator = ctx.broker.transaction_coordinator
+    if coordinator.runtime.shard(coordinator.partition_of(txn_id)) is None:
+        return ErrorCode.NONE  # coordinated elsewhere: not verified (see the docstring)
+    found = coordinator.verify_partitions(txn_id, header.producer_id, header.producer_epoch,
+                                          [(topic, index)])
+    return found[(topic, index)]
 
 
 def _unknown_code(name: str) -> ErrorCode:

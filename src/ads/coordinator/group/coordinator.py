@@ -153,6 +153,29 @@ class GroupCoordinator:
                 return [error if r is ErrorCode.NONE else r for r in results]
         return results
 
+    async def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                                 generation: int, member_id: str, instance_id: str | None,
+                                 commits: list[OffsetCommit]) -> list[ErrorCode]:
+        """TxnOffsetCommit: per-commit errors once the transactional batch is written; the
+        offsets count once the transaction commits (`complete_transaction`)."""
+        routed = self._route(group_id)
+        if isinstance(routed, ErrorCode):
+            return [routed] * len(commits)
+        partition, shard = routed
+        results, write = shard.txn_commit_offsets(group_id, producer_id, producer_epoch,
+                                                  generation, member_id, instance_id, commits)
+        if write is not None:
+            error = await self.runtime.write(partition, write)
+            if error is not ErrorCode.NONE:
+                return [error if r is ErrorCode.NONE else r for r in results]
+        return results
+
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A marker of `producer_id` was written to the `__consumer_offsets` partition."""
+        shard = self.runtime.shard(partition)
+        if shard is not None:
+            shard.complete_transaction(producer_id, commit)
+
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
                       member_id: str | None = None, member_epoch: int = -1
                       ) -> tuple[ErrorCode, list[FetchedOffset]]:
@@ -161,6 +184,16 @@ class GroupCoordinator:
         if isinstance(routed, ErrorCode):
             return routed, []
         return routed[1].fetch_offsets(group_id, partitions, member_id, member_epoch)
+
+    def unstable_offsets(self, group_id: str, partitions: list[TopicPartition]
+                         ) -> set[TopicPartition]:
+        """OffsetFetch `require_stable`: the partitions whose offset an open transaction
+        holds."""
+        routed = self._route(group_id, allow_empty=True)
+        if isinstance(routed, ErrorCode):
+            return set()
+        shard = routed[1]
+        return {tp for tp in partitions if shard.unstable(group_id, tp)}
 
     async def delete_offsets(self, group_id: str, partitions: list[TopicPartition]
                              ) -> tuple[ErrorCode, list[ErrorCode]]:

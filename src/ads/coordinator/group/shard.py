@@ -45,6 +45,7 @@ from ads.coordinator.group.consumer_state import JOIN_EPOCH, LEAVE_EPOCH, STATIC
 from ads.coordinator.group.offsets import OffsetStore, commit_records, tombstones
 from ads.coordinator.group.rebalance import ClassicRebalancer
 from ads.coordinator.group.state import GroupState, commit_error
+from ads.coordinator.group.txn_offsets import PendingTxnOffsets
 from ads.coordinator.runtime import Write
 from ads.coordinator.timer import Timers
 from ads.coordinator.topic import TopicMetadata
@@ -66,6 +67,7 @@ class GroupShard:
         self.topics = topics
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
+        self.pending_txn = PendingTxnOffsets()
         self.classic = ClassicRebalancer(timers, config)
         self.consumer = ConsumerGroupManager(timers, config, topics)
         # While loading: the last record of each key, applied by `on_loaded`.
@@ -85,6 +87,22 @@ class GroupShard:
         except rec.CoordinatorRecordError as exc:
             log.warning("skipping a bad record at offset %d of %s-%d: %s", offset,
                         rec.OFFSETS_TOPIC, self.partition, exc)
+
+    def replay_transactional(self, producer_id: int, offset: int, key: bytes,
+                             value: bytes | None) -> None:
+        try:
+            parsed = rec.parse_key(key)
+            if isinstance(parsed, rec.OffsetKey) and value is not None:
+                self.pending_txn.add(producer_id, parsed.group, (parsed.topic, parsed.partition),
+                                     rec.parse_offset_value(value))
+        except rec.CoordinatorRecordError as exc:
+            log.warning("skipping a bad record at offset %d of %s-%d: %s", offset,
+                        rec.OFFSETS_TOPIC, self.partition, exc)
+
+    def replay_marker(self, producer_id: int, commit: bool) -> None:
+        for (group_id, tp), committed in self.pending_txn.end(producer_id).items():
+            if commit:
+                self._loaded_offsets[(group_id, tp)] = committed
 
     def on_loaded(self) -> list[Write]:
         for (group_id, tp), committed in self._loaded_offsets.items():
@@ -110,6 +128,7 @@ class GroupShard:
                 self.consumer.remove_all(group)
         self.groups.clear()
         self.offsets = OffsetStore()
+        self.pending_txn.clear()
 
     def _new_classic_group(self, group_id: str) -> ClassicGroup:
         group = ClassicGroup(group_id, current_state_timestamp=self.clock.time_ms())
@@ -213,20 +232,8 @@ class GroupShard:
         if error is not None:
             return [error] * len(commits), None
         now = self.clock.time_ms()
-        expire = now + retention_ms if retention_ms >= 0 else -1
-        results: list[ErrorCode] = []
-        accepted: list[tuple[TopicPartition, CommittedOffset]] = []
-        for c in commits:
-            count = self.topics.topic_partitions(c.topic)
-            metadata = c.metadata or ""
-            if count is None or not 0 <= c.partition < count:
-                results.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            elif len(metadata) > self.config.offset_metadata_max_bytes:
-                results.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
-            else:
-                results.append(ErrorCode.NONE)
-                accepted.append(((c.topic, c.partition), CommittedOffset(
-                    c.offset, c.leader_epoch, metadata, now, expire)))
+        results, accepted = self._accept(commits, now,
+                                         now + retention_ms if retention_ms >= 0 else -1)
         if not accepted:
             return results, None
 
@@ -242,6 +249,59 @@ class GroupShard:
 
         return results, Write(commit_records(group_id, accepted), committed,
                               ErrorCode.INVALID_COMMIT_OFFSET_SIZE)
+
+    def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                           generation: int, member_id: str, instance_id: str | None,
+                           commits: list[OffsetCommit]) -> tuple[list[ErrorCode], Write | None]:
+        """TxnOffsetCommit: as `commit_offsets`, but the offsets wait for the transaction's
+        marker (`txn_offsets.py`); a group that is rebalancing takes them all the same, as
+        in Kafka."""
+        group = self.groups.get(group_id)
+        error = None if group is None or generation < 0 else self._commit_error(
+            group, generation, member_id, instance_id, 9)
+        if error is not None and error is not ErrorCode.REBALANCE_IN_PROGRESS:
+            return [error] * len(commits), None
+        results, accepted = self._accept(commits, self.clock.time_ms(), -1)
+        if not accepted:
+            return results, None
+
+        def written(error: ErrorCode) -> list[Write]:
+            if error is ErrorCode.NONE:
+                for tp, offset in accepted:
+                    self.pending_txn.add(producer_id, group_id, tp, offset)
+            return []
+
+        return results, Write(commit_records(group_id, accepted), written,
+                              ErrorCode.INVALID_COMMIT_OFFSET_SIZE, producer_id, producer_epoch)
+
+    def complete_transaction(self, producer_id: int, commit: bool) -> None:
+        """The marker of `producer_id`'s transaction is written to this partition."""
+        for (group_id, tp), offset in self.pending_txn.end(producer_id).items():
+            if commit:
+                if group_id not in self.groups:
+                    self._new_classic_group(group_id)
+                self.offsets.put(group_id, tp, offset)
+
+    def _accept(self, commits: list[OffsetCommit], now: int, expire: int
+                ) -> tuple[list[ErrorCode], list[tuple[TopicPartition, CommittedOffset]]]:
+        results: list[ErrorCode] = []
+        accepted: list[tuple[TopicPartition, CommittedOffset]] = []
+        for c in commits:
+            count = self.topics.topic_partitions(c.topic)
+            metadata = c.metadata or ""
+            if count is None or not 0 <= c.partition < count:
+                results.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            elif len(metadata) > self.config.offset_metadata_max_bytes:
+                results.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
+            else:
+                results.append(ErrorCode.NONE)
+                accepted.append(((c.topic, c.partition), CommittedOffset(
+                    c.offset, c.leader_epoch, metadata, now, expire)))
+        return results, accepted
+
+    def unstable(self, group_id: str, tp: TopicPartition) -> bool:
+        """Whether a transaction holds an offset of the partition not yet committed."""
+        return self.pending_txn.pending(group_id, tp)
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
                       member_id: str | None, member_epoch: int

@@ -415,6 +415,10 @@ def _clean_group(state: _Pass, group: list[int], batch_filter: BatchFilter, map_
         plan.directory, first.base_offset, plan.config, clock, file_suffix=CLEANED_SUFFIX
     )
     try:
+        # Markers are kept, so are the aborted transactions they close.
+        for i in group:
+            for aborted in plan.segments[i].txn_index.entries:
+                cleaned.txn_index.append(aborted)
         out = bytearray()
         infos: list[BatchInfo] = []
         max_ts, offset_of_max = -1, first.base_offset

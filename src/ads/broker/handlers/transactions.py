@@ -1,0 +1,141 @@
+"""The transaction APIs: AddPartitionsToTxn (key 24) v0-5, AddOffsetsToTxn (key 25) v0-4,
+EndTxn (key 26) v0-3, WriteTxnMarkers (key 27) v0-1, DescribeTransactions (key 65) v0,
+ListTransactions (key 66) v0-1.
+
+The rules are the transaction coordinator's (`ads.coordinator.transaction`, the answer
+tables in its `state.py`); this module maps requests and results. A transactional id
+whose `__transaction_state` partition is loading gets COORDINATOR_LOAD_IN_PROGRESS, one
+this broker does not coordinate NOT_COORDINATOR. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH
+for clients before KIP-588 (AddPartitionsToTxn, AddOffsetsToTxn and EndTxn before v2).
+
+AddPartitionsToTxn v0-3 carry one transaction (clients); v4-5 a batch of them, each of
+which may be `verify_only` (KIP-890 part 1: the partition leader asks whether a write
+belongs to the ongoing transaction; nothing is added). An unknown topic or partition fails
+the request with UNKNOWN_TOPIC_OR_PARTITION for it and OPERATION_NOT_ATTEMPTED for the rest.
+
+WriteTxnMarkers is what a coordinator sends to the leaders of a transaction's partitions;
+each marker is written to a partition led here (`ads.broker.markers.write_local`).
+
+Gaps: EndTxn v4+ (KIP-890 part 2, the epoch bumped per transaction) is not advertised; no
+broker feature `transaction.version` is advertised, so clients use the classic protocol.
+"""
+
+from __future__ import annotations
+
+from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.broker.markers import write_local
+from ads.coordinator.group.records import OFFSETS_TOPIC
+from ads.coordinator.transaction.state import fenced_error
+from ads.protocol import messages as m
+from ads.protocol.errors import ErrorCode
+
+APR = m.AddPartitionsToTxnResponse
+
+
+def _topic_results(errors: dict[tuple[str, int], ErrorCode]
+                   ) -> list[APR.AddPartitionsToTxnTopicResult]:
+    by_topic: dict[str, list[APR.AddPartitionsToTxnPartitionResult]] = {}
+    for (topic, index), error in errors.items():
+        by_topic.setdefault(topic, []).append(APR.AddPartitionsToTxnPartitionResult(
+            partition_index=index, partition_error_code=error))
+    return [APR.AddPartitionsToTxnTopicResult(name=t, results_by_partition=p)
+            for t, p in by_topic.items()]
+
+
+async def handle_add_partitions(ctx: RequestContext, req: m.AddPartitionsToTxnRequest
+                                ) -> m.AddPartitionsToTxnResponse:
+    coordinator = ctx.broker.transaction_coordinator
+    v = ctx.api_version
+    if v <= 3:
+        wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+        errors = await coordinator.add_partitions(
+            req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+            req.v3_and_below_producer_epoch, wanted)
+        fenced = {p: fenced_error(e, v >= 2) for p, e in errors.items()}
+        return APR(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(fenced))
+    results = []
+    for txn in req.transactions:
+        wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
+        if txn.verify_only:
+            errors = coordinator.verify_partitions(txn.transactional_id, txn.producer_id,
+                                                   txn.producer_epoch, wanted)
+        else:
+            errors = await coordinator.add_partitions(txn.transactional_id, txn.producer_id,
+                                                      txn.producer_epoch, wanted)
+        results.append(APR.AddPartitionsToTxnResult(transactional_id=txn.transactional_id,
+                                                    topic_results=_topic_results(errors)))
+    return APR(throttle_time_ms=0, error_code=ErrorCode.NONE, results_by_transaction=results)
+
+
+async def handle_add_offsets(ctx: RequestContext, req: m.AddOffsetsToTxnRequest
+                             ) -> m.AddOffsetsToTxnResponse:
+    groups = ctx.broker.group_coordinator
+    error = await ctx.broker.transaction_coordinator.add_offsets(
+        req.transactional_id, req.producer_id, req.producer_epoch,
+        (OFFSETS_TOPIC, groups.partition_of(req.group_id)))
+    return m.AddOffsetsToTxnResponse(throttle_time_ms=0,
+                                     error_code=fenced_error(error, ctx.api_version >= 2))
+
+
+async def handle_end_txn(ctx: RequestContext, req: m.EndTxnRequest) -> m.EndTxnResponse:
+    answer = await ctx.broker.transaction_coordinator.end_txn(
+        req.transactional_id, req.producer_id, req.producer_epoch, req.committed)
+    return m.EndTxnResponse(throttle_time_ms=0,
+                            error_code=fenced_error(answer.error, ctx.api_version >= 2))
+
+
+def handle_write_txn_markers(ctx: RequestContext, req: m.WriteTxnMarkersRequest
+                             ) -> m.WriteTxnMarkersResponse:
+    R = m.WriteTxnMarkersResponse.WritableTxnMarkerResult  # noqa: N806
+    T = R.WritableTxnMarkerTopicResult  # noqa: N806
+    results = []
+    for marker in req.markers:
+        topics = []
+        for t in marker.topics:
+            parts = [T.WritableTxnMarkerPartitionResult(
+                partition_index=index, error_code=write_local(
+                    ctx.broker, marker.producer_id, marker.producer_epoch,
+                    marker.transaction_result, marker.coordinator_epoch, t.name, index))
+                for index in t.partition_indexes]
+            topics.append(T(name=t.name, partitions=parts))
+        results.append(R(producer_id=marker.producer_id, topics=topics))
+    return m.WriteTxnMarkersResponse(markers=results)
+
+
+def handle_describe_transactions(ctx: RequestContext, req: m.DescribeTransactionsRequest
+                                 ) -> m.DescribeTransactionsResponse:
+    TS = m.DescribeTransactionsResponse.TransactionState  # noqa: N806
+    states = []
+    for txn_id in req.transactional_ids:
+        d = ctx.broker.transaction_coordinator.describe(txn_id)
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in d.partitions:
+            by_topic.setdefault(topic, []).append(index)
+        states.append(TS(
+            error_code=d.error, transactional_id=txn_id, transaction_state=d.state,
+            transaction_timeout_ms=d.timeout_ms, transaction_start_time_ms=d.start_ms,
+            producer_id=d.producer_id, producer_epoch=d.producer_epoch,
+            topics=[TS.TopicData(topic=t, partitions=p) for t, p in by_topic.items()]))
+    return m.DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)
+
+
+def handle_list_transactions(ctx: RequestContext, req: m.ListTransactionsRequest
+                             ) -> m.ListTransactionsResponse:
+    duration = req.duration_filter if ctx.api_version >= 1 else -1
+    error, unknown, found = ctx.broker.transaction_coordinator.list_transactions(
+        list(req.state_filters), list(req.producer_id_filters), duration)
+    TS = m.ListTransactionsResponse.TransactionState  # noqa: N806
+    return m.ListTransactionsResponse(
+        throttle_time_ms=0, error_code=error, unknown_state_filters=unknown,
+        transaction_states=[TS(transactional_id=t.transactional_id, producer_id=t.producer_id,
+                               transaction_state=t.state.kafka_name) for t in found])
+
+
+HANDLERS = [
+    ApiHandler(m.ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, handle_add_partitions),
+    ApiHandler(m.ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, handle_add_offsets),
+    ApiHandler(m.ApiKey.END_TXN, 0, 3, handle_end_txn),
+    ApiHandler(m.ApiKey.WRITE_TXN_MARKERS, 0, 1, handle_write_txn_markers),
+    ApiHandler(m.ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, handle_describe_transactions),
+    ApiHandler(m.ApiKey.LIST_TRANSACTIONS, 0, 1, handle_list_transactions),
+]

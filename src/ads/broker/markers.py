@@ -1,0 +1,130 @@
+"""Writing transaction markers where the transaction's partitions are led.
+
+`BrokerMarkerWriter` is the transaction coordinator's `MarkerWriter`. For each partition of
+a transaction it finds the leader in the metadata: a partition led here gets its marker
+through the replica manager (`write_local`, which WriteTxnMarkers uses too), a partition
+led by another broker through one WriteTxnMarkers request per broker over an outbound
+connection (`ads.net.client`, kept per broker and made again after a failure). A marker
+written to a `__consumer_offsets` partition also tells the group coordinator, which then
+applies or drops the transaction's offsets (`complete_transaction`).
+
+Errors: a deleted partition (UNKNOWN_TOPIC_OR_PARTITION) counts as done, as in Kafka; a
+partition without a live leader, a leader that moved (NOT_LEADER_OR_FOLLOWER) or a broker
+that cannot be reached are returned as failed, and the coordinator retries them. Used from
+the broker's event loop only.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ads.coordinator.group.records import OFFSETS_TOPIC
+from ads.net.client import BrokerConnection, NetClientError
+from ads.protocol import messages as m
+from ads.protocol.errors import ErrorCode
+from ads.replication.partition import PartitionError
+
+if TYPE_CHECKING:
+    from ads.broker.context import BrokerContext
+
+log = logging.getLogger("ads.broker.markers")
+
+Partition = tuple[str, int]
+WRITE_TXN_MARKERS_VERSION = 1
+_REQUEST_TIMEOUT_S = 30.0
+
+
+def write_local(broker: BrokerContext, producer_id: int, producer_epoch: int, commit: bool,
+                coordinator_epoch: int, topic: str, index: int) -> ErrorCode:
+    """Writes one marker to a partition led here; returns its error."""
+    try:
+        broker.replica_manager.append_marker(topic, index, commit, producer_id, producer_epoch,
+                                             coordinator_epoch, broker.clock.time_ms())
+    except PartitionError as exc:
+        return exc.code
+    except OSError:
+        log.exception("writing a marker to %s-%d failed", topic, index)
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    if topic == OFFSETS_TOPIC:
+        broker.group_coordinator.complete_transaction(index, producer_id, commit)
+    return ErrorCode.NONE
+
+
+class BrokerMarkerWriter:
+    def __init__(self, broker: BrokerContext) -> None:
+        self.broker = broker
+        self._connections: dict[int, BrokerConnection] = {}
+
+    async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool,
+                            coordinator_epoch: int, partitions: set[Partition]
+                            ) -> dict[Partition, ErrorCode]:
+        failed: dict[Partition, ErrorCode] = {}
+        remote: dict[int, list[Partition]] = {}
+        broker = self.broker
+        for topic, index in sorted(partitions):
+            state = broker.metadata.topics.get(topic)
+            if state is None or not 0 <= index < len(state.partitions):
+                continue  # deleted: nothing to end there
+            leader = state.partitions[index].leader
+            if leader == broker.node_id:
+                error = write_local(broker, producer_id, producer_epoch, commit,
+                                    coordinator_epoch, topic, index)
+                if error not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                    failed[(topic, index)] = error
+            elif leader < 0:
+                failed[(topic, index)] = ErrorCode.LEADER_NOT_AVAILABLE
+            else:
+                remote.setdefault(leader, []).append((topic, index))
+        for node, parts in remote.items():
+            failed.update(await self._send(node, producer_id, producer_epoch, commit,
+                                           coordinator_epoch, parts))
+        return failed
+
+    async def _send(self, node: int, producer_id: int, producer_epoch: int, commit: bool,
+                    coordinator_epoch: int, parts: list[Partition]
+                    ) -> dict[Partition, ErrorCode]:
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in parts:
+            by_topic.setdefault(topic, []).append(index)
+        M = m.WriteTxnMarkersRequest.WritableTxnMarker  # noqa: N806
+        request = m.WriteTxnMarkersRequest(markers=[M(
+            producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
+            coordinator_epoch=coordinator_epoch,
+            topics=[M.WritableTxnMarkerTopic(name=t, partition_indexes=p)
+                    for t, p in by_topic.items()])])
+        try:
+            conn = await self._connection(node)
+            response = await conn.request(m.ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION,
+                                          request, timeout_s=_REQUEST_TIMEOUT_S)
+        except NetClientError as exc:
+            log.warning("sending markers to broker %d failed: %s", node, exc)
+            dropped = self._connections.pop(node, None)
+            if dropped is not None:
+                await dropped.close()
+            return dict.fromkeys(parts, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        assert isinstance(response, m.WriteTxnMarkersResponse)
+        failed = {}
+        for marker in response.markers:
+            for t in marker.topics:
+                for p in t.partitions:
+                    if p.error_code not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                        failed[(t.name, p.partition_index)] = ErrorCode(p.error_code)
+        return failed
+
+    async def _connection(self, node: int) -> BrokerConnection:
+        conn = self._connections.get(node)
+        if conn is not None and not conn.closed:
+            return conn
+        endpoint = self.broker.metadata.brokers.get(node)
+        if endpoint is None:
+            raise NetClientError(f"broker {node} is not live", str(node))
+        conn = await BrokerConnection.connect(endpoint.host, endpoint.port,
+                                              request_timeout_s=_REQUEST_TIMEOUT_S)
+        self._connections[node] = conn
+        return conn
+
+    async def close(self) -> None:
+        for conn in self._connections.values():
+            await conn.close()
+        self._connections.clear()

@@ -1,0 +1,300 @@
+"""The transactional ids of one `__transaction_state` partition and their transactions.
+
+A shard is what the coordinator runtime (`ads.coordinator.runtime`) keeps for each
+partition of `__transaction_state` this broker leads: rebuilt from the partition's records
+when it is loaded, it answers the transaction APIs for the ids that hash to the partition.
+Every transition is written first (a `Write` of one record) and made in memory in the
+write's continuation; `state.py` holds the rules, this module applies them.
+
+Markers: once a PREPARE_COMMIT or PREPARE_ABORT record is committed, `send_markers` (the
+coordinator's) writes the markers to every partition of the transaction and calls
+`markers_written`, which writes COMPLETE_*. A reload that finds a PREPARE_* state sends
+its markers again. Timers: an ONGOING transaction is aborted at its start plus its
+timeout (epoch bumped, fencing the producer); an idle completed id expires
+`transactional.id.expiration.ms` after its last update (a tombstone).
+
+Not thread-safe: the broker's event loop only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from ads.coordinator.runtime import Write
+from ads.coordinator.timer import Timers
+from ads.coordinator.transaction import records as rec
+from ads.coordinator.transaction.state import (
+    COMPLETED,
+    MAX_EPOCH,
+    Partition,
+    TransactionMetadata,
+    TxnState,
+    add_error,
+    end_error,
+    producer_error,
+)
+from ads.protocol.errors import ErrorCode
+
+log = logging.getLogger("ads.coordinator")
+
+S = TxnState
+# Called with a snapshot of a PREPARE_* transaction whose markers are to be written.
+SendMarkers = Callable[[int, TransactionMetadata], None]
+
+
+@dataclass(slots=True)
+class TxnConfig:
+    max_timeout_ms: int = 900_000
+    id_expiration_ms: int = 604_800_000
+
+
+@dataclass(slots=True)
+class Answer:
+    """What a transaction request is told; filled in by a write's continuation."""
+
+    error: ErrorCode = ErrorCode.NONE
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+class TxnShard:
+    def __init__(self, partition: int, timers: Timers[Write], config: TxnConfig,
+                 send_markers: SendMarkers) -> None:
+        self.partition = partition
+        self.timers = timers
+        self.clock = timers.clock
+        self.config = config
+        self._send_markers = send_markers
+        self.txns: dict[str, TransactionMetadata] = {}
+        self._loaded: dict[str, TransactionMetadata | None] = {}
+
+    # -- loading ---------------------------------------------------------------------
+    def replay(self, offset: int, key: bytes, value: bytes | None) -> None:
+        try:
+            txn_id = rec.parse_key(key)
+            self._loaded[txn_id] = None if value is None else rec.parse_value(txn_id, value)
+        except rec.TransactionRecordError as exc:
+            log.warning("skipping a bad record at offset %d of %s-%d: %s", offset,
+                        rec.TRANSACTION_STATE_TOPIC, self.partition, exc)
+
+    def replay_transactional(self, producer_id: int, offset: int, key: bytes,
+                             value: bytes | None) -> None:
+        """Nothing writes transactional batches to `__transaction_state`."""
+
+    def replay_marker(self, producer_id: int, commit: bool) -> None:
+        """Nothing writes markers to `__transaction_state`."""
+
+    def on_loaded(self) -> list[Write]:
+        self.txns = {k: v for k, v in self._loaded.items() if v is not None}
+        self._loaded = {}
+        for meta in self.txns.values():
+            if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                self._send_markers(self.partition, meta.copy())
+            elif meta.state is S.ONGOING:
+                self._schedule_timeout(meta)
+            else:
+                self._schedule_expiry(meta)
+        return []
+
+    def on_unloaded(self) -> None:
+        self.txns.clear()
+
+    # -- writing transitions ---------------------------------------------------------
+    def _write(self, meta: TransactionMetadata, target: TransactionMetadata,
+               after: Callable[[ErrorCode], Sequence[Write]]) -> Write:
+        def then(error: ErrorCode) -> Sequence[Write]:
+            if meta.pending is target:
+                if error is ErrorCode.NONE:
+                    meta.complete(target)
+                else:
+                    meta.pending = None
+            return after(error)
+
+        value = None if target.state is S.DEAD else rec.txn_value(target)
+        return Write([(rec.txn_key(meta.transactional_id), value)], then)
+
+    def _after_prepare(self, meta: TransactionMetadata, answer: Answer | None
+                       ) -> Callable[[ErrorCode], Sequence[Write]]:
+        def after(error: ErrorCode) -> Sequence[Write]:
+            if answer is not None:
+                answer.error = error
+            if error is ErrorCode.NONE:
+                self._send_markers(self.partition, meta.copy())
+            return ()
+        return after
+
+    # -- InitProducerId ----------------------------------------------------------------
+    def needs_producer_id(self, txn_id: str) -> bool:
+        meta = self.txns.get(txn_id)
+        return meta is None or meta.state is S.DEAD or (
+            meta.state in COMPLETED and meta.producer_epoch >= MAX_EPOCH - 1)
+
+    def init_producer_id(self, txn_id: str, timeout_ms: int, producer_id: int, epoch: int,
+                         fresh_id: int | None) -> tuple[Write | None, Answer]:
+        now = self.clock.time_ms()
+        meta = self.txns.get(txn_id)
+        if meta is None or meta.state is S.DEAD:
+            if fresh_id is None:
+                return None, Answer(ErrorCode.CONCURRENT_TRANSACTIONS)
+            meta = TransactionMetadata(txn_id, fresh_id, -1, timeout_ms, S.EMPTY,
+                                       last_update_ms=now)
+            self.txns[txn_id] = meta
+            target = meta.prepare(S.EMPTY, now, producer_epoch=0, timeout_ms=timeout_ms)
+            return self._answered_write(meta, target)
+        if meta.pending is not None or meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return None, Answer(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if producer_id >= 0:  # KIP-360: the producer names what it had
+            if (producer_id, epoch) == (meta.producer_id, meta.last_producer_epoch) and (
+                    meta.state is S.EMPTY):
+                return None, Answer(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
+            if (producer_id, epoch) != (meta.producer_id, meta.producer_epoch):
+                return None, Answer(ErrorCode.PRODUCER_FENCED)
+        if meta.state is S.ONGOING:
+            # A new instance: fence the old one and abort what it left open.
+            target = meta.prepare(S.PREPARE_ABORT, now, producer_epoch=meta.producer_epoch + 1,
+                                  last_producer_epoch=meta.producer_epoch)
+            answer = Answer(ErrorCode.CONCURRENT_TRANSACTIONS)
+
+            def fenced(error: ErrorCode) -> Sequence[Write]:
+                self._after_prepare(meta, None)(error)
+                if error is not ErrorCode.NONE:
+                    answer.error = error
+                return ()
+
+            return self._write(meta, target, fenced), answer
+        if meta.producer_epoch >= MAX_EPOCH - 1:
+            if fresh_id is None:
+                return None, Answer(ErrorCode.CONCURRENT_TRANSACTIONS)
+            target = meta.prepare(S.EMPTY, now, producer_id=fresh_id, producer_epoch=0,
+                                  last_producer_epoch=-1, timeout_ms=timeout_ms,
+                                  partitions=set(), start_ms=-1)
+        else:
+            target = meta.prepare(S.EMPTY, now, producer_epoch=meta.producer_epoch + 1,
+                                  last_producer_epoch=meta.producer_epoch,
+                                  timeout_ms=timeout_ms, partitions=set(), start_ms=-1)
+        return self._answered_write(meta, target)
+
+    def _answered_write(self, meta: TransactionMetadata, target: TransactionMetadata
+                        ) -> tuple[Write, Answer]:
+        answer = Answer(ErrorCode.NONE, target.producer_id, target.producer_epoch)
+
+        def after(error: ErrorCode) -> Sequence[Write]:
+            if error is not ErrorCode.NONE:
+                answer.error = error
+            else:
+                self._schedule_expiry(meta)
+            return ()
+
+        return self._write(meta, target, after), answer
+
+    # -- the transaction ---------------------------------------------------------------
+    def add_partitions(self, txn_id: str, producer_id: int, epoch: int,
+                       partitions: Iterable[Partition]) -> tuple[Write | None, ErrorCode]:
+        meta = self.txns.get(txn_id)
+        error = producer_error(meta, producer_id, epoch)
+        if error is ErrorCode.NONE and meta is not None:
+            error = add_error(meta.state)
+        if error is not ErrorCode.NONE or meta is None:
+            return None, error
+        wanted = set(partitions)
+        if meta.state is S.ONGOING and wanted <= meta.partitions:
+            return None, ErrorCode.NONE
+        now = self.clock.time_ms()
+        starting = meta.state is not S.ONGOING
+        target = meta.prepare(S.ONGOING, now, partitions=(
+            wanted if starting else meta.partitions | wanted),
+            start_ms=now if starting else meta.start_ms)
+        def after(error: ErrorCode) -> Sequence[Write]:
+            if error is ErrorCode.NONE and starting:
+                self._schedule_timeout(meta)
+            return ()
+
+        return self._write(meta, target, after), ErrorCode.NONE
+
+    def verify(self, txn_id: str, producer_id: int, epoch: int, partition: Partition
+               ) -> ErrorCode:
+        """KIP-890: whether a transactional write to `partition` belongs to the id's
+        ongoing transaction."""
+        meta = self.txns.get(txn_id)
+        if meta is None or meta.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if epoch < meta.producer_epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if meta.state is not S.ONGOING or partition not in meta.partitions:
+            return ErrorCode.INVALID_TXN_STATE
+        return ErrorCode.NONE
+
+    def end_txn(self, txn_id: str, producer_id: int, epoch: int, commit: bool
+                ) -> tuple[Write | None, Answer]:
+        meta = self.txns.get(txn_id)
+        error = producer_error(meta, producer_id, epoch)
+        if error is not ErrorCode.NONE or meta is None:
+            return None, Answer(error)
+        ended = end_error(meta.state, commit)
+        if ended is not None:
+            return None, Answer(ended, meta.producer_id, meta.producer_epoch)
+        target = meta.prepare(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT,
+                              self.clock.time_ms())
+        answer = Answer(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
+        return self._write(meta, target, self._after_prepare(meta, answer)), answer
+
+    def markers_written(self, txn_id: str, producer_id: int, epoch: int) -> Write | None:
+        """Every marker of the transaction is written: COMPLETE_COMMIT / COMPLETE_ABORT."""
+        meta = self.txns.get(txn_id)
+        if (meta is None or meta.pending is not None or meta.producer_id != producer_id
+                or meta.producer_epoch != epoch
+                or meta.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT)):
+            return None
+        done = S.COMPLETE_COMMIT if meta.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT
+        target = meta.prepare(done, self.clock.time_ms(), partitions=set())
+
+        def after(error: ErrorCode) -> Sequence[Write]:
+            if error is ErrorCode.NONE:
+                self._schedule_expiry(meta)
+            else:  # the partition moved or failed: the next leader completes it
+                log.warning("completing the transaction of %r failed: %s", txn_id, error.name)
+            return ()
+
+        return self._write(meta, target, after)
+
+    # -- timers --------------------------------------------------------------------------
+    def _schedule_timeout(self, meta: TransactionMetadata) -> None:
+        start, epoch = meta.start_ms, meta.producer_epoch
+        delay = start + meta.timeout_ms - self.clock.time_ms()
+        self.timers.schedule(delay, lambda: self._abort_timed_out(meta, start, epoch))
+
+    def _abort_timed_out(self, meta: TransactionMetadata, start_ms: int, epoch: int
+                         ) -> list[Write]:
+        if (self.txns.get(meta.transactional_id) is not meta or meta.state is not S.ONGOING
+                or meta.start_ms != start_ms or meta.producer_epoch != epoch):
+            return []
+        if meta.pending is not None:  # a request's record is on its way: look again soon
+            self.timers.schedule(100, lambda: self._abort_timed_out(meta, start_ms, epoch))
+            return []
+        log.info("aborting the transaction of %r (producer %d, epoch %d): open longer than its "
+                 "timeout of %d ms", meta.transactional_id, meta.producer_id, epoch,
+                 meta.timeout_ms)
+        target = meta.prepare(S.PREPARE_ABORT, self.clock.time_ms(), producer_epoch=epoch + 1,
+                              last_producer_epoch=epoch)
+        return [self._write(meta, target, self._after_prepare(meta, None))]
+
+    def _schedule_expiry(self, meta: TransactionMetadata) -> None:
+        updated = meta.last_update_ms
+        delay = updated + self.config.id_expiration_ms - self.clock.time_ms()
+        self.timers.schedule(delay, lambda: self._expire(meta, updated))
+
+    def _expire(self, meta: TransactionMetadata, updated_ms: int) -> list[Write]:
+        if (self.txns.get(meta.transactional_id) is not meta or meta.pending is not None
+                or meta.state not in COMPLETED or meta.last_update_ms != updated_ms):
+            return []
+        target = meta.prepare(S.DEAD, self.clock.time_ms())
+
+        def after(error: ErrorCode) -> Sequence[Write]:
+            if error is ErrorCode.NONE and self.txns.get(meta.transactional_id) is meta:
+                del self.txns[meta.transactional_id]
+                log.info("transactional id %r expired", meta.transactional_id)
+            return ()
+
+        return [self._write(meta, target, after)]

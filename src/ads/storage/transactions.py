@@ -1,0 +1,153 @@
+"""Transactions in a partition's log: markers, the last stable offset, aborted transactions.
+
+A transactional producer's batches are ordinary batches with the transactional bit; the
+producer state (``ads.storage.producer_state``) remembers the first offset of each
+producer's open transaction. A transaction ends with a marker, a control batch written by
+the transaction coordinator (COMMIT or ABORT, ``records.batch.build_control_batch``).
+
+- The last stable offset (LSO) is the first offset of the oldest open transaction, or the
+  high watermark when none is open (and never above it): read_committed consumers read
+  below it only.
+- Each ABORT marker adds an entry (producer id, first offset, marker offset, LSO) to the
+  ``.txnindex`` of the segment the marker lands in (``ads.storage.txn_index``); a
+  read_committed fetch sends the entries overlapping what it returns.
+
+Crash rule: after an unclean start the log replays batch headers from its producer-state
+snapshot (``Log._rebuild_producer_state``); ``on_marker`` re-adds the index entry of every
+ABORT marker replayed, reading the marker's control record (markers are rare, so the one
+place a record is read here costs nothing on the produce and fetch paths).
+
+Used from the log's owner thread only.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from ads.records.batch import (
+    BATCH_OVERHEAD,
+    BatchHeader,
+    ControlRecordType,
+    build_control_batch,
+    decode_records,
+    parse_control_record,
+    read_batch_header,
+)
+from ads.records.errors import RecordError
+from ads.storage.txn_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from ads.storage.producer_state import ProducerStateManager
+    from ads.storage.segment import LogSegment
+
+__all__ = ["append_marker", "collect_aborted", "last_stable_offset", "marker_replayer"]
+
+# A marker batch holds one control record of a few bytes.
+_MAX_MARKER_BYTES = BATCH_OVERHEAD + 64
+
+
+class AppendInfo(Protocol):
+    @property
+    def first_offset(self) -> int: ...
+
+    @property
+    def last_offset(self) -> int: ...
+
+
+class Log(Protocol):
+    """What this module uses of ``ads.storage.log.Log`` (which imports it)."""
+
+    @property
+    def producer_state(self) -> ProducerStateManager: ...
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    @property
+    def segments(self) -> Sequence[LogSegment]: ...
+
+    def append(self, records: bytes | bytearray | memoryview,
+               headers: Sequence[tuple[int, BatchHeader]], *, leader_epoch: int, now_ms: int,
+               log_append_time: bool) -> AppendInfo: ...
+
+
+def last_stable_offset(log: Log) -> int:
+    first_unstable = log.producer_state.first_unstable_offset()
+    hw = log.high_watermark
+    return hw if first_unstable is None else min(first_unstable, hw)
+
+
+def _segment_of(log: Log, offset: int) -> LogSegment:
+    segments = log.segments
+    bases = [s.base_offset for s in segments]
+    return segments[max(bisect.bisect_right(bases, offset) - 1, 0)]
+
+
+def _add_aborted(log: Log, producer_id: int, first_offset: int, marker_offset: int) -> None:
+    _segment_of(log, marker_offset).txn_index.append(
+        AbortedTxn(producer_id, first_offset, marker_offset, last_stable_offset(log)))
+
+
+def append_marker(log: Log, commit: bool, producer_id: int, producer_epoch: int,
+                  coordinator_epoch: int, leader_epoch: int, now_ms: int) -> AppendInfo:
+    """Writes a COMMIT or ABORT marker for the producer's transaction; an ABORT closing an
+    open transaction gets its ``.txnindex`` entry. Raises the log's errors (an older
+    producer epoch: ``InvalidProducerEpochError``)."""
+    kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+    batch = build_control_batch(kind, producer_id, producer_epoch, coordinator_epoch,
+                                timestamp=now_ms)
+    entry = log.producer_state.last_entry(producer_id)
+    first = None if entry is None else entry.current_txn_first_offset
+    info = log.append(batch, [(0, read_batch_header(batch))], leader_epoch=leader_epoch,
+                      now_ms=now_ms, log_append_time=False)
+    if not commit and first is not None:
+        _add_aborted(log, producer_id, first, info.first_offset)
+    return info
+
+
+def collect_aborted(log: Log, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
+    """The aborted transactions overlapping [fetch_offset, upper_offset), oldest first.
+
+    A transaction begun below ``upper_offset`` may end in a later segment, so the indexes
+    are read on until an entry's LSO reaches ``upper_offset`` (every transaction begun
+    below it had ended by then), as Kafka does."""
+    segments = log.segments
+    bases = [s.base_offset for s in segments]
+    first = max(bisect.bisect_right(bases, fetch_offset) - 1, 0)
+    out: list[AbortedTxn] = []
+    for segment in segments[first:]:
+        entries = segment.txn_index.collect(fetch_offset, upper_offset)
+        out.extend(entries)
+        if any(e.last_stable_offset >= upper_offset for e in segment.txn_index.entries):
+            break
+    return out
+
+
+def _control_kind(segment: LogSegment, header: BatchHeader) -> int:
+    found = segment.locate(header.base_offset)
+    if found is None:
+        return -1
+    position = found[0]
+    data = os.pread(segment.fd, min(header.size, _MAX_MARKER_BYTES), position)
+    try:
+        records = decode_records(data, max_uncompressed_bytes=_MAX_MARKER_BYTES)
+        return parse_control_record(records[0].key, records[0].value)[0] if records else -1
+    except (RecordError, IndexError):
+        return -1
+
+
+def marker_replayer(log: Log) -> Callable[[BatchHeader, int | None], None]:
+    """What the producer-state rebuild calls for each replayed marker with the first offset
+    of the transaction it closes: re-adds the ``.txnindex`` entry of an ABORT."""
+
+    def on_marker(header: BatchHeader, first_offset: int | None) -> None:
+        if first_offset is None:
+            return
+        segment = _segment_of(log, header.base_offset)
+        if _control_kind(segment, header) == ControlRecordType.ABORT:
+            _add_aborted(log, header.producer_id, first_offset, header.base_offset)
+
+    return on_marker
