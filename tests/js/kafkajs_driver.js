@@ -180,8 +180,55 @@ async function deleteGroup(kafka, args) {
   }
 }
 
+async function transaction(kafka, args) {
+  // One transactional producer: each step of args.steps is a transaction of messages to
+  // commit or abort; with args.offsets, the consumer offsets {topic, partition, offset} of
+  // group args.group are sent in the last transaction.
+  const producer = kafka.producer({ transactionalId: args.transactionalId, idempotent: true,
+    maxInFlightRequests: 1, transactionTimeout: args.transactionTimeout || 30000 })
+  await producer.connect()
+  try {
+    for (const [i, step] of args.steps.entries()) {
+      const txn = await producer.transaction()
+      await txn.send({ topic: args.topic, messages: step.messages.map((m) => ({
+        value: unb64(m.value), partition: m.partition })) })
+      if (args.offsets && i === args.steps.length - 1) {
+        await txn.sendOffsets({ consumerGroupId: args.group, topics: [{ topic: args.offsets.topic,
+          partitions: args.offsets.partitions.map((p) => ({ partition: p.partition,
+            offset: String(p.offset) })) }] })
+      }
+      if (step.commit) await txn.commit()
+      else await txn.abort()
+    }
+    return { steps: args.steps.length }
+  } finally {
+    await producer.disconnect()
+  }
+}
+
+async function readCommitted(kafka, args) {
+  // A read_committed consumer (kafkajs's default isolation) of every partition.
+  const consumer = kafka.consumer({ groupId: args.group, maxWaitTimeInMs: 200,
+    readUncommitted: !!args.readUncommitted })
+  await consumer.connect()
+  const values = []
+  try {
+    await consumer.subscribe({ topics: [args.topic], fromBeginning: true })
+    await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => resolve(), args.timeoutMs || 15000)
+      consumer.run({ autoCommit: false, eachMessage: async ({ message }) => {
+        values.push(b64(message.value))
+        if (values.length >= args.count) { setTimeout(() => { clearTimeout(timer); resolve() }, 1000) }
+      } }).catch(reject)
+    })
+  } finally {
+    await consumer.disconnect()
+  }
+  return { values }
+}
+
 const COMMANDS = { produce, consume, 'group-pair': groupPair, admin, 'group-admin': groupAdmin,
-  'delete-group': deleteGroup }
+  'delete-group': deleteGroup, transaction, 'read-committed': readCommitted }
 
 async function main() {
   const [command, broker, json] = process.argv.slice(2)
