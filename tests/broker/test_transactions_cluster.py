@@ -1,0 +1,64 @@
+"""Transactions across brokers: three `ads broker` processes on a real ZooKeeper, partitions
+of one transaction led by different brokers, so the coordinator writes its markers there
+with WriteTxnMarkers (`ads.broker.markers`), offsets included."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import NewTopic
+from test_transactions_confluent import consume_all, txn_producer
+
+from ads.testing.zookeeper import zookeeper_available
+from cluster_support import Cluster
+
+pytestmark = [pytest.mark.broker_process, pytest.mark.timeout(240)]
+
+
+@pytest.fixture
+def small_cluster(tmp_path: Path) -> Iterator[Cluster]:
+    if not zookeeper_available():
+        pytest.skip("the zookeeper package is not installed (make system-deps)")
+    # Kafka's default transaction.state.log.min.isr of 2 needs followers in the ISR.
+    c = Cluster(tmp_path, 3, "transaction.state.log.num.partitions=3",
+                "transaction.state.log.min.isr=1",
+                "offsets.topic.num.partitions=3", "group.initial.rebalance.delay.ms=0")
+    try:
+        yield c.start()
+    finally:
+        c.stop()
+
+
+def test_transactions_cluster_markers_reach_every_leader(small_cluster: Cluster) -> None:
+    c = small_cluster
+    admin = c.admin(1)
+    admin.create_topics([NewTopic("xtx", 6, 1), NewTopic("xin", 3, 1)])["xtx"].result(30)
+    c.wait_for(lambda: len({p.leader for p in admin.list_topics("xtx", timeout=10)
+                            .topics["xtx"].partitions.values()}) == 3,
+               "xtx's leaders on all three brokers")
+    p = txn_producer(c.bootstrap, "cluster-tx")
+    group = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "cluster-group"})
+    p.begin_transaction()
+    for i in range(12):
+        p.produce("xtx", value=f"kept-{i}".encode(), partition=i % 6)
+    p.send_offsets_to_transaction([TopicPartition("xin", i, 10 + i) for i in range(3)],
+                                  group.consumer_group_metadata(), 30)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(12):
+        p.produce("xtx", value=f"dropped-{i}".encode(), partition=i % 6)
+    p.flush(30)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    p.produce("xtx", value=b"kept-last", partition=5)
+    p.commit_transaction(30)
+
+    kept = sorted([f"kept-{i}".encode() for i in range(12)] + [b"kept-last"])
+    assert sorted(consume_all(c.bootstrap, "xtx", 6, "read_committed", 13)) == kept
+    assert len(consume_all(c.bootstrap, "xtx", 6, "read_uncommitted", 25)) == 25
+    committed = group.committed([TopicPartition("xin", i) for i in range(3)], 30)
+    assert [tp.offset for tp in committed] == [10, 11, 12]
+    group.close()
