@@ -262,9 +262,13 @@ class ProducerStateManager:
     def may_have_removed(self, producer_id: int) -> bool:
         return producer_id in self._removed or self.log_start_offset > 0
 
-    def first_unstable_offset(self) -> int | None:
-        """First offset of the oldest open transaction (the last stable offset bound)."""
-        return min(self._ongoing_txns.values(), default=None)
+    def first_unstable_offset(self, excluding: int | None = None) -> int | None:
+        """First offset of the oldest open transaction (the last stable offset bound),
+        leaving out the one of producer ``excluding`` (a marker about to close it)."""
+        ongoing = self._ongoing_txns
+        if not ongoing:  # the common case, on every fetch: no transaction open
+            return None
+        return min((first for pid, first in ongoing.items() if pid != excluding), default=None)
 
     # ------------------------------------------------------------------------------ updates
 

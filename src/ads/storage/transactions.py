@@ -87,8 +87,12 @@ def _segment_of(log: Log, offset: int) -> LogSegment:
 
 
 def _add_aborted(log: Log, producer_id: int, first_offset: int, marker_offset: int) -> None:
+    # The entry's LSO: where the partition is stable once this transaction is gone (the
+    # producer state no longer counts it), whatever the high watermark is yet.
+    first_unstable = log.producer_state.first_unstable_offset(excluding=producer_id)
+    lso = marker_offset + 1 if first_unstable is None else min(first_unstable, marker_offset + 1)
     _segment_of(log, marker_offset).txn_index.append(
-        AbortedTxn(producer_id, first_offset, marker_offset, last_stable_offset(log)))
+        AbortedTxn(producer_id, first_offset, marker_offset, lso))
 
 
 def append_marker(log: Log, commit: bool, producer_id: int, producer_epoch: int,

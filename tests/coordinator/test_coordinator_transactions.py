@@ -1,0 +1,224 @@
+"""The transaction coordinator's state machine against an in-memory `__transaction_state`
+and a manual clock: the answer tables of `state.py`, markers and completion, reloading
+(PREPARE_* states send their markers again), timeouts, id expiry; and the group
+coordinator's transactional offsets, pending until their marker, also after a reload.
+(Real clients drive the same code over sockets in tests/broker/test_transactions_*.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+from ads.common.clock import ManualClock
+from ads.coordinator.group.api import OffsetCommit
+from ads.coordinator.group.coordinator import GroupCoordinator
+from ads.coordinator.transaction import records as rec
+from ads.coordinator.transaction.coordinator import TransactionCoordinator
+from ads.coordinator.transaction.shard import TxnConfig
+from ads.coordinator.transaction.state import TxnState, fenced_error
+from ads.protocol.errors import ErrorCode
+from ads.records.batch import ControlRecordType, build_control_batch, decode_records
+from coordinator_fakes import MemoryLog, lead_all
+
+Partition = tuple[str, int]
+
+
+class Markers:
+    """Records the markers asked for; `failing` partitions refuse theirs."""
+
+    def __init__(self) -> None:
+        self.written: list[tuple[int, int, bool, frozenset[Partition]]] = []
+        self.failing: set[Partition] = set()
+
+    async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool,
+                            coordinator_epoch: int, partitions: set[Partition]
+                            ) -> dict[Partition, ErrorCode]:
+        ok = frozenset(partitions - self.failing)
+        if ok:
+            self.written.append((producer_id, producer_epoch, commit, ok))
+        return dict.fromkeys(partitions & self.failing, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+    async def close(self) -> None:
+        pass
+
+
+async def make(**config: int) -> tuple[TransactionCoordinator, MemoryLog, ManualClock, Markers]:
+    clock = ManualClock()
+    mlog = MemoryLog()
+    mlog.name = rec.TRANSACTION_STATE_TOPIC
+    markers = Markers()
+    ids = itertools.count(1000)
+
+    async def new_id() -> int:
+        return next(ids)
+
+    coord = TransactionCoordinator(mlog, mlog, clock, new_id, markers, TxnConfig(**config))
+    await lead_all(coord)  # type: ignore[arg-type]
+    return coord, mlog, clock, markers
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def state(coord: TransactionCoordinator, txn_id: str) -> str:
+    return coord.describe(txn_id).state
+
+
+async def test_coordinator_txn_commit_walks_the_states() -> None:
+    coord, mlog, _, markers = await make()
+    init = await coord.init_producer_id("t1", 60_000)
+    assert (init.error, init.producer_id, init.producer_epoch) == (ErrorCode.NONE, 1000, 0)
+    assert state(coord, "t1") == "Empty"
+    added = await coord.add_partitions("t1", 1000, 0, [("t", 0), ("t", 1)])
+    assert set(added.values()) == {ErrorCode.NONE}
+    assert state(coord, "t1") == "Ongoing"
+    end = await coord.end_txn("t1", 1000, 0, commit=True)
+    assert end.error is ErrorCode.NONE
+    await settle()
+    assert markers.written == [(1000, 0, True, frozenset({("t", 0), ("t", 1)}))]
+    assert state(coord, "t1") == "CompleteCommit"
+    assert coord.describe("t1").partitions == ()
+    # A retry of the same EndTxn is answered NONE; the other outcome is refused.
+    assert (await coord.end_txn("t1", 1000, 0, commit=True)).error is ErrorCode.NONE
+    assert (await coord.end_txn("t1", 1000, 0, commit=False)).error is ErrorCode.INVALID_TXN_STATE
+    # Every transition is one record in Kafka's layout, the last one COMPLETE_COMMIT.
+    (partition,) = [p for p, b in mlog.batches.items() if b]
+    records = [r for b in mlog.batches[partition]
+               for r in decode_records(b, max_uncompressed_bytes=1 << 20)]
+    assert [rec.parse_value("t1", r.value).state for r in records if r.value] == [
+        TxnState.EMPTY, TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT]
+    assert all(rec.parse_key(r.key) == "t1" for r in records if r.key)
+
+
+async def test_coordinator_txn_answer_table() -> None:
+    coord, _, _, markers = await make()
+    await coord.init_producer_id("t1", 60_000)
+    assert (await coord.end_txn("t1", 1000, 0, commit=True)).error is ErrorCode.INVALID_TXN_STATE
+    unknown = await coord.add_partitions("nobody", 1, 0, [("t", 0)])
+    assert unknown == {("t", 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+    wrong_pid = await coord.add_partitions("t1", 7, 0, [("t", 0)])
+    assert wrong_pid == {("t", 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+    fenced = await coord.add_partitions("t1", 1000, 5, [("t", 0)])
+    assert fenced == {("t", 0): ErrorCode.PRODUCER_FENCED}
+    assert fenced_error(ErrorCode.PRODUCER_FENCED, False) is ErrorCode.INVALID_PRODUCER_EPOCH
+    bad_topic = await coord.add_partitions("t1", 1000, 0, [("t", 0), ("missing", 0)])
+    assert bad_topic == {("t", 0): ErrorCode.OPERATION_NOT_ATTEMPTED,
+                         ("missing", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert (await coord.init_producer_id("t1", 900_001)).error is (
+        ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+    # PREPARE_COMMIT while its markers cannot be written: everything else must wait.
+    markers.failing = {("t", 0)}
+    await coord.add_partitions("t1", 1000, 0, [("t", 0)])
+    assert (await coord.end_txn("t1", 1000, 0, commit=True)).error is ErrorCode.NONE
+    await settle()
+    assert state(coord, "t1") == "PrepareCommit"
+    assert (await coord.add_partitions("t1", 1000, 0, [("t", 1)])) == {
+        ("t", 1): ErrorCode.CONCURRENT_TRANSACTIONS}
+    assert (await coord.end_txn("t1", 1000, 0, commit=False)).error is ErrorCode.INVALID_TXN_STATE
+    assert (await coord.init_producer_id("t1", 60_000)).error is ErrorCode.CONCURRENT_TRANSACTIONS
+    assert coord.verify_partitions("t1", 1000, 0, [("t", 0)]) == {
+        ("t", 0): ErrorCode.INVALID_TXN_STATE}
+    coord.shutdown()
+
+
+async def test_coordinator_txn_new_instance_fences_and_aborts() -> None:
+    coord, _, _, markers = await make()
+    await coord.init_producer_id("t1", 60_000)
+    await coord.add_partitions("t1", 1000, 0, [("t", 2)])
+    assert coord.verify_partitions("t1", 1000, 0, [("t", 2), ("t", 3)]) == {
+        ("t", 2): ErrorCode.NONE, ("t", 3): ErrorCode.INVALID_TXN_STATE}
+    # The new instance is told to retry while the old transaction is aborted with epoch 1.
+    first = await coord.init_producer_id("t1", 60_000)
+    assert first.error is ErrorCode.CONCURRENT_TRANSACTIONS
+    await settle()
+    assert markers.written == [(1000, 1, False, frozenset({("t", 2)}))]
+    retry = await coord.init_producer_id("t1", 60_000)
+    assert (retry.error, retry.producer_id, retry.producer_epoch) == (ErrorCode.NONE, 1000, 2)
+    assert (await coord.end_txn("t1", 1000, 0, commit=True)).error is ErrorCode.PRODUCER_FENCED
+    # KIP-360: naming the current id and epoch bumps it; an older one is fenced.
+    bumped = await coord.init_producer_id("t1", 60_000, 1000, 2)
+    assert (bumped.error, bumped.producer_epoch) == (ErrorCode.NONE, 3)
+    assert (await coord.init_producer_id("t1", 60_000, 1000, 1)).error is (
+        ErrorCode.PRODUCER_FENCED)
+
+
+async def test_coordinator_txn_reload_sends_markers_of_a_prepared_transaction() -> None:
+    coord, mlog, clock, markers = await make()
+    await coord.init_producer_id("t1", 60_000)
+    await coord.add_partitions("t1", 1000, 0, [("t", 0)])
+    markers.failing = {("t", 0)}
+    await coord.end_txn("t1", 1000, 0, commit=False)
+    await settle()
+    coord.shutdown()  # unloaded before the markers could be written
+    fresh_markers = Markers()
+
+    async def no_id() -> int:
+        raise AssertionError("a reload needs no new producer id")
+
+    fresh = TransactionCoordinator(mlog, mlog, clock, no_id, fresh_markers)
+    partition = fresh.partition_of("t1")
+    mlog.gate = asyncio.Event()
+    fresh.runtime.become_leader(partition, 1)
+    assert (await fresh.end_txn("t1", 1000, 0, commit=False)).error is (
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    mlog.gate.set()
+    await fresh.runtime.until_loaded(partition)
+    await settle()
+    assert fresh_markers.written == [(1000, 0, False, frozenset({("t", 0)}))]
+    assert state(fresh, "t1") == "CompleteAbort"
+    fresh.shutdown()
+
+
+async def test_coordinator_txn_timeout_aborts_and_expiry_forgets() -> None:
+    coord, _, clock, markers = await make(id_expiration_ms=3_600_000)
+    await coord.init_producer_id("t1", 1_000)
+    await coord.add_partitions("t1", 1000, 0, [("t", 4)])
+    clock.advance(999)
+    coord.tick()
+    assert state(coord, "t1") == "Ongoing"
+    clock.advance(1)
+    coord.tick()
+    await settle()
+    assert markers.written == [(1000, 1, False, frozenset({("t", 4)}))]
+    d = coord.describe("t1")
+    assert (d.state, d.producer_epoch) == ("CompleteAbort", 1)
+    assert (await coord.end_txn("t1", 1000, 0, commit=True)).error is ErrorCode.PRODUCER_FENCED
+    error, _, listed = coord.list_transactions(["CompleteAbort", "Bogus"], [])
+    assert error is ErrorCode.NONE and [t.transactional_id for t in listed] == ["t1"]
+    assert coord.list_transactions(["Bogus"], [])[1] == ["Bogus"]
+    clock.advance(3_600_000)
+    coord.tick()
+    await settle()
+    assert coord.describe("t1").error is ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+
+
+async def test_coordinator_group_transactional_offsets_wait_for_the_marker() -> None:
+    clock = ManualClock()
+    mlog = MemoryLog()
+    groups = GroupCoordinator(mlog, mlog, clock)
+    await lead_all(groups)
+    commits = [OffsetCommit("t", 0, 17, -1, "")]
+    assert await groups.txn_commit_offsets("g", 55, 0, -1, "", None, commits) == [ErrorCode.NONE]
+    assert groups.fetch_offsets("g", [("t", 0)])[1] == [(("t", 0), None)]
+    assert groups.unstable_offsets("g", [("t", 0)]) == {("t", 0)}
+    partition = groups.partition_of("g")
+    # The marker reaches the partition (the broker writes it, then tells the coordinator).
+    mlog.append(partition, build_control_batch(ControlRecordType.COMMIT, 55, 0, 0))
+    groups.complete_transaction(partition, 55, commit=True)
+    assert groups.fetch_offsets("g", [("t", 0)])[1][0][1].offset == 17  # type: ignore[union-attr]
+    assert groups.unstable_offsets("g", [("t", 0)]) == set()
+    # An aborted one never shows, and a reload replays both outcomes from the log.
+    aborted = [OffsetCommit("t", 0, 99, -1, "")]
+    assert await groups.txn_commit_offsets("g", 56, 0, -1, "", None, aborted) == [ErrorCode.NONE]
+    mlog.append(partition, build_control_batch(ControlRecordType.ABORT, 56, 0, 0))
+    groups.complete_transaction(partition, 56, commit=False)
+    pending = [OffsetCommit("t", 1, 5, -1, "")]
+    assert await groups.txn_commit_offsets("g", 57, 0, -1, "", None, pending) == [ErrorCode.NONE]
+    fresh = GroupCoordinator(mlog, mlog, clock)
+    await lead_all(fresh)
+    found = dict(fresh.fetch_offsets("g", [("t", 0), ("t", 1)])[1])
+    assert found[("t", 0)].offset == 17  # type: ignore[union-attr]
+    assert found[("t", 1)] is None
+    assert fresh.unstable_offsets("g", [("t", 0), ("t", 1)]) == {("t", 1)}
