@@ -125,7 +125,7 @@ def collect_aborted(log: Log, fetch_offset: int, upper_offset: int) -> list[Abor
     for segment in segments[first:]:
         entries = segment.txn_index.collect(fetch_offset, upper_offset)
         out.extend(entries)
-        if any(e.last_stable_offset >= upper_offset for e in segment.txn_index.entries):
+        if segment.txn_index.stable_past(upper_offset):
             break
     return out
 

@@ -118,6 +118,12 @@ class TransactionIndex:
         return [e for e in self._load()
                 if e.last_offset >= fetch_offset and e.first_offset < upper_offset]
 
+    def stable_past(self, offset: int) -> bool:
+        """Whether an entry's LSO reached ``offset``: every transaction begun below it had
+        ended by that entry's marker."""
+        entries = self._load()
+        return bool(entries) and entries[-1].last_stable_offset >= offset
+
     def truncate_to(self, offset: int) -> None:
         """Drops the entries whose marker is at or after ``offset``."""
         entries = self._load()
