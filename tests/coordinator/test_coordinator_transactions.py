@@ -185,7 +185,10 @@ async def test_coordinator_txn_timeout_aborts_and_expiry_forgets() -> None:
     d = coord.describe("t1")
     assert (d.state, d.producer_epoch) == ("CompleteAbort", 1)
     assert (await coord.end_txn("t1", 1000, 0, commit=True)).error is ErrorCode.PRODUCER_FENCED
-    error, _, listed = coord.list_transactions(["CompleteAbort", "Bogus"], [])
+    # KIP-360: the producer whose transaction timed out goes on with a new epoch.
+    resumed = await coord.init_producer_id("t1", 1_000, 1000, 0)
+    assert (resumed.error, resumed.producer_epoch) == (ErrorCode.NONE, 2)
+    error, _, listed = coord.list_transactions(["Empty", "Bogus"], [])
     assert error is ErrorCode.NONE and [t.transactional_id for t in listed] == ["t1"]
     assert coord.list_transactions(["Bogus"], [])[1] == ["Bogus"]
     clock.advance(3_600_000)

@@ -210,3 +210,33 @@ def test_spark_read_explicit_registration(spark: SparkSession, broker: EmbeddedB
 
     ads.spark.register(spark)
     assert reader(spark, broker).count() == COUNT
+
+
+def test_spark_read_committed_never_shows_aborted_records(spark: SparkSession,
+                                                          broker: EmbeddedBroker) -> None:
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, "txn-read", 2)
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "spark-read-tx"})
+    p.init_transactions(30)
+    for commit in (True, False, True):
+        p.begin_transaction()
+        for i in range(6):
+            p.produce("txn-read", value=f"{'kept' if commit else 'dropped'}-{i}".encode(),
+                      partition=i % 2)
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.flush(30)
+            p.abort_transaction(30)
+
+    def values(isolation: str) -> list[bytes]:
+        df = (spark.read.format("ads").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", "txn-read").option("kafka.isolation.level", isolation)
+              .load())
+        return sorted(bytes(r.value) for r in df.select("value").collect())
+
+    kept = sorted(f"kept-{i}".encode() for i in range(6)) * 2
+    assert values("read_committed") == sorted(kept)
+    # read_uncommitted sees the aborted records too, never the markers.
+    assert values("read_uncommitted") == sorted(kept + [f"dropped-{i}".encode()
+                                                        for i in range(6)])

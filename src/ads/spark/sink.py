@@ -8,9 +8,21 @@ murmur2 of the key, Kafka's Java default, so keys land where Spark's own sink pu
 
 Delivery is at-least-once, like Spark's: each task produces its rows through
 confluent-kafka, flushes, and fails if any record was not acknowledged, so Spark's retry
-may write a task's rows twice. ``exactlyOnce=true`` (one transaction per micro-batch and
-partition, committed with the batch id) needs the transactional producer, which ADS brokers
-do not support yet: the option fails at planning time with an explanation.
+may write a task's rows twice.
+
+``exactlyOnce=true`` on a streaming write: each task writes its rows of a micro-batch in one
+transaction of transactional id ``ads-sink-<query id>-<task partition>`` and commits in the
+same transaction, as the consumer offset of group ``ads-sink-<query id>-<task partition>``
+on partition 0 of the ``topic`` option's topic, the number of the next micro-batch to write
+(batch id + 1). A task first calls ``init_transactions`` (which fences a zombie attempt of
+the same partition and aborts what it left open), then reads that offset (read_committed,
+so no pending one): if it is past this batch id, the batch was written already (the query
+stopped after the transaction committed but before Spark recorded the batch) and the task
+writes nothing. So a replayed micro-batch is never written twice and an aborted one is
+written again. The query id and batch id come from the task's local properties
+(``sql.streaming.queryId``, ``streaming.sql.batchId``); the query id is kept in the
+checkpoint, so a restarted query finds its progress. Needs the ``topic`` option, and the
+same task partitioning on a replay (the source replays a batch over the same partitions).
 """
 
 from __future__ import annotations
@@ -20,7 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -40,10 +53,14 @@ __all__ = ["AdsBatchWriter", "AdsStreamWriter", "SinkCommit", "check_producer_co
            "check_sink_schema"]
 
 _FLUSH_TIMEOUT_S = 120.0
-EXACTLY_ONCE_UNSUPPORTED = (
-    "Option 'exactlyOnce' needs transactional producers (one transaction per micro-batch "
-    "and partition), which ADS brokers do not support yet. Remove the option to write "
-    "at-least-once, as Spark's Kafka sink does.")
+EXACTLY_ONCE_NEEDS_TOPIC = (
+    "Option 'exactlyOnce' needs the 'topic' option: each task records the micro-batches it "
+    "wrote as a committed offset on that topic, in the same transaction as its rows.")
+EXACTLY_ONCE_BATCH_ONLY = (
+    "Option 'exactlyOnce' applies to streaming writes (writeStream); a batch write is "
+    "at-least-once. Remove the option.")
+_QUERY_ID_KEY = "sql.streaming.queryId"
+_BATCH_ID_KEY = "streaming.sql.batchId"
 
 
 @dataclass
@@ -106,8 +123,8 @@ def check_producer_config(options: SinkOptions) -> None:
 class _Producing:
     """One task's producer: every row produced, flushed, and checked."""
 
-    def __init__(self, options: SinkOptions) -> None:
-        self.producer = Producer(producer_config(options))
+    def __init__(self, options: SinkOptions, extra: dict[str, Any] | None = None) -> None:
+        self.producer = Producer({**producer_config(options), **(extra or {})})
         self.topic = options.topic
         self.failures: list[KafkaError] = []
         self.count = 0
@@ -177,6 +194,52 @@ def _bytes_column(batch: pa.RecordBatch, index: int | None, n: int) -> list[byte
     return values
 
 
+class _TransactionalProducing(_Producing):
+    """exactlyOnce: one task's rows of one micro-batch in one transaction, with the batch
+    recorded as written (see the module docstring)."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        ctx = TaskContext.get()
+        query_id = ctx.getLocalProperty(_QUERY_ID_KEY) if ctx is not None else None
+        batch_id = ctx.getLocalProperty(_BATCH_ID_KEY) if ctx is not None else None
+        if ctx is None or query_id is None or batch_id is None or options.topic is None:
+            raise SourceOptionError("exactlyOnce: the task has no streaming query or batch id")
+        self.name = f"ads-sink-{query_id}-{ctx.partitionId()}"
+        self.batch_id = int(batch_id)
+        super().__init__(options, {"transactional.id": self.name})
+        self.progress_topic = options.topic
+        self.options = options
+
+    def write(self, batches: Iterator[pa.RecordBatch]) -> SinkCommit:
+        producer = self.producer
+        producer.init_transactions(_FLUSH_TIMEOUT_S)
+        group = Consumer({"bootstrap.servers": self.options.bootstrap_servers,
+                          "group.id": self.name, "isolation.level": "read_committed",
+                          "enable.auto.commit": False})
+        try:
+            progress = TopicPartition(self.progress_topic, 0)
+            done = group.committed([progress], _FLUSH_TIMEOUT_S)[0].offset
+            if done > self.batch_id:
+                return SinkCommit(0)  # written by an earlier attempt or run
+            producer.begin_transaction()
+            try:
+                for batch in batches:
+                    self._write_batch(batch)
+                    self._check()
+                producer.flush(_FLUSH_TIMEOUT_S)
+                self._check()
+                producer.send_offsets_to_transaction(
+                    [TopicPartition(self.progress_topic, 0, self.batch_id + 1)],
+                    group.consumer_group_metadata(), _FLUSH_TIMEOUT_S)
+                producer.commit_transaction(_FLUSH_TIMEOUT_S)
+            except BaseException:
+                producer.abort_transaction(_FLUSH_TIMEOUT_S)
+                raise
+        finally:
+            group.close()
+        return SinkCommit(self.count)
+
+
 class AdsBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
@@ -190,10 +253,13 @@ class AdsStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
+        if self.options.exactly_once:
+            return _TransactionalProducing(self.options).write(iterator)
         return _Producing(self.options).write(iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        """Records are acknowledged by the tasks; nothing is left to commit."""
+        """Records are acknowledged (or their transactions committed) by the tasks; nothing
+        is left to commit."""
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """At-least-once: what the tasks wrote stays written."""

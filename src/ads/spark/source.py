@@ -35,7 +35,8 @@ from ads.spark.options import (
 )
 from ads.spark.reader import AdsBatchReader
 from ads.spark.sink import (
-    EXACTLY_ONCE_UNSUPPORTED,
+    EXACTLY_ONCE_BATCH_ONLY,
+    EXACTLY_ONCE_NEEDS_TOPIC,
     AdsBatchWriter,
     AdsStreamWriter,
     check_producer_config,
@@ -96,6 +97,8 @@ class AdsDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         options = parse_sink_options(self.options)
+        if options.exactly_once:
+            raise SourceOptionError(EXACTLY_ONCE_BATCH_ONLY)
         if overwrite:
             raise SourceOptionError(
                 "Save mode Overwrite not allowed for the ads sink. Allowed save modes are "
@@ -107,8 +110,8 @@ class AdsDataSource(DataSource):
     def streamWriter(self, schema: StructType,  # noqa: N802 - PySpark's name
                      overwrite: bool) -> DataSourceStreamWriter:
         options = parse_sink_options(self.options)
-        if options.exactly_once:
-            raise SourceOptionError(EXACTLY_ONCE_UNSUPPORTED)
+        if options.exactly_once and options.topic is None:
+            raise SourceOptionError(EXACTLY_ONCE_NEEDS_TOPIC)
         check_sink_schema(schema, options)
         check_producer_config(options)
         return AdsStreamWriter(options)

@@ -200,8 +200,7 @@ class TransactionCoordinator:
                if meta.state is not TxnState.DEAD
                and (not states or meta.state in wanted)
                and (not pids or meta.producer_id in pids)
-               and (min_duration_ms < 0 or (meta.state is TxnState.ONGOING
-                                            and now - meta.start_ms >= min_duration_ms))]
+               and (min_duration_ms < 0 or now - meta.start_ms >= min_duration_ms)]
         error = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.runtime.loading()
                  else ErrorCode.NONE)
         return error, unknown, out

@@ -146,10 +146,12 @@ class TxnShard:
         if meta.pending is not None or meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return None, Answer(ErrorCode.CONCURRENT_TRANSACTIONS)
         if producer_id >= 0:  # KIP-360: the producer names what it had
-            if (producer_id, epoch) == (meta.producer_id, meta.last_producer_epoch) and (
-                    meta.state is S.EMPTY):
-                return None, Answer(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
-            if (producer_id, epoch) != (meta.producer_id, meta.producer_epoch):
+            if (producer_id, epoch) == (meta.producer_id, meta.last_producer_epoch):
+                if meta.state is S.EMPTY:  # a retry of the bump just made
+                    return None, Answer(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
+                # Otherwise its transaction was aborted for its timeout (the epoch bumped
+                # then): it may go on with a new epoch.
+            elif (producer_id, epoch) != (meta.producer_id, meta.producer_epoch):
                 return None, Answer(ErrorCode.PRODUCER_FENCED)
         if meta.state is S.ONGOING:
             # A new instance: fence the old one and abort what it left open.

@@ -58,8 +58,9 @@ pending → CONCURRENT_TRANSACTIONS; then by state:
                      then finds the abort complete and gets the next epoch)
     EMPTY, COMPLETE_* epoch + 1 (a new producer id when the epoch is exhausted), → EMPTY;
                      a KIP-360 request naming a producer id and epoch must name the current
-                     ones (INVALID_PRODUCER_EPOCH otherwise), or the ones just handed out (a
-                     retry: answered the same)
+                     ones, or the previous ones (a retry of the bump, answered the same;
+                     or a producer whose transaction timed out, bumped again); otherwise
+                     PRODUCER_FENCED
 
 Timeouts: a transaction ONGOING longer than its `transaction_timeout_ms` is aborted by the
 coordinator with the epoch bumped, so the producer that left it is fenced.
