@@ -1,6 +1,7 @@
 """Transactions across brokers: three `ads broker` processes on a real ZooKeeper, partitions
 of one transaction led by different brokers, so the coordinator writes its markers there
-with WriteTxnMarkers (`ads.broker.markers`), offsets included."""
+with WriteTxnMarkers (`ads.broker.markers`), offsets included, and leaders verify
+transactional writes with the coordinator on another broker (`ads.broker.txn_verify`)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,12 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from test_transactions_confluent import consume_all, txn_producer
 
+from ads.protocol import messages as m
+from ads.protocol.errors import ErrorCode
+from ads.records.batch import build_batch
 from ads.testing.zookeeper import zookeeper_available
 from cluster_support import Cluster
+from kafka_wire import RawConnection
 
 pytestmark = [pytest.mark.broker_process, pytest.mark.timeout(240)]
 
@@ -62,3 +67,25 @@ def test_transactions_cluster_markers_reach_every_leader(small_cluster: Cluster)
     committed = group.committed([TopicPartition("xin", i) for i in range(3)], 30)
     assert [tp.offset for tp in committed] == [10, 11, 12]
     group.close()
+
+    # KIP-890 part 1 across brokers: a leader asks the coordinator on another broker, and
+    # refuses a transactional write to a partition outside an ongoing transaction.
+    md = admin.list_topics("xtx", timeout=10)
+    brokers = {b.id: f"{b.host}:{b.port}" for b in md.brokers.values()}
+    with RawConnection(c.bootstrap.split(",")[0]) as conn:
+        found = conn.request(m.ApiKey.FIND_COORDINATOR, 3, m.FindCoordinatorRequest(
+            key="cluster-tx", key_type=1))
+        pid = conn.request(m.ApiKey.DESCRIBE_TRANSACTIONS, 0, m.DescribeTransactionsRequest(
+            transactional_ids=["cluster-tx"])).transaction_states[0]
+    index, leader = next((p.id, p.leader) for p in md.topics["xtx"].partitions.values()
+                         if p.leader != found.node_id)
+    batch = build_batch([(None, b"late")], producer_id=pid.producer_id,
+                        producer_epoch=pid.producer_epoch, base_sequence=1000,
+                        is_transactional=True)
+    P = m.ProduceRequest  # noqa: N806
+    with RawConnection(brokers[leader]) as conn:
+        resp = conn.request(m.ApiKey.PRODUCE, 9, P(
+            transactional_id="cluster-tx", acks=-1, timeout_ms=10000, topic_data=[
+                P.TopicProduceData(name="xtx", partition_data=[
+                    P.TopicProduceData.PartitionProduceData(index=index, records=batch)])]))
+    assert resp.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_TXN_STATE

@@ -1,5 +1,5 @@
 """Transactions with kafka-python (3.x) and kafkajs producers; read by read_committed and
-read_uncommitted consumers of the same and another client library."""
+read_uncommitted consumers of the same and other client libraries (kcat included)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import base64
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError
 from test_client_kafkajs import kafkajs
+from test_client_kcat import _kcat
 from test_transactions_confluent import consume_all, describe
 
 from ads.protocol.errors import ErrorCode
@@ -115,3 +116,27 @@ def test_transactions_kafkajs_commit_abort_and_offsets(bootstrap: str) -> None:
     reader.close()
     d = describe(bootstrap, "js-tx-id")
     assert (d.error_code, d.transaction_state) == (ErrorCode.NONE, "CompleteCommit")
+
+
+def test_transactions_kcat_reads_committed_or_everything(bootstrap: str) -> None:
+    create_topic(bootstrap, "kcat-tx", 1)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="kcat-tx-id")
+    producer.init_transactions()
+    for commit in (True, False, True):
+        producer.begin_transaction()
+        for i in range(3):
+            producer.send("kcat-tx", value=f"{'kept' if commit else 'dropped'}-{i}".encode())
+        if commit:
+            producer.commit_transaction()
+        else:
+            producer.flush()
+            producer.abort_transaction()
+    producer.close()
+
+    def read(isolation: str) -> list[str]:
+        return _kcat("-b", bootstrap, "-C", "-t", "kcat-tx", "-o", "beginning", "-e",
+                     "-X", f"isolation.level={isolation}", "-f", "%s\\n").split()
+
+    assert sorted(read("read_committed")) == sorted([f"kept-{i}" for i in range(3)] * 2)
+    assert sorted(read("read_uncommitted")) == sorted(
+        [f"kept-{i}" for i in range(3)] * 2 + [f"dropped-{i}" for i in range(3)])

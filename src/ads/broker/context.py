@@ -16,12 +16,19 @@ from ads.broker.config import BrokerConfig
 from ads.broker.fetch_sessions import FetchSessionCache
 from ads.common.clock import Clock
 from ads.coordinator.group.coordinator import GroupCoordinator
-from ads.coordinator.transaction.coordinator import TransactionCoordinator
+from ads.coordinator.transaction.coordinator import MarkerWriter, TransactionCoordinator
 from ads.metadata.cache import TopicCache
 from ads.metadata.model import BrokerEndpoint, TopicState
 from ads.metadata.store import MetadataStore
+from ads.protocol.errors import ErrorCode
 from ads.protocol.messages import MetadataResponse
 from ads.replication.replica_manager import ReplicaManager
+
+
+class TxnRequests(MarkerWriter, Protocol):
+    async def verify(self, txn_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        ...
 
 
 class BrokerContext(Protocol):
@@ -33,6 +40,9 @@ class BrokerContext(Protocol):
     replica_manager: ReplicaManager
     group_coordinator: GroupCoordinator
     transaction_coordinator: TransactionCoordinator
+    # Requests of the transaction machinery to other brokers: markers, verifications
+    # (`ads.broker.markers.BrokerMarkerWriter`).
+    txn_requests: TxnRequests
     fetch_sessions: FetchSessionCache
     # Decides the authorized operations responses report (everything, until ACLs exist).
     operations_authorizer: OperationsAuthorizer

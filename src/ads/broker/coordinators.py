@@ -29,7 +29,6 @@ from ads.broker.internal_topics import (
     BrokerTopicMetadata,
     InternalTopicLog,
 )
-from ads.broker.markers import BrokerMarkerWriter
 from ads.broker.settings import group_config, txn_config
 from ads.coordinator.group.coordinator import GroupCoordinator
 from ads.coordinator.transaction.coordinator import TransactionCoordinator
@@ -101,7 +100,7 @@ def create_group_coordinator(broker: BrokerContext) -> GroupCoordinator:
 def create_transaction_coordinator(broker: BrokerContext) -> TransactionCoordinator:
     return TransactionCoordinator(InternalTopicLog(broker, TRANSACTION_STATE_TOPIC_SPEC),
                                   BrokerTopicMetadata(broker), broker.clock,
-                                  broker.next_producer_id, BrokerMarkerWriter(broker),
+                                  broker.next_producer_id, broker.txn_requests,
                                   txn_config(broker.config))
 
 

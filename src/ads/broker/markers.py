@@ -10,8 +10,11 @@ applies or drops the transaction's offsets (`complete_transaction`).
 
 Errors: a deleted partition (UNKNOWN_TOPIC_OR_PARTITION) counts as done, as in Kafka; a
 partition without a live leader, a leader that moved (NOT_LEADER_OR_FOLLOWER) or a broker
-that cannot be reached are returned as failed, and the coordinator retries them. Used from
-the broker's event loop only.
+that cannot be reached are returned as failed, and the coordinator retries them.
+
+The same connections carry KIP-890 verifications (`verify`, for `txn_verify`): a partition
+leader asks a transaction coordinator on another broker whether a transactional write
+belongs to the ongoing transaction. Used from the broker's event loop only.
 """
 
 from __future__ import annotations
@@ -32,7 +35,15 @@ log = logging.getLogger("ads.broker.markers")
 
 Partition = tuple[str, int]
 WRITE_TXN_MARKERS_VERSION = 1
+VERIFY_VERSION = 4  # AddPartitionsToTxn, the first version with verify_only
 _REQUEST_TIMEOUT_S = 30.0
+
+
+def _code(value: int) -> ErrorCode:
+    try:
+        return ErrorCode(value)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 def write_local(broker: BrokerContext, producer_id: int, producer_epoch: int, commit: bool,
@@ -99,18 +110,57 @@ class BrokerMarkerWriter:
                                           request, timeout_s=_REQUEST_TIMEOUT_S)
         except NetClientError as exc:
             log.warning("sending markers to broker %d failed: %s", node, exc)
-            dropped = self._connections.pop(node, None)
-            if dropped is not None:
-                await dropped.close()
+            await self._drop(node)
             return dict.fromkeys(parts, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         assert isinstance(response, m.WriteTxnMarkersResponse)
-        failed = {}
+        failed: dict[Partition, ErrorCode] = {}
         for marker in response.markers:
             for t in marker.topics:
                 for p in t.partitions:
-                    if p.error_code not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-                        failed[(t.name, p.partition_index)] = ErrorCode(p.error_code)
+                    code = _code(p.error_code)
+                    if code not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                        failed[(t.name, p.partition_index)] = code
         return failed
+
+    async def verify(self, txn_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[Partition]) -> dict[Partition, ErrorCode]:
+        """KIP-890 part 1 (`txn_verify`): asks the coordinator of `txn_id` on its broker,
+        with AddPartitionsToTxn v4 `verify_only`, whether each partition belongs to the
+        ongoing transaction; a coordinator that cannot be asked: COORDINATOR_NOT_AVAILABLE."""
+        unavailable = dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        coordinator = self.broker.transaction_coordinator
+        state = self.broker.metadata.topics.get(coordinator.topic.name)
+        if state is None:
+            return unavailable
+        node = state.partitions[coordinator.partition_of(txn_id)].leader
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            by_topic.setdefault(topic, []).append(index)
+        T = m.AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction  # noqa: N806
+        request = m.AddPartitionsToTxnRequest(transactions=[T(
+            transactional_id=txn_id, producer_id=producer_id, producer_epoch=producer_epoch,
+            verify_only=True, topics=[m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(
+                name=t, partitions=p) for t, p in by_topic.items()])])
+        try:
+            conn = await self._connection(node)
+            response = await conn.request(m.ApiKey.ADD_PARTITIONS_TO_TXN,
+                                          VERIFY_VERSION, request, timeout_s=_REQUEST_TIMEOUT_S)
+        except NetClientError as exc:
+            log.warning("verifying a transaction with broker %d failed: %s", node, exc)
+            await self._drop(node)
+            return unavailable
+        assert isinstance(response, m.AddPartitionsToTxnResponse)
+        found = dict(unavailable)
+        for result in response.results_by_transaction:
+            for t in result.topic_results:
+                for p in t.results_by_partition:
+                    found[(t.name, p.partition_index)] = _code(p.partition_error_code)
+        return found
+
+    async def _drop(self, node: int) -> None:
+        dropped = self._connections.pop(node, None)
+        if dropped is not None:
+            await dropped.close()
 
     async def _connection(self, node: int) -> BrokerConnection:
         conn = self._connections.get(node)

@@ -19,9 +19,11 @@ from ads.broker import config as bconfig
 from ads.broker import coordinators
 from ads.broker.authorized_operations import ALLOW_ALL, OperationsAuthorizer
 from ads.broker.configdefs import DEPRECATED_TOPIC_KEYS
+from ads.broker.context import TxnRequests
 from ads.broker.dispatch import Dispatcher
 from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.handlers import all_handlers
+from ads.broker.markers import BrokerMarkerWriter
 from ads.broker.settings import cleaner_config_from, log_config_from
 from ads.common.clock import Clock, SystemClock
 from ads.controller.controller import Controller
@@ -91,6 +93,7 @@ class Broker:
         self.replica_manager = ReplicaManager(self.node_id, self._known_partition)
         self.dispatcher = Dispatcher(self, all_handlers())
         self.group_coordinator = coordinators.create_group_coordinator(self)
+        self.txn_requests: TxnRequests = BrokerMarkerWriter(self)
         self.transaction_coordinator = coordinators.create_transaction_coordinator(self)
         self.coordinator_deadlines: coordinators.DeadlineTimer | None = None
         self.replica_manager.add_leadership_listener(
@@ -180,7 +183,7 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._opening.values(), return_exceptions=True)
         coordinators.stop(self, self.coordinator_deadlines)
-        await self.transaction_coordinator.markers.close()
+        await self.txn_requests.close()
         if self.controller is not None:
             await asyncio.to_thread(self.controller.stop)
         await asyncio.to_thread(self.metadata.close)

@@ -11,9 +11,9 @@ INVALID_TIMESTAMP; from v8 the response lists every refused record in `record_er
 with Kafka's messages (KIP-467) and says why in `error_message`.
 A transactional batch is accepted only for a partition the request's transactional id has
 added to its ongoing transaction with the batch's producer id and epoch (KIP-890 part 1,
-checked with the transaction coordinator when it runs on this broker; otherwise
-INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH or INVALID_PRODUCER_ID_MAPPING); when the id's
-coordinator is another broker the batch is accepted as in Kafka before 3.6. Clients may
+`ads.broker.txn_verify`: asked of the transaction coordinator, over the network when it
+runs on another broker; otherwise INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH or
+INVALID_PRODUCER_ID_MAPPING). Clients may
 not write to internal topics (`__consumer_offsets`). Refusals of missing features
 (versions 0-2) are logged once per client and reason (`RequestContext.refused`); other
 rejected partitions one line per request.
@@ -26,13 +26,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable
 
+from ads.broker import txn_verify
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.metadata.model import INTERNAL_TOPICS, InvalidTopicError, validate_topic_name
 from ads.net.server import CloseConnection
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
-from ads.records import batch as rb
-from ads.records.errors import RecordError
 from ads.replication.partition import PartitionError
 from ads.replication.purgatory import DelayedProduce
 
@@ -44,7 +43,28 @@ RecordErr = PartResp.BatchIndexAndErrorMessage
 
 
 def handle(ctx: RequestContext, req: m.ProduceRequest
-           ) -> m.ProduceResponse | Awaitable[m.ProduceResponse] | None:
+           ) -> m.ProduceResponse | Awaitable[m.ProduceResponse | None] | None:
+    remote = txn_verify.remote_checks(ctx.broker, req)
+    if remote is not None:
+        return _after_verification(ctx, req, *remote)
+    return _append(ctx, req, {})
+
+
+async def _after_verification(ctx: RequestContext, req: m.ProduceRequest, producer_id: int,
+                              producer_epoch: int, partitions: list[tuple[str, int]]
+                              ) -> m.ProduceResponse | None:
+    assert req.transactional_id is not None
+    verdicts = await txn_verify.verify_remotely(ctx.broker, req.transactional_id, producer_id,
+                                                producer_epoch, partitions)
+    answer = _append(ctx, req, verdicts)
+    if answer is None or isinstance(answer, m.ProduceResponse):
+        return answer
+    return await answer
+
+
+def _append(ctx: RequestContext, req: m.ProduceRequest,
+            verdicts: dict[tuple[str, int], ErrorCode]
+            ) -> m.ProduceResponse | Awaitable[m.ProduceResponse] | None:
     broker = ctx.broker
     acks = req.acks
     now = broker.clock.time_ms()
@@ -67,8 +87,9 @@ def handle(ctx: RequestContext, req: m.ProduceRequest
                 # Only the coordinators write their internal topics, as in Kafka.
                 resp.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
                 resp.error_message = f"Cannot append to internal topic {td.name}"
-            elif (txn_error := _txn_error(ctx, req.transactional_id, td.name, pd.index,
-                                          pd.records)) is not ErrorCode.NONE:
+            elif (txn_error := txn_verify.check(broker, req.transactional_id, td.name,
+                                                pd.index, pd.records, verdicts)
+                  ) is not ErrorCode.NONE:
                 resp.error_code = txn_error
                 log.info("transactional produce to %s-%d from %s rejected: %s", td.name,
                          pd.index, ctx.connection.peer, txn_error.name)
@@ -114,28 +135,6 @@ async def _after_commit(pending: DelayedProduce, entries: dict[tuple[str, int], 
     for key, code in pending.errors.items():
         entries[key].error_code = code
     return response
-
-
-def _txn_error(ctx: RequestContext, txn_id: str | None, topic: str, index: int,
-               records: memoryview | None) -> ErrorCode:
-    """KIP-890 part 1: a transactional batch must belong to its id's ongoing transaction.
-    One header read per partition (the batch is validated whole afterwards)."""
-    if not records or len(records) < rb.BATCH_OVERHEAD:
-        return ErrorCode.NONE  # the partition refuses it with the right code
-    try:
-        header = rb.read_batch_header(records)
-    except RecordError:
-        return ErrorCode.NONE
-    if not header.is_transactional:
-        return ErrorCode.NONE
-    if not txn_id:
-        return ErrorCode.INVALID_TXN_STATE
-    coordinator = ctx.broker.transaction_coordinator
-    if coordinator.runtime.shard(coordinator.partition_of(txn_id)) is None:
-        return ErrorCode.NONE  # coordinated elsewhere: not verified (see the docstring)
-    found = coordinator.verify_partitions(txn_id, header.producer_id, header.producer_epoch,
-                                          [(topic, index)])
-    return found[(topic, index)]
 
 
 def _unknown_code(name: str) -> ErrorCode:

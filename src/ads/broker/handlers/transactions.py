@@ -9,8 +9,9 @@ this broker does not coordinate NOT_COORDINATOR. PRODUCER_FENCED is INVALID_PROD
 for clients before KIP-588 (AddPartitionsToTxn, AddOffsetsToTxn and EndTxn before v2).
 
 AddPartitionsToTxn v0-3 carry one transaction (clients); v4-5 a batch of them, each of
-which may be `verify_only` (KIP-890 part 1: the partition leader asks whether a write
-belongs to the ongoing transaction; nothing is added). An unknown topic or partition fails
+which may be `verify_only` (KIP-890 part 1: a partition leader on another broker asks
+whether a write belongs to the ongoing transaction, `ads.broker.txn_verify`; nothing is
+added). An unknown topic or partition fails
 the request with UNKNOWN_TOPIC_OR_PARTITION for it and OPERATION_NOT_ATTEMPTED for the rest.
 
 WriteTxnMarkers is what a coordinator sends to the leaders of a transaction's partitions;

@@ -1,0 +1,102 @@
+"""KIP-890 part 1: a transactional batch is appended only to a partition of its producer's
+ongoing transaction.
+
+A partition leader asks the transaction coordinator of the request's transactional id
+whether the partition belongs to the id's ongoing transaction with the batch's producer id
+and epoch: directly when the coordinator runs on this broker, otherwise with one
+AddPartitionsToTxn v4 `verify_only` request per produce request to the coordinator's
+broker (`markers.BrokerMarkerWriter.verify`). This closes Kafka's hanging-transaction
+hole: a late retry of a batch whose transaction already ended can no longer open a
+transaction nobody will end (it would hold the last stable offset forever).
+
+Answers: the coordinator's (INVALID_TXN_STATE for a partition not added or a transaction
+not ongoing, INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING); a coordinator that
+cannot answer (moved, loading, unreachable) gives NOT_ENOUGH_REPLICAS, which producers
+retry, as in Kafka. A transactional batch in a request without a transactional id is
+INVALID_TXN_STATE. Cost: one byte read per partition of every produce request; a
+transactional batch's header is read once more. Used from the event loop only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ads.protocol.errors import ErrorCode
+from ads.records import batch as rb
+from ads.records.errors import RecordError
+
+if TYPE_CHECKING:
+    from ads.broker.context import BrokerContext
+    from ads.protocol import messages as m
+
+Partition = tuple[str, int]
+# What a coordinator that cannot answer now means for the producer: retry.
+_RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                        ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_LEADER_OR_FOLLOWER})
+
+
+def transactional_header(records: memoryview | None) -> rb.BatchHeader | None:
+    """The header of a transactional batch; None for anything else (which the partition
+    validates as usual)."""
+    if not records or len(records) < rb.BATCH_OVERHEAD:
+        return None
+    # The low byte of the big-endian attributes holds the transactional bit.
+    if not records[rb.ATTRIBUTES_OFFSET + 1] & rb.TRANSACTIONAL_FLAG_MASK:
+        return None
+    try:
+        return rb.read_batch_header(records)
+    except RecordError:
+        return None
+
+
+def _local(broker: BrokerContext, txn_id: str) -> bool:
+    coordinator = broker.transaction_coordinator
+    return coordinator.runtime.shard(coordinator.partition_of(txn_id)) is not None
+
+
+def remote_checks(broker: BrokerContext, req: m.ProduceRequest
+                  ) -> tuple[int, int, list[Partition]] | None:
+    """The producer id, epoch and partitions to verify with a coordinator on another
+    broker before appending; None when there are none."""
+    txn_id = req.transactional_id
+    if not txn_id:
+        return None
+    found: tuple[int, int] | None = None
+    partitions: list[Partition] = []
+    for td in req.topic_data:
+        for pd in td.partition_data:
+            header = transactional_header(pd.records)
+            if header is not None:
+                found = found or (header.producer_id, header.producer_epoch)
+                partitions.append((td.name, pd.index))
+    if found is None or _local(broker, txn_id):
+        return None
+    return found[0], found[1], partitions
+
+
+async def verify_remotely(broker: BrokerContext, txn_id: str, producer_id: int,
+                          producer_epoch: int, partitions: list[Partition]
+                          ) -> dict[Partition, ErrorCode]:
+    verdicts = await broker.txn_requests.verify(txn_id, producer_id, producer_epoch,
+                                                partitions)
+    return {p: ErrorCode.NOT_ENOUGH_REPLICAS if e in _RETRIABLE else e
+            for p, e in verdicts.items()}
+
+
+def check(broker: BrokerContext, txn_id: str | None, topic: str, index: int,
+          records: memoryview | None, verdicts: dict[Partition, ErrorCode]) -> ErrorCode:
+    """The error of one partition's batch (NONE: append it)."""
+    header = transactional_header(records)
+    if header is None:
+        return ErrorCode.NONE
+    if not txn_id:
+        return ErrorCode.INVALID_TXN_STATE
+    if (topic, index) in verdicts:
+        return verdicts[(topic, index)]
+    if not _local(broker, txn_id):
+        return ErrorCode.NOT_ENOUGH_REPLICAS  # not verified: the producer retries
+    coordinator = broker.transaction_coordinator
+    found = coordinator.verify_partitions(txn_id, header.producer_id, header.producer_epoch,
+                                          [(topic, index)])
+    return found[(topic, index)]
