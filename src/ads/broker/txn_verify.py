@@ -84,6 +84,19 @@ async def verify_remotely(broker: BrokerContext, txn_id: str, producer_id: int,
             for p, e in verdicts.items()}
 
 
+async def verify(broker: BrokerContext, txn_id: str, producer_id: int, producer_epoch: int,
+                 partition: Partition) -> ErrorCode:
+    """Whether one partition belongs to the id's ongoing transaction, wherever its
+    coordinator runs (TxnOffsetCommit asks it of the group's `__consumer_offsets`
+    partition)."""
+    if _local(broker, txn_id):
+        coordinator = broker.transaction_coordinator
+        return coordinator.verify_partitions(txn_id, producer_id, producer_epoch,
+                                             [partition])[partition]
+    found = await verify_remotely(broker, txn_id, producer_id, producer_epoch, [partition])
+    return found[partition]
+
+
 def check(broker: BrokerContext, txn_id: str | None, topic: str, index: int,
           records: memoryview | None, verdicts: dict[Partition, ErrorCode]) -> ErrorCode:
     """The error of one partition's batch (NONE: append it)."""

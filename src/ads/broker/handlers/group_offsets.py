@@ -3,7 +3,9 @@
 
 TxnOffsetCommit writes a transactional producer's offsets as a transactional batch; they
 become visible when its transaction commits (the COMMIT marker reaches the group's
-`__consumer_offsets` partition) and vanish if it aborts. The member and generation (v3+)
+`__consumer_offsets` partition) and vanish if it aborts. The transaction must have added
+the group (AddOffsetsToTxn): checked with its coordinator (`ads.broker.txn_verify`),
+INVALID_TXN_STATE otherwise. The member and generation (v3+)
 are checked as for OffsetCommit, except that a rebalancing group takes them.
 
 Commits are answered only once their record is committed to `__consumer_offsets`, and
@@ -25,8 +27,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ads.broker import txn_verify
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.coordinator.group.api import CommittedOffset, OffsetCommit
+from ads.coordinator.group.records import OFFSETS_TOPIC
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
@@ -63,10 +67,19 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: m.TxnOffsetCommitRe
         OffsetCommit(t.name, p.partition_index, p.committed_offset,
                      p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata)
         for t in req.topics for p in t.partitions]
-    errors = iter(await ctx.broker.group_coordinator.txn_commit_offsets(
-        req.group_id, req.producer_id, req.producer_epoch,
-        req.generation_id if v >= 3 else -1, req.member_id if v >= 3 else "",
-        req.group_instance_id if v >= 3 else None, commits))
+    groups = ctx.broker.group_coordinator
+    # Offsets of a transaction that did not add the group (AddOffsetsToTxn) would never
+    # get a marker and stay pending for ever: refused, as Kafka's KIP-890 check does.
+    verdict = await txn_verify.verify(
+        ctx.broker, req.transactional_id, req.producer_id, req.producer_epoch,
+        (OFFSETS_TOPIC, groups.partition_of(req.group_id)))
+    results: list[ErrorCode] = [verdict] * len(commits)
+    if verdict is ErrorCode.NONE:
+        results = await groups.txn_commit_offsets(
+            req.group_id, req.producer_id, req.producer_epoch,
+            req.generation_id if v >= 3 else -1, req.member_id if v >= 3 else "",
+            req.group_instance_id if v >= 3 else None, commits)
+    errors = iter(results)
     T = m.TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic  # noqa: N806
     return m.TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
         T(name=t.name, partitions=[
