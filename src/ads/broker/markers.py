@@ -20,6 +20,7 @@ belongs to the ongoing transaction. Used from the broker's event loop only.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ads.coordinator.group.records import OFFSETS_TOPIC
@@ -37,6 +38,14 @@ Partition = tuple[str, int]
 WRITE_TXN_MARKERS_VERSION = 1
 VERIFY_VERSION = 4  # AddPartitionsToTxn, the first version with verify_only
 _REQUEST_TIMEOUT_S = 30.0
+
+
+def by_topics(partitions: Iterable[Partition]) -> dict[str, list[int]]:
+    """Partition indexes grouped by topic, as the requests carry them."""
+    grouped: dict[str, list[int]] = {}
+    for topic, index in partitions:
+        grouped.setdefault(topic, []).append(index)
+    return grouped
 
 
 def _code(value: int) -> ErrorCode:
@@ -95,9 +104,7 @@ class BrokerMarkerWriter:
     async def _send(self, node: int, producer_id: int, producer_epoch: int, commit: bool,
                     coordinator_epoch: int, parts: list[Partition]
                     ) -> dict[Partition, ErrorCode]:
-        by_topic: dict[str, list[int]] = {}
-        for topic, index in parts:
-            by_topic.setdefault(topic, []).append(index)
+        by_topic = by_topics(parts)
         M = m.WriteTxnMarkersRequest.WritableTxnMarker  # noqa: N806
         request = m.WriteTxnMarkersRequest(markers=[M(
             producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
@@ -133,9 +140,7 @@ class BrokerMarkerWriter:
         if state is None:
             return unavailable
         node = state.partitions[coordinator.partition_of(txn_id)].leader
-        by_topic: dict[str, list[int]] = {}
-        for topic, index in partitions:
-            by_topic.setdefault(topic, []).append(index)
+        by_topic = by_topics(partitions)
         T = m.AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction  # noqa: N806
         request = m.AddPartitionsToTxnRequest(transactions=[T(
             transactional_id=txn_id, producer_id=producer_id, producer_epoch=producer_epoch,

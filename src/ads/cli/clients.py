@@ -1,5 +1,5 @@
-"""The client commands of `ads`: `topics`, `produce`, `consume`, `groups`, `bench` and
-`pipeline`, plus `log`, which reads a broker's data directory.
+"""The client commands of `ads`: `topics`, `produce`, `consume`, `groups`,
+`transactions`, `bench` and `pipeline`, plus `log`, which reads a broker's data directory.
 
 The network ones are clients like any other, built on confluent-kafka (or on PySpark for
 `pipeline`), so they work against any Kafka-protocol cluster; `ads.cli.main` registers
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from ads.cli import bench, consume, groups, logdump, pipeline, produce, topics
+from ads.cli import bench, consume, groups, logdump, pipeline, produce, topics, transactions
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -18,6 +18,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     produce.add_parser(sub)
     consume.add_parser(sub)
     groups.add_parser(sub)
+    transactions.add_parser(sub)
     bench.add_parser(sub)
     pipeline.add_parser(sub)
     logdump.add_parser(sub)

@@ -21,7 +21,10 @@ from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
+from ads.client import ClientError, Connection, parse_servers
 from ads.common.properties import PropertiesError, parse_properties
+from ads.protocol import messages as m
+from ads.protocol.errors import ErrorCode
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 # How long a command waits for the cluster before it gives up with one clear line.
@@ -175,3 +178,43 @@ def run_command(name: str, func: Command) -> Command:
             return 1
 
     return wrapper
+
+
+def print_table(rows: list[tuple[object, ...]]) -> None:
+    """Left-aligned columns, the first row a header, as Kafka's tools print them."""
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print(" ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+def connect(host: str, port: int) -> Connection:
+    try:
+        return Connection(host, port, client_id="ads-cli", timeout_s=TIMEOUT_S)
+    except ClientError as exc:
+        raise CommandError(str(exc)) from exc
+
+
+def coordinator_connection(args: argparse.Namespace, key: str, key_type: int) -> Connection:
+    """A connection to the coordinator of a group (key type 0) or transactional id (1),
+    for what the AdminClient lacks."""
+    try:
+        host, port = parse_servers(args.bootstrap_server)[0]
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    conn = connect(host, port)
+    what = "group" if key_type == 0 else "transactional id"
+    try:
+        found = conn.request(m.ApiKey.FIND_COORDINATOR, 3,
+                             m.FindCoordinatorRequest(key=key, key_type=key_type))
+    except ClientError as exc:
+        conn.close()
+        raise CommandError(f"cannot reach {args.bootstrap_server}: {exc}") from exc
+    assert isinstance(found, m.FindCoordinatorResponse)
+    if found.error_code != ErrorCode.NONE:
+        conn.close()
+        raise CommandError(f"no coordinator for {what} '{key}': "
+                           f"{ErrorCode(found.error_code).name}")
+    if (found.host, found.port) != (host, port):
+        conn.close()
+        conn = connect(found.host, found.port)
+    return conn

@@ -30,11 +30,13 @@ from ads.cli.common import (
     UsageError,
     add_client_arguments,
     client_config,
+    coordinator_connection,
     make_client,
+    print_table,
     result,
     run_command,
 )
-from ads.client import ClientError, Connection, parse_servers
+from ads.client import ClientError
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
@@ -105,12 +107,6 @@ def _admin(args: argparse.Namespace) -> AdminClient:
     return make_client(AdminClient, client_config(args))
 
 
-def _print_table(rows: list[tuple[object, ...]]) -> None:
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print(" ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-
-
 # -- list, describe, delete ---------------------------------------------------------------
 def list_(args: argparse.Namespace) -> int:
     from confluent_kafka import ConsumerGroupState, ConsumerGroupType
@@ -136,7 +132,7 @@ def list_(args: argparse.Namespace) -> int:
     if args.state or args.type:
         rows: list[tuple[object, ...]] = [("GROUP", "STATE", "TYPE")]
         rows += [(g.group_id, _name(g.state), _name(g.type)) for g in groups]
-        _print_table(rows)
+        print_table(rows)
     else:
         for g in groups:
             print(g.group_id)
@@ -192,7 +188,7 @@ def describe(args: argparse.Namespace) -> int:
             if not d.members:
                 print(f"Consumer group '{group}' has no active members.")
             else:
-                _print_table(rows)
+                print_table(rows)
             continue
         committed = _committed(admin, args, group)
         keys = sorted(set(committed) | set(owners))
@@ -214,7 +210,7 @@ def describe(args: argparse.Namespace) -> int:
                          "-" if leo is None else leo, lag,
                          owner.member_id if owner else "-", owner.host if owner else "-",
                          owner.client_id if owner else "-"))
-        _print_table(rows)
+        print_table(rows)
     return 0
 
 
@@ -313,42 +309,11 @@ def reset_offsets(args: argparse.Namespace) -> int:
         futures = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
             group, [TopicPartition(t, p, o) for t, p, o in plan])], **_REQUEST)
         result(futures[group], args, group)
-    _print_table(rows)
+    print_table(rows)
     return 0
 
 
 # -- delete-offsets -----------------------------------------------------------------------
-def _connect(host: str, port: int) -> Connection:
-    try:
-        return Connection(host, port, client_id="ads-cli", timeout_s=TIMEOUT_S)
-    except ClientError as exc:
-        raise CommandError(str(exc)) from exc
-
-
-def _coordinator(args: argparse.Namespace, group: str) -> Connection:
-    """A connection to the coordinator of ``group``, for what the AdminClient lacks."""
-    try:
-        host, port = parse_servers(args.bootstrap_server)[0]
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
-    conn = _connect(host, port)
-    try:
-        found = conn.request(m.ApiKey.FIND_COORDINATOR, 3,
-                             m.FindCoordinatorRequest(key=group, key_type=0))
-    except ClientError as exc:
-        conn.close()
-        raise CommandError(f"cannot reach {args.bootstrap_server}: {exc}") from exc
-    assert isinstance(found, m.FindCoordinatorResponse)
-    if found.error_code != ErrorCode.NONE:
-        conn.close()
-        raise CommandError(f"no coordinator for group '{group}': "
-                           f"{ErrorCode(found.error_code).name}")
-    if (found.host, found.port) != (host, port):
-        conn.close()
-        conn = _connect(found.host, found.port)
-    return conn
-
-
 def delete_offsets(args: argparse.Namespace) -> int:
     admin = _admin(args)
     keys = _topic_partitions(admin, args, _parse_topics(args.topic))
@@ -359,7 +324,7 @@ def delete_offsets(args: argparse.Namespace) -> int:
     req = m.OffsetDeleteRequest(group_id=args.group, topics=[
         T(name=t, partitions=[T.OffsetDeleteRequestPartition(partition_index=p) for p in ps])
         for t, ps in by_topic.items()])
-    with _coordinator(args, args.group) as conn:
+    with coordinator_connection(args, args.group, 0) as conn:
         try:
             resp = conn.request(m.ApiKey.OFFSET_DELETE, 0, req)
         except ClientError as exc:
@@ -378,7 +343,7 @@ def delete_offsets(args: argparse.Namespace) -> int:
             rows.append((topic.name, part.partition_index,
                          "Successful" if ok else f"Error: {ErrorCode(part.error_code).name}"))
     print(f"Request succeeded for deleting offsets from group {args.group}.")
-    _print_table(rows)
+    print_table(rows)
     return 1 if failed else 0
 
 

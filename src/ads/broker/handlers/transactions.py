@@ -24,7 +24,7 @@ broker feature `transaction.version` is advertised, so clients use the classic p
 from __future__ import annotations
 
 from ads.broker.dispatch import ApiHandler, RequestContext
-from ads.broker.markers import write_local
+from ads.broker.markers import by_topics, write_local
 from ads.coordinator.group.records import OFFSETS_TOPIC
 from ads.coordinator.transaction.state import fenced_error
 from ads.protocol import messages as m
@@ -109,9 +109,7 @@ def handle_describe_transactions(ctx: RequestContext, req: m.DescribeTransaction
     states = []
     for txn_id in req.transactional_ids:
         d = ctx.broker.transaction_coordinator.describe(txn_id)
-        by_topic: dict[str, list[int]] = {}
-        for topic, index in d.partitions:
-            by_topic.setdefault(topic, []).append(index)
+        by_topic = by_topics(d.partitions)
         states.append(TS(
             error_code=d.error, transactional_id=txn_id, transaction_state=d.state,
             transaction_timeout_ms=d.timeout_ms, transaction_start_time_ms=d.start_ms,
