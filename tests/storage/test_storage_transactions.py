@@ -7,9 +7,12 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+import pytest
+
 from ads.common.clock import ManualClock
 from ads.records.batch import build_batch, validate_batches
 from ads.storage.config import LogConfig
+from ads.storage.errors import TransactionCoordinatorFencedError
 from ads.storage.log import Log
 from ads.storage.transactions import append_marker, collect_aborted, last_stable_offset
 from ads.storage.txn_index import AbortedTxn, TransactionIndex
@@ -88,4 +91,25 @@ def test_storage_txn_lso_and_aborted_index_rebuilt_after_a_crash(tmp_path: Path)
     reopened.truncate_to(17)
     assert collect_aborted(reopened, 0, 17) == expected[:1]
     assert reopened.producer_state.first_unstable_offset() == 2
+    reopened.close()
+
+
+def test_storage_txn_marker_of_an_older_coordinator_is_fenced(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", clean=False)
+    txn_write(log, 9, 0)
+    append_marker(log, True, 9, 0, 5, 0, T0)  # coordinator epoch 5
+    txn_write(log, 9, 2)
+    with pytest.raises(TransactionCoordinatorFencedError):
+        append_marker(log, False, 9, 0, 4, 0, T0)
+    end_before = log.log_end_offset
+    directory = log.dir
+    for segment in log.segments:  # a kill -9: the epoch comes back from the marker
+        segment.close()
+    reopened = open_log(directory, clean=False)
+    assert reopened.log_end_offset == end_before
+    with pytest.raises(TransactionCoordinatorFencedError):
+        append_marker(reopened, False, 9, 0, 4, 0, T0)
+    append_marker(reopened, False, 9, 0, 6, 0, T0)
+    assert collect_aborted(reopened, 0, reopened.log_end_offset) == [
+        AbortedTxn(9, 3, 5, 6)]
     reopened.close()

@@ -49,6 +49,12 @@ class UnknownProducerIdError(StorageError):
     kafka_error = "UNKNOWN_PRODUCER_ID"
 
 
+class TransactionCoordinatorFencedError(StorageError):
+    """A transaction marker from a coordinator older than the last one seen here."""
+
+    kafka_error = "TRANSACTION_COORDINATOR_FENCED"
+
+
 class RecordBatchTooLargeError(StorageError):
     """The appended records cannot fit in one segment (larger than ``segment.bytes``)."""
 

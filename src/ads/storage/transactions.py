@@ -37,6 +37,7 @@ from ads.records.batch import (
     read_batch_header,
 )
 from ads.records.errors import RecordError
+from ads.storage.errors import TransactionCoordinatorFencedError
 from ads.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
@@ -99,14 +100,23 @@ def append_marker(log: Log, commit: bool, producer_id: int, producer_epoch: int,
                   coordinator_epoch: int, leader_epoch: int, now_ms: int) -> AppendInfo:
     """Writes a COMMIT or ABORT marker for the producer's transaction; an ABORT closing an
     open transaction gets its ``.txnindex`` entry. Raises the log's errors (an older
-    producer epoch: ``InvalidProducerEpochError``)."""
+    producer epoch: ``InvalidProducerEpochError``) and, for a coordinator epoch older than
+    the producer's last marker's, ``TransactionCoordinatorFencedError``."""
     kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+    entry = log.producer_state.last_entry(producer_id)
+    if entry is not None and coordinator_epoch < entry.coordinator_epoch:
+        # A deposed coordinator still sending: the newer one decides this transaction.
+        raise TransactionCoordinatorFencedError(
+            f"marker of producer {producer_id} from coordinator epoch {coordinator_epoch}, "
+            f"older than {entry.coordinator_epoch}")
     batch = build_control_batch(kind, producer_id, producer_epoch, coordinator_epoch,
                                 timestamp=now_ms)
-    entry = log.producer_state.last_entry(producer_id)
     first = None if entry is None else entry.current_txn_first_offset
     info = log.append(batch, [(0, read_batch_header(batch))], leader_epoch=leader_epoch,
                       now_ms=now_ms, log_append_time=False)
+    updated = log.producer_state.last_entry(producer_id)
+    if updated is not None:  # kept in the producer-state snapshots
+        updated.coordinator_epoch = coordinator_epoch
     if not commit and first is not None:
         _add_aborted(log, producer_id, first, info.first_offset)
     return info
@@ -130,28 +140,30 @@ def collect_aborted(log: Log, fetch_offset: int, upper_offset: int) -> list[Abor
     return out
 
 
-def _control_kind(segment: LogSegment, header: BatchHeader) -> int:
+def _control_record(segment: LogSegment, header: BatchHeader) -> tuple[int, int]:
+    """(type, coordinator epoch) of a marker; (-1, -1) if it cannot be read."""
     found = segment.locate(header.base_offset)
     if found is None:
-        return -1
-    position = found[0]
-    data = os.pread(segment.fd, min(header.size, _MAX_MARKER_BYTES), position)
+        return -1, -1
+    data = os.pread(segment.fd, min(header.size, _MAX_MARKER_BYTES), found[0])
     try:
         records = decode_records(data, max_uncompressed_bytes=_MAX_MARKER_BYTES)
-        return parse_control_record(records[0].key, records[0].value)[0] if records else -1
+        return parse_control_record(records[0].key, records[0].value) if records else (-1, -1)
     except (RecordError, IndexError):
-        return -1
+        return -1, -1
 
 
 def marker_replayer(log: Log) -> Callable[[BatchHeader, int | None], None]:
     """What the producer-state rebuild calls for each replayed marker with the first offset
-    of the transaction it closes: re-adds the ``.txnindex`` entry of an ABORT."""
+    of the transaction it closes: re-adds the ``.txnindex`` entry of an ABORT and restores
+    the producer's coordinator epoch."""
 
     def on_marker(header: BatchHeader, first_offset: int | None) -> None:
-        if first_offset is None:
-            return
-        segment = _segment_of(log, header.base_offset)
-        if _control_kind(segment, header) == ControlRecordType.ABORT:
+        kind, coordinator_epoch = _control_record(_segment_of(log, header.base_offset), header)
+        entry = log.producer_state.last_entry(header.producer_id)
+        if entry is not None and coordinator_epoch > entry.coordinator_epoch:
+            entry.coordinator_epoch = coordinator_epoch
+        if first_offset is not None and kind == ControlRecordType.ABORT:
             _add_aborted(log, header.producer_id, first_offset, header.base_offset)
 
     return on_marker

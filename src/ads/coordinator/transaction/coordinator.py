@@ -41,6 +41,9 @@ from ads.protocol.errors import ErrorCode
 log = logging.getLogger("ads.coordinator")
 
 _MARKER_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+# A partition refusing a marker for these has seen a newer producer epoch or coordinator:
+# whoever wrote that decides the transaction there, so this marker is not retried.
+_MOOT = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
 
 
 class MarkerWriter(Protocol):
@@ -226,11 +229,10 @@ class TransactionCoordinator:
                 log.exception("writing the markers of %r failed", meta.transactional_id)
                 failed = dict.fromkeys(left, ErrorCode.UNKNOWN_SERVER_ERROR)
             for p, error in failed.items():
-                if error is ErrorCode.INVALID_PRODUCER_EPOCH:
-                    # A newer epoch wrote there already: this transaction's end is moot.
+                if error in _MOOT:
                     log.warning("marker of %r on %s-%d refused: %s", meta.transactional_id,
                                 p[0], p[1], error.name)
-            left = {p for p, e in failed.items() if e is not ErrorCode.INVALID_PRODUCER_EPOCH}
+            left = {p for p, e in failed.items() if e not in _MOOT}
             if left:
                 await asyncio.sleep(_MARKER_BACKOFF_S[min(attempt, len(_MARKER_BACKOFF_S) - 1)])
                 attempt += 1
