@@ -1,10 +1,12 @@
-"""Transactions with kafka-python (3.x) and kafkajs producers; read by read_committed and
+"""Transactions with kafka-python (3.x), kafkajs and aiokafka producers; read by read_committed and
 read_uncommitted consumers of the same and other client libraries (kcat included)."""
 
 from __future__ import annotations
 
 import base64
 
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import TopicPartition as AIOTopicPartition
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError
 from test_client_kafkajs import kafkajs
@@ -140,3 +142,29 @@ def test_transactions_kcat_reads_committed_or_everything(bootstrap: str) -> None
     assert sorted(read("read_committed")) == sorted([f"kept-{i}" for i in range(3)] * 2)
     assert sorted(read("read_uncommitted")) == sorted(
         [f"kept-{i}" for i in range(3)] * 2 + [f"dropped-{i}" for i in range(3)])
+
+
+async def test_transactions_aiokafka_commit_and_abort(bootstrap: str) -> None:
+    create_topic(bootstrap, "aio-tx", 1)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="aio-tx-id")
+    await producer.start()
+    try:
+        async with producer.transaction():
+            await producer.send_and_wait("aio-tx", b"aio-kept")
+        await producer.begin_transaction()
+        await producer.send_and_wait("aio-tx", b"aio-dropped")
+        await producer.abort_transaction()
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                                auto_offset_reset="earliest", enable_auto_commit=False)
+    await consumer.start()
+    try:
+        consumer.assign([AIOTopicPartition("aio-tx", 0)])
+        got = await consumer.getmany(timeout_ms=3000)
+        values = [r.value for records in got.values() for r in records]
+    finally:
+        await consumer.stop()
+    assert values == [b"aio-kept"]
+    assert sorted(consume_all(bootstrap, "aio-tx", 1, "read_uncommitted", 2)) == [
+        b"aio-dropped", b"aio-kept"]
