@@ -172,7 +172,8 @@ async def test_coordinator_txn_reload_sends_markers_of_a_prepared_transaction() 
 
 
 async def test_coordinator_txn_timeout_aborts_and_expiry_forgets() -> None:
-    coord, _, clock, markers = await make(id_expiration_ms=3_600_000)
+    coord, _, clock, markers = await make(id_expiration_ms=3_600_000,
+                                          id_cleanup_interval_ms=60_000)
     await coord.init_producer_id("t1", 1_000)
     await coord.add_partitions("t1", 1000, 0, [("t", 4)])
     clock.advance(999)
@@ -191,7 +192,11 @@ async def test_coordinator_txn_timeout_aborts_and_expiry_forgets() -> None:
     error, _, listed = coord.list_transactions(["Empty", "Bogus"], [])
     assert error is ErrorCode.NONE and [t.transactional_id for t in listed] == ["t1"]
     assert coord.list_transactions(["Bogus"], [])[1] == ["Bogus"]
-    clock.advance(3_600_000)
+    clock.advance(3_540_000)  # idle for 3,540 s: the sweeps leave it
+    coord.tick()
+    await settle()
+    assert coord.describe("t1").state == "Empty"
+    clock.advance(60_000)  # idle for 3,600 s at the next sweep
     coord.tick()
     await settle()
     assert coord.describe("t1").error is ErrorCode.TRANSACTIONAL_ID_NOT_FOUND

@@ -693,9 +693,6 @@ NO_EFFECT_BROKER_KEYS: dict[str, str] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
         "a transaction open past its timeout is aborted at that deadline by a timer, not by "
         "a periodic scan"),
-    "transaction.remove.expired.transaction.cleanup.interval.ms": (
-        "an idle transactional id is removed at its expiration deadline by a timer, not by a "
-        "periodic scan"),
     "replica.lag.time.max.ms": _REPLICATION,
     "replica.fetch.max.bytes": _REPLICATION,
     "replica.fetch.response.max.bytes": _REPLICATION,

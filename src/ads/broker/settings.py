@@ -90,5 +90,8 @@ def group_config(config: BrokerConfig) -> GroupConfig:
 
 def txn_config(config: BrokerConfig) -> TxnConfig:
     """The transaction coordinator's settings from the broker's ``transaction*`` keys."""
-    return TxnConfig(max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
-                     id_expiration_ms=config.get_int("transactional.id.expiration.ms"))
+    return TxnConfig(
+        max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
+        id_expiration_ms=config.get_int("transactional.id.expiration.ms"),
+        id_cleanup_interval_ms=config.get_int(
+            "transaction.remove.expired.transaction.cleanup.interval.ms"))

@@ -10,8 +10,9 @@ Markers: once a PREPARE_COMMIT or PREPARE_ABORT record is committed, `send_marke
 coordinator's) writes the markers to every partition of the transaction and calls
 `markers_written`, which writes COMPLETE_*. A reload that finds a PREPARE_* state sends
 its markers again. Timers: an ONGOING transaction is aborted at its start plus its
-timeout (epoch bumped, fencing the producer); an idle completed id expires
-`transactional.id.expiration.ms` after its last update (a tombstone).
+timeout (epoch bumped, fencing the producer); every
+`transaction.remove.expired.transaction.cleanup.interval.ms` a sweep writes a tombstone
+for each completed id idle for `transactional.id.expiration.ms`.
 
 Not thread-safe: the broker's event loop only.
 """
@@ -48,6 +49,9 @@ SendMarkers = Callable[[int, TransactionMetadata], None]
 class TxnConfig:
     max_timeout_ms: int = 900_000
     id_expiration_ms: int = 604_800_000
+    # How often idle ids are looked for (one sweep per partition, not a timer per id: a
+    # timer per transaction would sit in the heap for the whole expiration time).
+    id_cleanup_interval_ms: int = 3_600_000
 
 
 @dataclass(slots=True)
@@ -94,8 +98,7 @@ class TxnShard:
                 self._send_markers(self.partition, meta.copy())
             elif meta.state is S.ONGOING:
                 self._schedule_timeout(meta)
-            else:
-                self._schedule_expiry(meta)
+        self.timers.schedule(self.config.id_cleanup_interval_ms, self._expire_idle)
         return []
 
     def on_unloaded(self) -> None:
@@ -185,8 +188,6 @@ class TxnShard:
         def after(error: ErrorCode) -> Sequence[Write]:
             if error is not ErrorCode.NONE:
                 answer.error = error
-            else:
-                self._schedule_expiry(meta)
             return ()
 
         return self._write(meta, target, after), answer
@@ -253,9 +254,7 @@ class TxnShard:
         target = meta.prepare(done, self.clock.time_ms(), partitions=set())
 
         def after(error: ErrorCode) -> Sequence[Write]:
-            if error is ErrorCode.NONE:
-                self._schedule_expiry(meta)
-            else:  # the partition moved or failed: the next leader completes it
+            if error is not ErrorCode.NONE:  # moved or failed: the next leader completes it
                 log.warning("completing the transaction of %r failed: %s", txn_id, error.name)
             return ()
 
@@ -282,16 +281,15 @@ class TxnShard:
                               last_producer_epoch=epoch)
         return [self._write(meta, target, self._after_prepare(meta, None))]
 
-    def _schedule_expiry(self, meta: TransactionMetadata) -> None:
-        updated = meta.last_update_ms
-        delay = updated + self.config.id_expiration_ms - self.clock.time_ms()
-        self.timers.schedule(delay, lambda: self._expire(meta, updated))
+    def _expire_idle(self) -> list[Write]:
+        now = self.clock.time_ms()
+        self.timers.schedule(self.config.id_cleanup_interval_ms, self._expire_idle)
+        return [self._expire(meta, now) for meta in list(self.txns.values())
+                if meta.pending is None and meta.state in COMPLETED
+                and now - meta.last_update_ms >= self.config.id_expiration_ms]
 
-    def _expire(self, meta: TransactionMetadata, updated_ms: int) -> list[Write]:
-        if (self.txns.get(meta.transactional_id) is not meta or meta.pending is not None
-                or meta.state not in COMPLETED or meta.last_update_ms != updated_ms):
-            return []
-        target = meta.prepare(S.DEAD, self.clock.time_ms())
+    def _expire(self, meta: TransactionMetadata, now: int) -> Write:
+        target = meta.prepare(S.DEAD, now)
 
         def after(error: ErrorCode) -> Sequence[Write]:
             if error is ErrorCode.NONE and self.txns.get(meta.transactional_id) is meta:
@@ -299,4 +297,4 @@ class TxnShard:
                 log.info("transactional id %r expired", meta.transactional_id)
             return ()
 
-        return [self._write(meta, target, after)]
+        return self._write(meta, target, after)
