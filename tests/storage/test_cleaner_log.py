@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from ads.common.clock import ManualClock
-from ads.records.batch import iter_batches, read_batch_header
+from ads.records.batch import build_batch, iter_batches, read_batch_header, validate_batches
 from ads.storage.checkpoint import read_offset_checkpoint
 from ads.storage.cleaner import CLEANER_OFFSET_CHECKPOINT
+from ads.storage.transactions import append_marker
 from compaction_support import T0, TOPIC, Harness, check_guarantees, compact_config
 
 
@@ -293,3 +294,24 @@ def test_cleaner_log_corrupt_batch_makes_partition_uncleanable(
     assert h.cleaner.metrics.uncleanable_partitions_count == 1
     assert h.clean() is None  # skipped from now on
     assert first.log_path.read_bytes() == bytes(data)
+
+
+def test_cleaner_log_drops_aborted_records_and_never_maps_them(tmp_path: Path,
+                                                               clock: ManualClock) -> None:
+    h = harness(tmp_path, clock)
+    h.append([(b"account", b"committed-balance")])
+    aborted = build_batch([(b"account", b"aborted-balance"), (b"other", b"aborted")],
+                          timestamp=clock.time_ms(), producer_id=42, producer_epoch=0,
+                          base_sequence=0, is_transactional=True)
+    h.log.append(memoryview(aborted), validate_batches(aborted, max_batch_bytes=1 << 20),
+                 leader_epoch=0, now_ms=clock.time_ms(), log_append_time=False)
+    append_marker(h.log, False, 42, 0, 0, 0, clock.time_ms())
+    h.log.high_watermark = h.log.log_end_offset
+    fill(h, 0, 30)
+    stats = h.clean()
+    assert stats is not None and stats.counts.aborted_removed == 2
+    values = {k: v for _, k, v in h.read() if k in (b"account", b"other")}
+    # The aborted value did not supersede the committed one, and is gone itself.
+    assert values == {b"account": b"committed-balance"}
+    controls = [hdr for hdr in batch_headers(h) if hdr.is_control]
+    assert [hdr.producer_id for hdr in controls] == [42]  # markers are kept

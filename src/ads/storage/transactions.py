@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from ads.records.batch import (
@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from ads.storage.producer_state import ProducerStateManager
     from ads.storage.segment import LogSegment
 
-__all__ = ["append_marker", "collect_aborted", "last_stable_offset", "marker_replayer"]
+__all__ = ["AbortedRanges", "append_marker", "collect_aborted", "last_stable_offset",
+           "marker_replayer"]
 
 # A marker batch holds one control record of a few bytes.
 _MAX_MARKER_BYTES = BATCH_OVERHEAD + 64
@@ -138,6 +139,34 @@ def collect_aborted(log: Log, fetch_offset: int, upper_offset: int) -> list[Abor
         if segment.txn_index.stable_past(upper_offset):
             break
     return out
+
+
+class AbortedRanges:
+    """The aborted transactions of a set of segments, to ask whether a batch belongs to one
+    (the log cleaner drops their records). Immutable once built; any thread."""
+
+    __slots__ = ("_by_producer",)
+
+    def __init__(self, aborted: Iterable[AbortedTxn] = ()) -> None:
+        self._by_producer: dict[int, list[tuple[int, int]]] = {}
+        for a in aborted:
+            self._by_producer.setdefault(a.producer_id, []).append(
+                (a.first_offset, a.last_offset))
+
+    @classmethod
+    def of(cls, segments: Iterable[LogSegment]) -> AbortedRanges:
+        return cls(a for s in segments for a in s.txn_index.entries)
+
+    def __bool__(self) -> bool:
+        return bool(self._by_producer)
+
+    def holds(self, header: BatchHeader) -> bool:
+        """Whether the batch is data of an aborted transaction."""
+        if not header.is_transactional or header.is_control:
+            return False
+        ranges = self._by_producer.get(header.producer_id)
+        return ranges is not None and any(
+            first <= header.base_offset < last for first, last in ranges)
 
 
 def _control_record(segment: LogSegment, header: BatchHeader) -> tuple[int, int]:

@@ -58,6 +58,7 @@ from ads.storage.config import LONG_MAX, LogConfig
 from ads.storage.files import CLEANED_SUFFIX, O_CLOEXEC, BatchInfo
 from ads.storage.log import Log
 from ads.storage.segment import LogSegment
+from ads.storage.transactions import AbortedRanges
 
 __all__ = [
     "CleanerAbortedError",
@@ -104,6 +105,8 @@ class LogToClean:
     cleanable_bytes: int
     max_compaction_delay_ms: int
     horizon_due: bool = False
+    # Aborted transactions of the segments: their records are neither mapped nor kept.
+    aborted: AbortedRanges = AbortedRanges()
 
     @property
     def cleanable_ratio(self) -> float:
@@ -246,6 +249,8 @@ def plan_cleaning(
         cleanable_bytes=dirty,
         max_compaction_delay_ms=delay if first_dirty < uncleanable else 0,
         horizon_due=pending_horizon_ms is not None and pending_horizon_ms <= now_ms,
+        # The active segment's too: a marker there may end a transaction begun before it.
+        aborted=AbortedRanges.of(segments),
     )
 
 
@@ -359,8 +364,8 @@ def _build_offset_map(state: _Pass) -> int:
                     continue
                 if header.last_offset >= stop or not offset_map.can_hold(header.last_offset):
                     return map_end
-                if header.is_control:
-                    map_end = header.next_offset
+                if header.is_control or plan.aborted.holds(header):
+                    map_end = header.next_offset  # an aborted value never supersedes
                     continue
                 with memoryview(buf) as view:
                     crc = crc32c(view[pos + ATTRIBUTES_OFFSET : pos + header.size])
@@ -504,6 +509,7 @@ def clean_log(
         delete_retention_ms=plan.config.delete_retention_ms,
         producer_last_offsets=plan.producer_last_offsets,
         max_uncompressed_bytes=state.max_uncompressed_bytes,
+        aborted=plan.aborted,
     )
     groups = _group_segments(plan, map_end)
     after: list[tuple[int, int, int]] = []

@@ -20,7 +20,9 @@ and it is not a tombstone whose delete horizon has passed. What is written for t
   old segments inside the swap file's offset range).
 
 Control batches (transaction markers) are kept as they are; records without a key (written
-before the topic became compacted) are dropped, as Kafka does.
+before the topic became compacted) are dropped, as Kafka does, and so are the records of
+aborted transactions (their batches go, or stay empty where a producer's state needs them;
+the offset map never holds their keys, so they never supersede a committed value).
 
 Byte layouts are ``ads.records.batch``'s; the header struct is repeated here because the
 cleaner splices record bytes into a new header instead of re-encoding records.
@@ -48,6 +50,7 @@ from ads.records.crc import crc32c
 from ads.records.errors import CorruptRecordError
 from ads.records.scan import RecordScan, batch_body, rebase_timestamps, scan_records
 from ads.storage.cleaner.offset_map import OffsetMap
+from ads.storage.transactions import AbortedRanges
 
 __all__ = ["BatchFilter", "FilterCounts"]
 
@@ -68,6 +71,7 @@ class FilterCounts:
     superseded: int = 0
     tombstones_removed: int = 0
     keyless_removed: int = 0
+    aborted_removed: int = 0
     batches_emptied: int = 0
 
 
@@ -82,8 +86,10 @@ class BatchFilter:
         delete_retention_ms: int,
         producer_last_offsets: Mapping[int, int],
         max_uncompressed_bytes: int,
+        aborted: AbortedRanges | None = None,
     ) -> None:
         self.offset_map = offset_map
+        self.aborted = aborted or AbortedRanges()
         self.now_ms = now_ms
         self.new_horizon_ms = now_ms + delete_retention_ms
         self.producer_last_offsets = producer_last_offsets
@@ -106,6 +112,9 @@ class BatchFilter:
         if header.is_control:
             counts.messages_written += header.records_count
             return memoryview(buf)[pos : pos + size]
+        if self.aborted.holds(header):
+            counts.aborted_removed += header.records_count
+            return self._emptied(header, retain_empty)
         body, start, end = batch_body(buf, pos, header, self.max_uncompressed_bytes)
         scan = scan_records(body, start, end, header.records_count)
         latest = self.offset_map.get_many(scan.keys)
@@ -136,16 +145,19 @@ class BatchFilter:
             if self.earliest_horizon_ms is None or pending < self.earliest_horizon_ms:
                 self.earliest_horizon_ms = pending
         if not kept:
-            if header.records_count:
-                counts.batches_emptied += 1
-            keep_producer = (
-                header.has_producer_id
-                and self.producer_last_offsets.get(header.producer_id) == header.last_offset
-            )
-            return _empty_batch(header) if retain_empty or keep_producer else None
+            return self._emptied(header, retain_empty)
         if len(kept) == header.records_count and not set_horizon and not clear_horizon:
             return memoryview(buf)[pos : pos + size]
         return self._rebuild(header, body, scan, kept, set_horizon, clear_horizon)
+
+    def _emptied(self, header: BatchHeader, retain_empty: bool) -> Buffer | None:
+        if header.records_count:
+            self.counts.batches_emptied += 1
+        keep_producer = (
+            header.has_producer_id
+            and self.producer_last_offsets.get(header.producer_id) == header.last_offset
+        )
+        return _empty_batch(header) if retain_empty or keep_producer else None
 
     def _rebuild(
         self,
