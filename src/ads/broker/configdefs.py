@@ -633,7 +633,6 @@ TOPIC_TO_BROKER: dict[str, str] = {
     "segment.index.bytes": "log.index.size.max.bytes",
     "segment.jitter.ms": "log.roll.jitter.ms",
     "segment.ms": "log.roll.ms",
-    "unclean.leader.election.enable": "unclean.leader.election.enable",
 }
 
 TOPIC_CONFIG_KEYS: frozenset[str] = frozenset(TOPIC_CONFIG_DEFS)
@@ -651,8 +650,8 @@ DEPRECATED_TOPIC_KEYS: dict[str, str] = {
 # effect" lists exactly these (tests/broker/test_config_no_effect.py holds both). Every other
 # defined key acts as in Kafka.
 _KRAFT = "KRaft is not supported; clusters will use ZooKeeper"
-_INTER_BROKER = "no broker-to-broker connections until replication is built"
-_REPLICATION = "replication is not built yet: every partition has one replica"
+_INTER_BROKER = "brokers reach each other on the first listener (PLAINTEXT), as registered"
+_THROTTLE = "replication is not throttled"
 _TXN = "transactions are not built yet (transactional ids are refused)"
 _TIERED = "tiered storage is not supported"
 _TLS = "TLS and SASL are not built yet: listeners are PLAINTEXT"
@@ -670,8 +669,6 @@ NO_EFFECT_BROKER_KEYS: dict[str, str] = {
     "connections.max.idle.ms": "idle connections are not closed",
     "max.connections": "the number of connections is not limited",
     "max.connections.per.ip": "the number of connections is not limited",
-    "request.timeout.ms": _INTER_BROKER,
-    "unclean.leader.election.enable": _REPLICATION,
     "auto.leader.rebalance.enable": "no preferred-leader election yet: leadership moves only "
                                     "off brokers that are gone",
     "controlled.shutdown.enable": "no controlled shutdown yet: SIGTERM stops the broker and "
@@ -687,7 +684,6 @@ NO_EFFECT_BROKER_KEYS: dict[str, str] = {
     "log.local.retention.ms": _TIERED,
     "log.local.retention.bytes": _TIERED,
     "remote.log.storage.system.enable": _TIERED + " (true is refused)",
-    "offsets.topic.replication.factor": _REPLICATION,
     "transactional.id.expiration.ms": _TXN,
     "transaction.max.timeout.ms": _TXN,
     "transaction.state.log.num.partitions": _TXN,
@@ -696,14 +692,9 @@ NO_EFFECT_BROKER_KEYS: dict[str, str] = {
     "transaction.state.log.segment.bytes": _TXN,
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": _TXN,
     "transaction.remove.expired.transaction.cleanup.interval.ms": _TXN,
-    "replica.lag.time.max.ms": _REPLICATION,
-    "replica.fetch.max.bytes": _REPLICATION,
-    "replica.fetch.response.max.bytes": _REPLICATION,
-    "replica.fetch.min.bytes": _REPLICATION,
-    "replica.fetch.wait.max.ms": _REPLICATION,
-    "replica.fetch.backoff.ms": _REPLICATION,
-    "num.replica.fetchers": _REPLICATION,
-    "replica.high.watermark.checkpoint.interval.ms": _REPLICATION,
+    "replica.high.watermark.checkpoint.interval.ms": "the high watermark is checkpointed with "
+                                                     "the recovery point, every "
+                                                     "log.flush.offset.checkpoint.interval.ms",
     "authorizer.class.name": "no authorizer yet: every request is allowed",
     "sasl.enabled.mechanisms": _TLS,
     "sasl.mechanism.inter.broker.protocol": _TLS,
@@ -719,13 +710,12 @@ NO_EFFECT_BROKER_KEYS: dict[str, str] = {
     "ssl.truststore.password": _TLS,
 }
 NO_EFFECT_TOPIC_KEYS: dict[str, str] = {
-    "follower.replication.throttled.replicas": _REPLICATION,
-    "leader.replication.throttled.replicas": _REPLICATION,
+    "follower.replication.throttled.replicas": _THROTTLE,
+    "leader.replication.throttled.replicas": _THROTTLE,
     "local.retention.bytes": _TIERED,
     "local.retention.ms": _TIERED,
     "message.downconversion.enable": "deprecated; ADS never down-converts batches",
     "message.format.version": "deprecated; ADS writes message format v2 only",
     "preallocate": "segment files grow as they are written",
     "remote.storage.enable": _TIERED + " (true is refused)",
-    "unclean.leader.election.enable": _REPLICATION,
 }

@@ -22,7 +22,7 @@ from ads.broker.configdefs import DEPRECATED_TOPIC_KEYS
 from ads.broker.dispatch import Dispatcher
 from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.handlers import all_handlers
-from ads.broker.settings import cleaner_config_from, log_config_from
+from ads.broker.settings import cleaner_config_from, fetcher_config, log_config_from
 from ads.common.clock import Clock, SystemClock
 from ads.controller.controller import Controller
 from ads.metadata.assignment import assign_replicas
@@ -33,6 +33,7 @@ from ads.metadata.store import MetadataStore
 from ads.metadata.zookeeper import ZkMetadataStore
 from ads.net.server import KafkaListener
 from ads.protocol.messages import MetadataResponse
+from ads.replication.fetcher import ReplicaFetcherManager
 from ads.replication.replica_manager import ReplicaManager
 from ads.storage.cleaner import LogCleaner
 from ads.storage.config import LogConfig
@@ -88,7 +89,9 @@ class Broker:
             self.log_dirs, clock=self.clock,
             default_config=log_config_from(bconfig.effective_topic_config(config, {})),
             scheduler=self._run_later, file_io=file_io)
-        self.replica_manager = ReplicaManager(self.node_id, self._known_partition)
+        self.replica_manager = ReplicaManager(self.node_id, self._known_partition, self.clock)
+        self.replica_manager.isr_writer = self.metadata.update_isr
+        self.fetchers: ReplicaFetcherManager | None = None
         self.dispatcher = Dispatcher(self, all_handlers())
         self.group_coordinator = coordinators.create_group_coordinator(self)
         self.coordinator_deadlines: coordinators.DeadlineTimer | None = None
@@ -121,6 +124,9 @@ class Broker:
             d.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(self.metadata.load)
         self.log_manager.startup()
+        self.fetchers = ReplicaFetcherManager(self.node_id, fetcher_config(self.config),
+                                              self._endpoint_of)
+        self.replica_manager.fetchers = self.fetchers
         for topic in self.metadata.topics.values():
             self._open_partitions(topic)
         self.coordinator_deadlines = coordinators.start(self)
@@ -147,10 +153,15 @@ class Broker:
             self.metadata.close()
             raise
         if isinstance(self.metadata, ZkMetadataStore):
-            self.controller = Controller(self.metadata.zk, self.node_id)
+            self.controller = Controller(
+                self.metadata.zk, self.node_id,
+                self.config.get_bool("unclean.leader.election.enable"))
             self.controller.start()
         self.schedule("log-retention", self.config.get_int("log.retention.check.interval.ms"),
                        self._retention)
+        lag_ms = self.config.get_int("replica.lag.time.max.ms")
+        self.schedule("isr-expiration", lag_ms // 2,
+                      lambda: self.replica_manager.shrink_isrs(lag_ms))
         self.schedule("log-flush", self.config.get_int("log.flush.scheduler.interval.ms"),
                        self._flush, off_loop=True)
         self.schedule("checkpoint", self.config.get_int("log.flush.offset.checkpoint.interval.ms"),
@@ -179,6 +190,8 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._opening.values(), return_exceptions=True)
         coordinators.stop(self, self.coordinator_deadlines)
+        if self.fetchers is not None:
+            await self.fetchers.shutdown()
         if self.controller is not None:
             await asyncio.to_thread(self.controller.stop)
         await asyncio.to_thread(self.metadata.close)
@@ -237,6 +250,10 @@ class Broker:
     def topic_log_config(self, topic: TopicState) -> LogConfig:
         self._warn_deprecated(topic)
         return log_config_from(bconfig.effective_topic_config(self.config, topic.configs))
+
+    def _endpoint_of(self, node_id: int) -> tuple[str, int] | None:
+        broker = self.metadata.brokers.get(node_id)
+        return (broker.host, broker.port) if broker is not None else None
 
     def _known_partition(self, name: str, index: int) -> bool:
         topic = self.metadata.topics.get(name)
@@ -301,10 +318,15 @@ class Broker:
                 continue  # no leader elected yet
             leads = p.leader == self.node_id and not self.metadata.fenced
             if leads and (not part.is_leader or part.leader_epoch < p.leader_epoch):
-                rm.become_leader(topic.name, p.partition, p.leader_epoch, p.isr)
-            elif not leads and (part.is_leader or part.leader_epoch < p.leader_epoch):
+                rm.become_leader(topic.name, p.partition, p.leader_epoch, p.isr, p.replicas)
+            elif leads:
+                rm.update_isr(topic.name, p.partition, p.leader_epoch, p.isr)
+            elif (part.is_leader or part.leader_epoch < p.leader_epoch
+                  or part.leader_id != p.leader):
+                # A fenced broker follows nobody until its registration is back.
+                leader = -1 if self.metadata.fenced else p.leader
                 rm.become_follower(topic.name, p.partition,
-                                   max(p.leader_epoch, part.leader_epoch))
+                                   max(p.leader_epoch, part.leader_epoch), leader)
 
     async def record_topic(self, name: str, num_partitions: int, configs: dict[str, str],
                            replication_factor: int = 1,

@@ -16,7 +16,9 @@ states with the live brokers:
 - a partition whose leader is not live gets the first live replica of its ISR as leader,
   with the ISR cut to the live members, at the next leader epoch; with no live ISR member
   it goes offline (leader -1) and keeps its last ISR, so it comes back, with all its data,
-  when that replica's broker returns (no unclean election);
+  when that replica's broker returns; only with `unclean.leader.election.enable` (the
+  topic's, else the broker's) does the first live replica outside the ISR lead instead,
+  and the records it lacks are lost (logged);
 - a live leader's ISR loses members whose brokers are gone, at the next leader epoch;
 - a topic queued in `/admin/delete_topics` has its znodes removed.
 
@@ -48,9 +50,10 @@ class DeposedError(Exception):
 
 
 class Controller:
-    def __init__(self, zk: KazooClient, node_id: int) -> None:
+    def __init__(self, zk: KazooClient, node_id: int, unclean_default: bool = False) -> None:
         self.zk = zk
         self.node_id = node_id
+        self.unclean_default = unclean_default  # the broker's unclean.leader.election.enable
         self.active = False
         self.epoch = -1
         self._epoch_version = -1
@@ -171,7 +174,13 @@ class Controller:
             if known is None:
                 known = self._read_state(topic, partition)
             state, version = known if known is not None else (None, -1)
-            new = decide(state, replicas, live, self.epoch)
+            new = decide(state, replicas, live, self.epoch,
+                         unclean=lambda: self._unclean(topic))
+            if new is not None and state is not None and new.leader >= 0 and (
+                    new.leader not in state.isr):
+                log.warning("%s-%d: unclean leader election: broker %d was not in the ISR %s "
+                            "and leads from epoch %d; records it lacks are lost", topic,
+                            partition, new.leader, state.isr, new.leader_epoch)
             if new is None:
                 return
             try:
@@ -180,6 +189,14 @@ class Controller:
                 self._states.pop((topic, partition), None)
                 continue
             return
+
+    def _unclean(self, topic: str) -> bool:
+        try:
+            data, _ = self.zk.get(zl.config_path(topic))
+        except NoNodeError:
+            return self.unclean_default
+        value = zl.decode_config(data).get("unclean.leader.election.enable")
+        return self.unclean_default if value is None else value.strip().lower() == "true"
 
     def _read_state(self, topic: str, partition: int) -> tuple[zl.LeaderAndIsr, int] | None:
         try:
@@ -265,8 +282,10 @@ class Controller:
 
 
 def decide(state: zl.LeaderAndIsr | None, replicas: list[int], live: set[int],
-           controller_epoch: int) -> zl.LeaderAndIsr | None:
-    """The partition's next state given the live brokers, or None when it stays."""
+           controller_epoch: int, unclean: Callable[[], bool] = lambda: False
+           ) -> zl.LeaderAndIsr | None:
+    """The partition's next state given the live brokers, or None when it stays.
+    `unclean()` says whether a replica outside the ISR may lead when none in it lives."""
     if state is None:
         leader = next((r for r in replicas if r in live), None)
         if leader is None:
@@ -280,6 +299,9 @@ def decide(state: zl.LeaderAndIsr | None, replicas: list[int], live: set[int],
     leader = next((r for r in replicas if r in live_isr), None)
     if leader is not None:
         return zl.LeaderAndIsr(leader, state.leader_epoch + 1, live_isr, controller_epoch)
+    leader = next((r for r in replicas if r in live), None)
+    if leader is not None and unclean():
+        return zl.LeaderAndIsr(leader, state.leader_epoch + 1, [leader], controller_epoch)
     if state.leader == -1:
         return None
     return zl.LeaderAndIsr(-1, state.leader_epoch + 1, state.isr, controller_epoch)

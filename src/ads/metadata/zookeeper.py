@@ -384,5 +384,33 @@ class ZkMetadataStore:
         result: tuple[int, int] = await self._write(write)
         return result
 
+    async def update_isr(self, name: str, partition: int, leader_epoch: int,
+                         isr: list[int]) -> bool:
+        """The leader's ISR change: written only while the state znode still names this
+        broker as leader at `leader_epoch` (read and conditionally set, so a controller's
+        change in between wins). The change reaches every broker through the watches."""
+        if self.fenced:
+            return False
+        path = zl.state_path(name, partition)
+
+        def write() -> bool:
+            try:
+                data, stat = self.zk.get(path)
+            except NoNodeError:
+                return False
+            state = zl.decode_state(data)
+            if state.leader != self.node_id or state.leader_epoch != leader_epoch:
+                return False
+            try:
+                self.zk.set(path, zl.encode_state(zl.LeaderAndIsr(
+                    state.leader, leader_epoch, list(isr), state.controller_epoch)),
+                    version=stat.version)
+            except (BadVersionError, NoNodeError):
+                return False
+            return True
+
+        recorded: bool = await self._write(write)
+        return recorded
+
     async def wait(self, ready: Callable[[], bool], timeout_s: float) -> bool:
         return await self._until(ready, timeout_s)

@@ -10,9 +10,14 @@ that the first partition with data returns at least one whole batch (KIP-74). Se
 (epochs, what an incremental request and response carry) are described in
 `ads.broker.fetch_sessions`.
 
-Gaps: follower fetches (replica id >= 0) are answered like consumer fetches until
-replication exists; read_committed reads up to the high watermark, which is the last
-stable offset while there are no transactions.
+A fetch with a replica id (`replica_id`, or `replica_state` from v15) is a follower's: it
+reads up to the log end offset instead of the high watermark, its `last_fetched_epoch` is
+checked for divergence (the answer's `diverging_epoch`), and it reports the follower's log
+end offset to the leader (`ads.replication.replica_manager`). Followers never use fetch
+sessions.
+
+Gaps: read_committed reads up to the high watermark, which is the last stable offset while
+there are no transactions.
 """
 
 from __future__ import annotations
@@ -48,8 +53,13 @@ class _Plan:
 
 def _targets(req: m.FetchRequest, by_id: bool) -> list[CachedPartition]:
     return [CachedPartition(ft.topic_id if by_id else ft.topic, fp.partition, fp.fetch_offset,
-                            fp.partition_max_bytes, fp.current_leader_epoch)
+                            fp.partition_max_bytes, fp.current_leader_epoch,
+                            last_fetched_epoch=fp.last_fetched_epoch)
             for ft in req.topics for fp in ft.partitions]
+
+
+def _replica_id(ctx: RequestContext, req: m.FetchRequest) -> int:
+    return req.replica_state.replica_id if ctx.api_version >= 15 else req.replica_id
 
 
 def _plan(ctx: RequestContext, req: m.FetchRequest) -> _Plan | m.FetchResponse:
@@ -101,11 +111,15 @@ def _read(ctx: RequestContext, req: m.FetchRequest, plan: _Plan
         if t.topic not in names:
             names[t.topic] = _topic_name(ctx, t.topic)
         targets.append(FetchPartition(names[t.topic], t.partition, t.fetch_offset,
-                                      t.partition_max_bytes, t.current_leader_epoch))
+                                      t.partition_max_bytes, t.current_leader_epoch,
+                                      t.last_fetched_epoch))
+    replica_id = _replica_id(ctx, req)
     # As in Kafka, the broker's fetch.max.bytes caps what a client asks for.
-    max_bytes = min(req.max_bytes, ctx.broker.config.get_int("fetch.max.bytes"))
+    max_bytes = req.max_bytes if replica_id >= 0 else min(
+        req.max_bytes, ctx.broker.config.get_int("fetch.max.bytes"))
     params = FetchParams(max_bytes, req.min_bytes, req.max_wait_ms,
-                         req.isolation_level == READ_COMMITTED, ctx.api_version >= 9)
+                         req.isolation_level == READ_COMMITTED, ctx.api_version >= 9,
+                         replica_id)
     return ctx.broker.replica_manager.fetch(targets, params)
 
 
@@ -121,11 +135,15 @@ def _response(plan: _Plan, result: FetchResult, read_committed: bool) -> m.Fetch
             continue  # nothing new for this partition of the session
         if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and by_id and plan.names[t.topic] is None:
             code = ErrorCode.UNKNOWN_TOPIC_ID
-        groups.setdefault(t.topic, []).append(PartResp(
+        resp = PartResp(
             partition_index=t.partition, error_code=code, high_watermark=read.high_watermark,
             last_stable_offset=read.last_stable_offset, log_start_offset=read.log_start_offset,
             aborted_transactions=[] if read_committed else None, preferred_read_replica=-1,
-            records=read.records if read.records is not None else b""))
+            records=read.records if read.records is not None else b"")
+        if read.diverging_end_offset >= 0 or read.diverging_epoch >= 0:
+            resp.diverging_epoch = PartResp.EpochEndOffset(
+                epoch=read.diverging_epoch, end_offset=read.diverging_end_offset)
+        groups.setdefault(t.topic, []).append(resp)
         # What goes out now is what the session's next incremental response compares with.
         t.high_watermark = read.high_watermark
         t.last_stable_offset = read.last_stable_offset

@@ -1,0 +1,130 @@
+"""Replication across three `ads broker` processes on a real ZooKeeper: followers copy the
+leader's log, the ISR grows and shrinks, acks=all waits for it, and a leader's death loses
+no acknowledged record. Real clients throughout."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import NewTopic
+
+from cluster_support import Cluster
+from replication_support import identical_logs, partition_state
+
+pytestmark = [pytest.mark.broker_process, pytest.mark.timeout(300)]
+
+FAST = ("replica.lag.time.max.ms=3000", "replica.fetch.wait.max.ms=200",
+        "replica.fetch.backoff.ms=200", "offsets.topic.replication.factor=3")
+
+
+def create(c: Cluster, name: str, partitions: int, rf: int, **configs: str) -> None:
+    admin = c.admin()
+    futures = admin.create_topics([NewTopic(name, partitions, rf, config=configs)])
+    futures[name].result(30)
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], **conf: object) -> list[KafkaError]:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2,
+                         "enable.idempotence": True, **conf})
+    failures: list[KafkaError] = []
+    for v in values:
+        producer.produce(topic, value=v, key=v,
+                         on_delivery=lambda err, _m: err and failures.append(err))
+    assert producer.flush(60) == 0
+    return failures
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, expected: int) -> dict[int, list]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{time.time()}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: dict[int, list] = {p: [] for p in range(partitions)}
+    deadline = time.monotonic() + 60
+    try:
+        while sum(map(len, got.values())) < expected and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.5):
+                if msg.error() is None:
+                    got[msg.partition()].append((msg.offset(), msg.value()))
+    finally:
+        consumer.close()
+    return got
+
+
+def test_replication_followers_copy_the_leader_and_join_the_isr(tmp_path: Path) -> None:
+    c = Cluster(tmp_path, 3, *FAST).start()
+    try:
+        create(c, "rep", 3, 3, **{"min.insync.replicas": "2"})
+        c.wait_for(lambda: all(len(partition_state(c, "rep", p)["isr"]) == 3
+                               for p in range(3)), "every replica in the ISR")
+        values = [f"v{i}".encode() for i in range(3000)]
+        assert produce(c.bootstrap, "rep", values) == []
+        got = read_all(c.bootstrap, "rep", 3, len(values))
+        assert sorted(v for vs in got.values() for _, v in vs) == sorted(values)
+        for p, records in got.items():
+            assert [o for o, _ in records] == list(range(len(records)))
+        # Every replica holds the same batches, byte for byte.
+        c.wait_for(lambda: identical_logs(c, "rep", 3, [1, 2, 3]), "replicas identical")
+    finally:
+        c.stop()
+
+
+def test_replication_leader_killed_loses_no_acknowledged_record(tmp_path: Path) -> None:
+    c = Cluster(tmp_path, 3, *FAST).start()
+    try:
+        create(c, "fail", 1, 3, **{"min.insync.replicas": "2"})
+        c.wait_for(lambda: len(partition_state(c, "fail", 0)["isr"]) == 3, "ISR of three")
+        first = [f"a{i}".encode() for i in range(500)]
+        assert produce(c.bootstrap, "fail", first) == []
+        leader = partition_state(c, "fail", 0)["leader"]
+        c.brokers[leader].kill9()
+        c.wait_for(lambda: partition_state(c, "fail", 0)["leader"] not in (leader, -1),
+                   "a new leader from the ISR")
+        state = partition_state(c, "fail", 0)
+        assert leader not in state["isr"]
+        second = [f"b{i}".encode() for i in range(500)]
+        live = ",".join(b.bootstrap for n, b in c.brokers.items() if n != leader)
+        assert produce(live, "fail", second) == []
+        got = read_all(live, "fail", 1, 1000)
+        assert [v for _, v in got[0]] == first + second
+        assert [o for o, _ in got[0]] == list(range(1000))
+        # The old leader comes back as a follower, catches up and rejoins the ISR.
+        c.wait_for(lambda: str(leader) not in c.zk_children("/brokers/ids"),
+                   "the killed broker's session ends")
+        c.brokers[leader].start()
+        c.wait_for(lambda: leader in partition_state(c, "fail", 0)["isr"], "back in the ISR")
+        c.wait_for(lambda: identical_logs(c, "fail", 1, [1, 2, 3]), "replicas identical")
+    finally:
+        c.stop()
+
+
+def test_replication_min_insync_replicas_refuses_acks_all(tmp_path: Path) -> None:
+    c = Cluster(tmp_path, 3, *FAST).start()
+    try:
+        create(c, "min", 1, 3, **{"min.insync.replicas": "2"})
+        c.wait_for(lambda: len(partition_state(c, "min", 0)["isr"]) == 3, "ISR of three")
+        leader = partition_state(c, "min", 0)["leader"]
+        others = [n for n in c.brokers if n != leader]
+        for n in others:
+            c.brokers[n].kill9()
+        c.wait_for(lambda: partition_state(c, "min", 0)["isr"] == [leader], "ISR of one")
+        bootstrap = c.brokers[leader].bootstrap
+        failures = produce(bootstrap, "min", [b"x"], **{"enable.idempotence": False,
+                                                        "message.timeout.ms": 3000})
+        assert [f.code() for f in failures] in ([KafkaError.NOT_ENOUGH_REPLICAS],
+                                                [KafkaError._MSG_TIMED_OUT])
+        assert produce(bootstrap, "min", [b"one"], acks="1",
+                       **{"enable.idempotence": False}) == []
+        for n in others:
+            c.wait_for(lambda n=n: str(n) not in c.zk_children("/brokers/ids"), "session gone")
+            c.brokers[n].start()
+        c.wait_for(lambda: len(partition_state(c, "min", 0)["isr"]) == 3, "ISR of three again")
+        assert produce(bootstrap, "min", [b"two"]) == []
+        got = read_all(bootstrap, "min", 1, 2)
+        assert [v for _, v in got[0]] == [b"one", b"two"]
+    except KafkaException:
+        raise
+    finally:
+        c.stop()
