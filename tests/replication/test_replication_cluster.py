@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from ads.cli.main import main
 from cluster_support import Cluster
 from replication_support import FAST, create, identical_logs, partition_state, produce, read_all
 
 pytestmark = [pytest.mark.broker_process, pytest.mark.timeout(300)]
 
-def test_replication_followers_copy_the_leader_and_join_the_isr(tmp_path: Path) -> None:
+def test_replication_followers_copy_the_leader_and_join_the_isr(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     c = Cluster(tmp_path, 3, *FAST).start()
     try:
         create(c, "rep", 3, 3, **{"min.insync.replicas": "2"})
@@ -28,6 +30,18 @@ def test_replication_followers_copy_the_leader_and_join_the_isr(tmp_path: Path) 
             assert [o for o, _ in records] == list(range(len(records)))
         # Every replica holds the same batches, byte for byte.
         c.wait_for(lambda: identical_logs(c, "rep", 3, [1, 2, 3]), "replicas identical")
+        # `ads topics describe --replica-offsets` asks each replica for its log end offset.
+        assert main(["topics", "describe", "rep", "--replica-offsets",
+                     "--bootstrap-server", c.bootstrap]) == 0
+        rows = [line for line in capsys.readouterr().out.splitlines() if "Partition:" in line]
+        for row in rows:
+            fields = dict(f.split(": ", 1) for f in row.strip().split("\t"))
+            ends = dict(e.split("=") for e in fields["ReplicaLogEndOffsets"].split(","))
+            assert sorted(ends) == ["1", "2", "3"]
+            assert set(ends.values()) == {fields["LogEndOffset"]}
+            assert "UnderReplicated" not in row
+        assert sum(int(dict(f.split(": ", 1) for f in r.strip().split("\t"))["LogEndOffset"])
+                   for r in rows) == len(values)
     finally:
         c.stop()
 
@@ -61,7 +75,8 @@ def test_replication_leader_killed_loses_no_acknowledged_record(tmp_path: Path) 
         c.stop()
 
 
-def test_replication_min_insync_replicas_refuses_acks_all(tmp_path: Path) -> None:
+def test_replication_min_insync_replicas_refuses_acks_all(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     c = Cluster(tmp_path, 3, *FAST).start()
     try:
         create(c, "min", 1, 3, **{"min.insync.replicas": "2"})
@@ -72,6 +87,12 @@ def test_replication_min_insync_replicas_refuses_acks_all(tmp_path: Path) -> Non
             c.brokers[n].kill9()
         c.wait_for(lambda: partition_state(c, "min", 0)["isr"] == [leader], "ISR of one")
         bootstrap = c.brokers[leader].bootstrap
+        # `ads topics describe` flags it, and lists it among the under-replicated ones.
+        assert main(["topics", "describe", "min", "--under-replicated-partitions",
+                     "--bootstrap-server", bootstrap]) == 0
+        rows = [line for line in capsys.readouterr().out.splitlines() if "Partition:" in line]
+        assert len(rows) == 1 and rows[0].endswith("UnderReplicated")
+        assert f"Isr: {leader}\t" in rows[0]
         failures = produce(bootstrap, "min", [b"x"], **{"enable.idempotence": False,
                                                         "message.timeout.ms": 3000})
         assert [f.code() for f in failures] in ([KafkaError.NOT_ENOUGH_REPLICAS],

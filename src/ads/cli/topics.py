@@ -37,6 +37,9 @@ from ads.cli.common import (
     run_command,
 )
 from ads.cli.logdump import scan_data_dir
+from ads.client import ClientError, Connection
+from ads.protocol import messages as m
+from ads.protocol.errors import ErrorCode
 
 _REQUEST = {"request_timeout": TIMEOUT_S}
 _OPERATION = {"request_timeout": TIMEOUT_S, "operation_timeout": TIMEOUT_S}
@@ -70,6 +73,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         "min.cleanable.dirty.ratio), which no Kafka API reports")
     p.add_argument("--include-internal", action="store_true",
                    help="with no TOPIC, also describe internal topics")
+    p.add_argument("--under-replicated-partitions", action="store_true",
+                   help="only partitions whose ISR is smaller than their replica set")
+    p.add_argument("--unavailable-partitions", action="store_true",
+                   help="only partitions without a leader (offline)")
+    p.add_argument("--replica-offsets", action="store_true",
+                   help="also ask every replica's broker for its log end offset "
+                        "(ReplicaLogEndOffsets: broker=offset; '?' when it cannot answer)")
     _finish(p, "topics describe", describe)
 
     p = verbs.add_parser("delete", help="delete topics")
@@ -171,6 +181,7 @@ def describe(args: argparse.Namespace) -> int:
     end = _offsets(admin, args, partitions, OffsetSpec.latest())
 
     files = scan_data_dir(args.data_dir) if args.data_dir is not None else {}
+    replica_ends = _replica_ends(descriptions) if args.replica_offsets else {}
     lines: list[str] = []
     for d in descriptions:
         rf = len(d.partitions[0].replicas) if d.partitions else 0
@@ -178,15 +189,54 @@ def describe(args: argparse.Namespace) -> int:
                      f"PartitionCount: {len(d.partitions)}\tReplicationFactor: {rf}\t"
                      f"Configs: {','.join(overrides[d.name])}")
         for p in sorted(d.partitions, key=lambda p: p.id):
-            leader = p.leader.id if p.leader is not None else "none"
+            offline = p.leader is None or p.leader.id < 0
+            under = len(p.isr) < len(p.replicas)
+            if (args.under_replicated_partitions and not under) or (
+                    args.unavailable_partitions and not offline):
+                continue
+            leader = "none" if offline else p.leader.id
             key = (d.name, p.id)
+            state = "\tOffline" if offline else "\tUnderReplicated" if under else ""
             lines.append(
                 f"\tTopic: {d.name}\tPartition: {p.id}\tLeader: {leader}\t"
                 f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}\t"
                 f"LogStartOffset: {start.get(key, '?')}\tLogEndOffset: {end.get(key, '?')}"
-                + (f"\tCleanableRatio: {files[key].cleanable_ratio:.3f}" if key in files else ""))
+                + (f"\tCleanableRatio: {files[key].cleanable_ratio:.3f}" if key in files else "")
+                + ("\tReplicaLogEndOffsets: " + ",".join(
+                    f"{r.id}={replica_ends.get((r.id, *key), '?')}" for r in p.replicas)
+                   if args.replica_offsets else "")
+                + state)
     print("\n".join(lines))
     return 0
+
+
+def _replica_ends(descriptions: list[Any]) -> dict[tuple[int, str, int], int]:
+    """(broker, topic, partition) -> that replica's log end offset: one ListOffsets per
+    broker with Kafka's debugging replica id, which any replica answers with its log end."""
+    hosted: dict[int, tuple[Any, dict[str, list[int]]]] = {}
+    for d in descriptions:
+        for p in d.partitions:
+            for r in p.replicas:
+                hosted.setdefault(r.id, (r, {}))[1].setdefault(d.name, []).append(p.id)
+    LO = m.ListOffsetsRequest  # noqa: N806
+    found: dict[tuple[int, str, int], int] = {}
+    for node_id, (node, topics) in hosted.items():
+        req = LO(replica_id=-2, isolation_level=0, topics=[
+            LO.ListOffsetsTopic(name=t, partitions=[
+                LO.ListOffsetsTopic.ListOffsetsPartition(partition_index=i, timestamp=-1)
+                for i in ps]) for t, ps in topics.items()])
+        try:
+            with Connection(node.host, node.port, client_id="ads-cli",
+                            timeout_s=TIMEOUT_S) as conn:
+                resp = conn.request(m.ApiKey.LIST_OFFSETS, 5, req)
+        except ClientError:
+            continue  # a broker that is down shows as '?'
+        assert isinstance(resp, m.ListOffsetsResponse)
+        for t in resp.topics:
+            for part in t.partitions:
+                if part.error_code == ErrorCode.NONE:
+                    found[(node_id, t.name, part.partition_index)] = part.offset
+    return found
 
 
 def _ids(nodes: list[Any]) -> str:

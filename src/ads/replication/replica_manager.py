@@ -148,10 +148,12 @@ class ReplicaManager:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return part
 
-    def apply(self, topic: str, index: int, step: Callable[[Partition], None]) -> ErrorCode:
-        """Runs `step` on the partition this broker leads; returns the error it met."""
+    def apply(self, topic: str, index: int, step: Callable[[Partition], None],
+              any_replica: bool = False) -> ErrorCode:
+        """Runs `step` on the partition this broker leads (or holds at all, with
+        `any_replica`); returns the error it met."""
         try:
-            step(self.partition(topic, index))
+            step(self._replica(topic, index) if any_replica else self.partition(topic, index))
         except PartitionError as exc:
             return exc.code
         return ErrorCode.NONE
