@@ -22,6 +22,8 @@ from ads.broker.configdefs import DEPRECATED_TOPIC_KEYS
 from ads.broker.dispatch import Dispatcher
 from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.handlers import all_handlers
+from ads.broker.http.app import OpsHttp, start_ops_http
+from ads.broker.metrics import BrokerMetrics
 from ads.broker.settings import cleaner_config_from, log_config_from
 from ads.common.clock import Clock, SystemClock
 from ads.controller.controller import Controller
@@ -89,7 +91,8 @@ class Broker:
             default_config=log_config_from(bconfig.effective_topic_config(config, {})),
             scheduler=self._run_later, file_io=file_io)
         self.replica_manager = ReplicaManager(self.node_id, self._known_partition)
-        self.dispatcher = Dispatcher(self, all_handlers())
+        self.metrics = BrokerMetrics()
+        self.dispatcher = Dispatcher(self, all_handlers(), self.metrics)
         self.group_coordinator = coordinators.create_group_coordinator(self)
         self.coordinator_deadlines: coordinators.DeadlineTimer | None = None
         self.replica_manager.add_leadership_listener(
@@ -99,6 +102,7 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots"))
         self.listener: KafkaListener | None = None
+        self.ops_http: OpsHttp | None = None  # http.listener: metrics, health, console
         self.log_cleaner: LogCleaner | None = None
         self.endpoint = BrokerEndpoint(self.node_id, "127.0.0.1", 0)
         self.bound_address = ("", 0)
@@ -164,6 +168,10 @@ class Broker:
             self.log_manager, cleaner_config_from(self.config), clock=self.clock,
             submit_to_owner=asyncio.get_running_loop().call_soon_threadsafe)
         self.log_cleaner.startup()
+        http_listener = self.config.get("http.listener")
+        if http_listener:
+            self.ops_http = await start_ops_http(
+                self, str(http_listener), self.config.get_int("console.sample.interval.ms"))
         log.info("ADS broker %d listening on %s:%d (advertised %s:%d), data in %s",
                  self.node_id, bound_host, bound_port, adv_host, adv_port,
                  ", ".join(str(d) for d in self.log_dirs))
@@ -174,6 +182,8 @@ class Broker:
         self.started = False
         assert self.listener is not None
         self.listener.stop_accepting()
+        if self.ops_http is not None:
+            await self.ops_http.stop()
         await self.listener.drain(grace_s=5.0)
         for task in [*self._tasks, *self._opening.values()]:
             task.cancel()
@@ -269,6 +279,7 @@ class Broker:
             self.replica_manager.remove_partition(name, part.index)
             self.log_manager.delete_log(name, part.index)
             coordinators.become_follower(self, name, part.index)
+        self.metrics.forget_topic(name)
         self._deprecated_warned = {w for w in self._deprecated_warned if w[0] != name}
         log.info("deleted topic %s", name)
 
