@@ -156,7 +156,7 @@ controller {md.controller_id}</p>
 <section class="plots"><div><h2>Produce and fetch rates</h2><div id="rates-plot"></div></div>
 <div><h2>Consumer lag (records)</h2><div id="lag-plot"></div></div></section>
 <h2>Brokers</h2>{brokers}
-<h2>Topics</h2>{_table(("topic", "partitions", "size here", "committed records",
+<h2>Topics</h2>{_table(("topic", "partitions", "size here", "high watermarks (sum)",
                         "records in since start", "offline"), topic_rows, "topics")}
 <h2>Consumer groups</h2>{_table(("group", "state", "lag"), group_rows, "groups")}"""
 

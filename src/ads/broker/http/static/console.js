@@ -40,7 +40,8 @@
 
   function width(el) { return Math.max(el.clientWidth || 0, 320); }
 
-  function draw(id, title, names, data, yLabel) {
+  // scales: per series, the scale (and axis) it is drawn against; one axis per scale.
+  function draw(id, title, names, data, yLabel, scales) {
     var el = document.getElementById(id);
     if (!el || typeof uPlot === "undefined") { return; }
     var colors = ["#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2"];
@@ -52,10 +53,16 @@
     }
     if (plots[id]) { plots[id].plot.destroy(); }
     var series = [{}].concat(names.map(function (n, i) {
-      return { label: n, stroke: colors[i % colors.length], width: 2, spanGaps: true };
+      return { label: n, stroke: colors[i % colors.length], width: 2, spanGaps: true,
+               scale: scales ? scales[i] : "y" };
     }));
-    var opts = { width: width(el), height: 220, title: title, series: series,
-                 axes: [{}, { label: yLabel, size: 70 }] };
+    var axes = [{}];
+    var labels = scales ? yLabel : [yLabel];
+    (scales ? Array.from(new Set(scales)) : ["y"]).forEach(function (scale, i) {
+      axes.push({ scale: scale, label: labels[i], size: 70, side: i ? 1 : 3,
+                  grid: { show: i === 0 } });
+    });
+    var opts = { width: width(el), height: 220, title: title, series: series, axes: axes };
     plots[id] = { key: key, plot: new uPlot(opts, data, el) };
     el.dataset.points = String(data[0].length);
   }
@@ -66,7 +73,8 @@
       return r.json();
     }).then(function (s) {
       draw("rates-plot", "per second", ["records in", "bytes in", "bytes out"],
-           [s.time, s.messages_in, s.bytes_in, s.bytes_out], "rate");
+           [s.time, s.messages_in, s.bytes_in, s.bytes_out], ["records/s", "bytes/s"],
+           ["records", "bytes", "bytes"]);
       var groups = Object.keys(s.lag);
       draw("lag-plot", "lag per group", groups.length ? groups : ["(no groups)"],
            [s.time].concat(groups.length ? groups.map(function (g) { return s.lag[g]; })
