@@ -160,8 +160,24 @@ def test_http_health_and_bad_requests(ops_broker: EmbeddedBroker) -> None:
     with socket.create_connection((host, port), timeout=10) as s:
         s.sendall(b"GET /" + b"a" * 20000 + b" HTTP/1.1\r\n\r\n")
         assert s.recv(100).startswith(b"HTTP/1.1 431")
-    # The Kafka listener kept serving throughout.
-    create_topic(ops_broker.bootstrap_servers, "still-serving")
+    with socket.create_connection((host, port), timeout=10) as s:
+        s.sendall(b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        head = s.recv(1000)
+        assert head.startswith(b"HTTP/1.1 200") and head.endswith(b"\r\n\r\n")
+    # Past its connection limit the HTTP server answers 503 at once; Kafka clients and
+    # later HTTP clients are served as before.
+    idle = [socket.create_connection((host, port), timeout=10) for _ in range(64)]
+    try:
+        time.sleep(0.5)
+        with socket.create_connection((host, port), timeout=10) as s:
+            assert s.recv(100).startswith(b"HTTP/1.1 503")
+        create_topic(ops_broker.bootstrap_servers, "still-serving")
+    finally:
+        for s in idle:
+            s.close()
+    deadline = time.monotonic() + 10
+    while get(url + "/healthz")[0] != 200 and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert get(url + "/healthz")[0] == 200
 
 
