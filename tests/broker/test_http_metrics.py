@@ -184,3 +184,17 @@ def test_http_health_and_bad_requests(ops_broker: EmbeddedBroker) -> None:
 def test_http_listener_off_unless_set() -> None:
     with EmbeddedBroker() as b:
         assert b.broker is not None and b.broker.ops_http is None
+
+
+def test_http_listener_address_in_use_stops_start_up(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        port = taken.getsockname()[1]
+        broker = EmbeddedBroker(tmp_path, config={"http.listener": f"127.0.0.1:{port}"})
+        with pytest.raises(OSError, match="address already in use"):
+            broker.start()
+        assert broker.broker is not None and not broker.broker.started
+    finally:
+        taken.close()

@@ -133,6 +133,17 @@ class Broker:
             self.dispatcher, host, port, self.config.socket_request_max_bytes)
         bound_host, bound_port = await self.listener.start()
         self.bound_address = (bound_host, bound_port)
+        http_listener = self.config.get("http.listener")
+        if http_listener:  # before registering: /readyz answers 503 until the broker serves
+            try:
+                self.ops_http = await start_ops_http(
+                    self, str(http_listener), self.config.get_int("console.sample.interval.ms"))
+            except OSError:
+                self.listener.stop_accepting()
+                coordinators.stop(self, self.coordinator_deadlines)
+                self.log_manager.shutdown()
+                self.metadata.close()
+                raise
         adv_host, adv_port = self.config.advertised_listeners[0]
         if adv_port == 0 or adv_port == port:
             adv_port = bound_port if port == 0 or adv_port == 0 else adv_port
@@ -146,6 +157,10 @@ class Broker:
         except Exception:
             self.started = False
             self.listener.stop_accepting()
+            if self.ops_http is not None:
+                await self.ops_http.stop()
+            for task in self._tasks:
+                task.cancel()
             coordinators.stop(self, self.coordinator_deadlines)
             self.log_manager.shutdown()
             self.metadata.close()
@@ -168,10 +183,6 @@ class Broker:
             self.log_manager, cleaner_config_from(self.config), clock=self.clock,
             submit_to_owner=asyncio.get_running_loop().call_soon_threadsafe)
         self.log_cleaner.startup()
-        http_listener = self.config.get("http.listener")
-        if http_listener:
-            self.ops_http = await start_ops_http(
-                self, str(http_listener), self.config.get_int("console.sample.interval.ms"))
         log.info("ADS broker %d listening on %s:%d (advertised %s:%d), data in %s",
                  self.node_id, bound_host, bound_port, adv_host, adv_port,
                  ", ".join(str(d) for d in self.log_dirs))
