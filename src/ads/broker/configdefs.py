@@ -138,7 +138,18 @@ class KafkaVersion:
         return f"Version `{text}` is not a valid version"
 
 
-Validator = Range | OneOf | ListOf | KafkaVersion
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    """`HOST:PORT` (an IPv6 host in brackets); port 0 picks a free one."""
+
+    def check(self, value: object) -> str | None:
+        host, sep, port = str(value).rpartition(":")
+        if sep and host and port.isdigit() and int(port) <= 65535:
+            return None
+        return f"`{value}` is not HOST:PORT"
+
+
+Validator = Range | OneOf | ListOf | KafkaVersion | HostPort
 
 
 def _num(x: float) -> str:
@@ -314,6 +325,11 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
     ("connections.max.idle.ms", L, "600000", None, MEDIUM,
      "Connections idle longer than this are closed."),
     ("max.connections", I, IMAX, NONNEG, MEDIUM, "Cap on open client connections."),
+    # ADS's own: the HTTP endpoints (docs/operations.md)
+    ("http.listener", S, None, HostPort(), MEDIUM,
+     "HOST:PORT serving /metrics, /healthz, /readyz and the web console; unset: none."),
+    ("console.sample.interval.ms", I, "5000", POS, LOW,
+     "How often the console samples rates and lag for its plots (an hour is kept)."),
     ("max.connections.per.ip", I, IMAX, NONNEG, MEDIUM,
      "Cap on open connections from one address."),
     ("request.timeout.ms", I, "30000", NONNEG, MEDIUM,

@@ -22,6 +22,8 @@ from ads.broker.configdefs import DEPRECATED_TOPIC_KEYS
 from ads.broker.dispatch import Dispatcher
 from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.handlers import all_handlers
+from ads.broker.http.app import OpsHttp, start_ops_http
+from ads.broker.metrics import BrokerMetrics
 from ads.broker.settings import cleaner_config_from, fetcher_config, log_config_from
 from ads.common.clock import Clock, SystemClock
 from ads.controller.controller import Controller
@@ -92,7 +94,8 @@ class Broker:
         self.replica_manager = ReplicaManager(self.node_id, self._known_partition, self.clock)
         self.replica_manager.isr_writer = self.metadata.update_isr
         self.fetchers: ReplicaFetcherManager | None = None
-        self.dispatcher = Dispatcher(self, all_handlers())
+        self.metrics = BrokerMetrics()
+        self.dispatcher = Dispatcher(self, all_handlers(), self.metrics)
         self.group_coordinator = coordinators.create_group_coordinator(self)
         self.coordinator_deadlines: coordinators.DeadlineTimer | None = None
         self.replica_manager.add_leadership_listener(
@@ -102,6 +105,7 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots"))
         self.listener: KafkaListener | None = None
+        self.ops_http: OpsHttp | None = None  # http.listener: metrics, health, console
         self.log_cleaner: LogCleaner | None = None
         self.endpoint = BrokerEndpoint(self.node_id, "127.0.0.1", 0)
         self.bound_address = ("", 0)
@@ -135,6 +139,17 @@ class Broker:
             self.dispatcher, host, port, self.config.socket_request_max_bytes)
         bound_host, bound_port = await self.listener.start()
         self.bound_address = (bound_host, bound_port)
+        http_listener = self.config.get("http.listener")
+        if http_listener:  # before registering: /readyz answers 503 until the broker serves
+            try:
+                self.ops_http = await start_ops_http(
+                    self, str(http_listener), self.config.get_int("console.sample.interval.ms"))
+            except OSError:
+                self.listener.stop_accepting()
+                coordinators.stop(self, self.coordinator_deadlines)
+                self.log_manager.shutdown()
+                self.metadata.close()
+                raise
         adv_host, adv_port = self.config.advertised_listeners[0]
         if adv_port == 0 or adv_port == port:
             adv_port = bound_port if port == 0 or adv_port == 0 else adv_port
@@ -148,6 +163,10 @@ class Broker:
         except Exception:
             self.started = False
             self.listener.stop_accepting()
+            if self.ops_http is not None:
+                await self.ops_http.stop()
+            for task in self._tasks:
+                task.cancel()
             coordinators.stop(self, self.coordinator_deadlines)
             self.log_manager.shutdown()
             self.metadata.close()
@@ -185,6 +204,8 @@ class Broker:
         self.started = False
         assert self.listener is not None
         self.listener.stop_accepting()
+        if self.ops_http is not None:
+            await self.ops_http.stop()
         await self.listener.drain(grace_s=5.0)
         for task in [*self._tasks, *self._opening.values()]:
             task.cancel()
@@ -286,6 +307,7 @@ class Broker:
             self.replica_manager.remove_partition(name, part.index)
             self.log_manager.delete_log(name, part.index)
             coordinators.become_follower(self, name, part.index)
+        self.metrics.forget_topic(name)
         self._deprecated_warned = {w for w in self._deprecated_warned if w[0] != name}
         log.info("deleted topic %s", name)
 

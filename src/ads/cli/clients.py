@@ -1,5 +1,6 @@
 """The client commands of `ads`: `topics`, `produce`, `consume`, `groups`, `bench` and
-`pipeline`, plus `log`, which reads a broker's data directory.
+`pipeline`, plus `log`, which reads a broker's data directory, and `top`, which reads a
+broker's `/metrics`.
 
 The network ones are clients like any other, built on confluent-kafka (or on PySpark for
 `pipeline`), so they work against any Kafka-protocol cluster; `ads.cli.main` registers
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from ads.cli import bench, consume, groups, logdump, pipeline, produce, topics
+from ads.cli import bench, consume, groups, logdump, pipeline, produce, top, topics
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -21,3 +22,4 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     bench.add_parser(sub)
     pipeline.add_parser(sub)
     logdump.add_parser(sub)
+    top.add_parser(sub)

@@ -28,6 +28,14 @@ from dataclasses import dataclass, field
 
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.broker.fetch_sessions import CachedPartition, FetchSession, TopicKey, next_epoch
+from ads.broker.metrics import (
+    BYTES_OUT,
+    FAILED_FETCH,
+    FETCH_REQUESTS,
+    REPLICATION_BYTES_OUT,
+    UNKNOWN_TOPIC,
+    BrokerMetrics,
+)
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 from ads.replication.replica_manager import FetchParams, FetchPartition, FetchResult
@@ -123,6 +131,22 @@ def _read(ctx: RequestContext, req: m.FetchRequest, plan: _Plan
     return ctx.broker.replica_manager.fetch(targets, params)
 
 
+def _count(metrics: BrokerMetrics, plan: _Plan, result: FetchResult, follower: bool) -> None:
+    """Per partition read: bytes out, fetches and failed fetches of its topic."""
+    out = REPLICATION_BYTES_OUT if follower else BYTES_OUT
+    names = plan.names
+    for t, read in zip(plan.targets, result.reads, strict=True):
+        name = names.get(t.topic)
+        # Names clients make up must not grow the metrics without bound.
+        if name is None or read.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            name = UNKNOWN_TOPIC
+        counters = metrics.topic(name)
+        counters[FETCH_REQUESTS] += 1
+        counters[out] += read.size
+        if read.error:
+            counters[FAILED_FETCH] += 1
+
+
 def _response(plan: _Plan, result: FetchResult, read_committed: bool) -> m.FetchResponse:
     by_id = plan.by_id
     groups: dict[TopicKey, list[PartResp]] = {}
@@ -161,15 +185,20 @@ def handle(ctx: RequestContext, req: m.FetchRequest
     if isinstance(plan, m.FetchResponse):
         return plan
     read_committed = req.isolation_level == READ_COMMITTED
+    follower = _replica_id(ctx, req) >= 0
     result = _read(ctx, req, plan)
+    metrics = ctx.dispatcher.metrics
     if isinstance(result, FetchResult):
+        _count(metrics, plan, result, follower)
         return _response(plan, result, read_committed)
-    return _respond_later(plan, result, read_committed)
+    return _respond_later(plan, result, read_committed, metrics, follower)
 
 
-async def _respond_later(plan: _Plan, pending: Awaitable[FetchResult],
-                         read_committed: bool) -> m.FetchResponse:
-    return _response(plan, await pending, read_committed)
+async def _respond_later(plan: _Plan, pending: Awaitable[FetchResult], read_committed: bool,
+                         metrics: BrokerMetrics, follower: bool) -> m.FetchResponse:
+    result = await pending
+    _count(metrics, plan, result, follower)
+    return _response(plan, result, read_committed)
 
 
 HANDLERS = [ApiHandler(m.ApiKey.FETCH, 4, 17, handle)]

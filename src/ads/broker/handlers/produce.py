@@ -23,6 +23,13 @@ import logging
 from collections.abc import Awaitable
 
 from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.broker.metrics import (
+    BYTES_IN,
+    FAILED_PRODUCE,
+    MESSAGES_IN,
+    PRODUCE_REQUESTS,
+    UNKNOWN_TOPIC,
+)
 from ads.metadata.model import INTERNAL_TOPICS, InvalidTopicError, validate_topic_name
 from ads.net.server import CloseConnection
 from ads.protocol import messages as m
@@ -47,7 +54,12 @@ def handle(ctx: RequestContext, req: m.ProduceRequest
     responses = []
     appended: dict[tuple[str, int], int] = {}  # acks=all: the offset each must commit
     entries: dict[tuple[str, int], PartResp] = {}
+    metrics = ctx.dispatcher.metrics
     for td in req.topic_data:
+        # Counted under the topic's name only when it exists: names clients make up must
+        # not grow the metrics without bound.
+        counters = metrics.topic(td.name if td.name in broker.metadata.topics
+                                 else UNKNOWN_TOPIC)
         results = []
         for pd in td.partition_data:
             resp = PartResp(index=pd.index, error_code=ErrorCode.NONE, base_offset=-1)
@@ -81,6 +93,8 @@ def handle(ctx: RequestContext, req: m.ProduceRequest
                                      pd.index, ctx.connection.peer, exc.code.name,
                                      exc.message)
                 else:
+                    counters[BYTES_IN] += len(pd.records) if pd.records is not None else 0
+                    counters[MESSAGES_IN] += result.next_offset - result.base_offset
                     resp.base_offset = result.base_offset
                     resp.log_append_time_ms = result.log_append_time_ms
                     resp.log_start_offset = result.log_start_offset
@@ -88,7 +102,10 @@ def handle(ctx: RequestContext, req: m.ProduceRequest
                         key = (td.name, pd.index)
                         appended[key] = result.next_offset
                         entries[key] = resp
-            failed = failed or resp.error_code != ErrorCode.NONE
+            counters[PRODUCE_REQUESTS] += 1
+            if resp.error_code != ErrorCode.NONE:
+                failed = True
+                counters[FAILED_PRODUCE] += 1
             results.append(resp)
         responses.append(TopicResp(name=td.name, partition_responses=results))
     if acks == 0:
