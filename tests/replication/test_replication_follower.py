@@ -151,6 +151,7 @@ async def test_replication_lagging_follower_leaves_the_isr(tmp_path: Path,
     await _settle()
     assert lpart.isr == [LEADER, FOLLOWER]
     leader.append("t", 0, _batch(1), -1, T0)
+    assert (leader.isr_expands, leader.isr_shrinks) == (2, 1)  # counted for /metrics
 
 
 async def test_replication_a_diverging_follower_truncates_to_the_leader(

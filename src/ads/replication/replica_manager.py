@@ -122,6 +122,9 @@ class ReplicaManager:
         self.produce_purgatory = Purgatory("produce")
         self._listeners: list[LeadershipListener] = []
         self.isr_writer: IsrWriter | None = None
+        # ISR changes this broker recorded as leader (Kafka's IsrShrinksPerSec/IsrExpandsPerSec).
+        self.isr_shrinks = 0
+        self.isr_expands = 0
         self.fetchers: FollowedPartitions | None = None
         self._isr_tasks: set[asyncio.Task[None]] = set()
 
@@ -260,6 +263,10 @@ class ReplicaManager:
             if recorded:
                 log.info("%s-%d: ISR is now %s (leader epoch %d)", part.topic, part.index, isr,
                          epoch)
+                if len(isr) < len(part.isr):
+                    self.isr_shrinks += 1
+                else:
+                    self.isr_expands += 1
                 self.update_isr(part.topic, part.index, epoch, isr)
 
         task = asyncio.ensure_future(record())

@@ -152,6 +152,10 @@ class BrokerCollector(Collector):
                                 value=offline)
         yield GaugeMetricFamily("ads_brokers", "Live brokers in the metadata.",
                                 value=len(b.metadata.brokers))
+        yield CounterMetricFamily("ads_isr_shrinks", "ISR shrinks recorded by this leader.",
+                                  value=rm.isr_shrinks)
+        yield CounterMetricFamily("ads_isr_expands", "ISR expansions recorded by this leader.",
+                                  value=rm.isr_expands)
 
     def _groups(self) -> Iterator[Metric]:
         views = observed.groups(self._broker)
