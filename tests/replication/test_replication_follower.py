@@ -178,3 +178,24 @@ async def test_replication_a_diverging_follower_truncates_to_the_leader(
     ours = replica_batches(tmp_path / "n1", "t", 0)
     theirs = replica_batches(tmp_path / "n2", "t", 0)
     assert ours == theirs and [b[1] for b in ours] == [0, 1]
+
+
+async def test_replication_append_wakes_a_waiting_follower_fetch(tmp_path: Path,
+                                                                logs: list[Log]) -> None:
+    clock = ManualClock(T0)
+    leader, follower, _ = _pair(tmp_path, logs, clock)
+    await _follower_fetch(leader, follower)
+    await _settle()
+    assert leader.partition("t", 0).isr == [LEADER, FOLLOWER]
+    # The follower waits at the log end; an append does not move the high watermark (the
+    # follower has not got it yet) but must wake the follower, or acks=all waits out
+    # replica.fetch.wait.max.ms on every produce.
+    part = follower.get("t", 0)
+    assert part is not None
+    waiting = leader.fetch([FetchPartition("t", 0, part.log_end_offset, 1 << 20, 0, 0)],
+                           FetchParams(1 << 20, 1, 30_000, False, True, replica_id=FOLLOWER))
+    assert not isinstance(waiting, FetchResult)
+    leader.append("t", 0, _batch(1), -1, T0)
+    assert leader.partition("t", 0).high_watermark == 0
+    result = await asyncio.wait_for(waiting, 5)  # long before its 30 s deadline
+    assert result.bytes > 0

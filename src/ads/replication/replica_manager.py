@@ -291,6 +291,10 @@ class ReplicaManager:
         result = part.append(records, acks, now_ms)
         if part.maybe_advance_high_watermark():
             self._wake(part.key)
+        else:
+            # Followers' fetches wait for the records themselves, not for the high
+            # watermark: wake them now, or acks=all waits out replica.fetch.wait.max.ms.
+            self.fetch_purgatory.check_and_complete(part.key)
         return result
 
     def wait_for_commit(self, appended: dict[PartitionKey, int], timeout_ms: int
