@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import NewTopic
 
 from ads.cli.main import main
 from cluster_support import Cluster
@@ -108,5 +109,35 @@ def test_replication_min_insync_replicas_refuses_acks_all(
         assert [v for _, v in got[0]] == [b"one", b"two"]
     except KafkaException:
         raise
+    finally:
+        c.stop()
+
+
+def test_replication_unclean_election_when_enabled_loses_what_the_leader_alone_had(
+        tmp_path: Path) -> None:
+    c = Cluster(tmp_path, 3, *FAST).start()
+    try:
+        admin = c.admin()  # kept: its futures fail once the client is collected
+        admin.create_topics([NewTopic("unclean", 1, replica_assignment=[[1, 2]], config={
+            "unclean.leader.election.enable": "true"})])["unclean"].result(30)
+        c.wait_for(lambda: partition_state(c, "unclean", 0)["isr"] == [1, 2], "ISR of two")
+        assert produce(c.bootstrap, "unclean", [b"kept"]) == []
+        c.brokers[2].kill9()
+        c.wait_for(lambda: partition_state(c, "unclean", 0)["isr"] == [1], "ISR of one")
+        assert produce(c.brokers[1].bootstrap, "unclean", [b"lost"], acks="1",
+                       **{"enable.idempotence": False}) == []
+        c.brokers[1].kill9()
+        c.wait_for(lambda: partition_state(c, "unclean", 0)["leader"] == -1, "offline")
+        c.wait_for(lambda: "2" not in c.zk_children("/brokers/ids"), "broker 2's session ends")
+        c.brokers[2].start()
+        # Broker 2 was not in the ISR: it leads only because the topic allows it.
+        c.wait_for(lambda: partition_state(c, "unclean", 0)["leader"] == 2, "unclean leader")
+        assert any("unclean leader election" in b.log() for b in c.brokers.values())
+        assert [v for _, v in read_all(c.brokers[2].bootstrap, "unclean", 1, 1)[0]] == [b"kept"]
+        # The old leader comes back, drops the record only it had and follows.
+        c.wait_for(lambda: "1" not in c.zk_children("/brokers/ids"), "broker 1's session ends")
+        c.brokers[1].start()
+        c.wait_for(lambda: partition_state(c, "unclean", 0)["isr"] == [2, 1], "ISR of two again")
+        c.wait_for(lambda: identical_logs(c, "unclean", 1, [1, 2]), "replicas identical")
     finally:
         c.stop()
