@@ -10,6 +10,10 @@ that the first partition with data returns at least one whole batch (KIP-74). Se
 (epochs, what an incremental request and response carry) are described in
 `ads.broker.fetch_sessions`.
 
+From v16 a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names its
+current leader, and the response carries the leader's endpoint (KIP-951,
+`current_leader.py`).
+
 Gaps: follower fetches (replica id >= 0) are answered like consumer fetches until
 replication exists; read_committed reads up to the high watermark, which is the last
 stable offset while there are no transactions.
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field
 
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.broker.fetch_sessions import CachedPartition, FetchSession, TopicKey, next_epoch
+from ads.broker.handlers.current_leader import LeaderEndpoints
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 from ads.replication.replica_manager import FetchParams, FetchPartition, FetchResult
@@ -31,6 +36,7 @@ R = m.FetchResponse
 TopicResp = R.FetchableTopicResponse
 PartResp = R.FetchableTopicResponse.PartitionData
 READ_COMMITTED = 1
+_NAMES_LEADER = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
 
@@ -109,9 +115,11 @@ def _read(ctx: RequestContext, req: m.FetchRequest, plan: _Plan
     return ctx.broker.replica_manager.fetch(targets, params)
 
 
-def _response(plan: _Plan, result: FetchResult, read_committed: bool) -> m.FetchResponse:
+def _response(ctx: RequestContext, plan: _Plan, result: FetchResult, read_committed: bool
+              ) -> m.FetchResponse:
     by_id = plan.by_id
     groups: dict[TopicKey, list[PartResp]] = {}
+    leaders: LeaderEndpoints | None = None
     for t, read in zip(plan.targets, result.reads, strict=True):
         code = read.error
         if (plan.incremental and read.size == 0 and code == ErrorCode.NONE
@@ -121,11 +129,18 @@ def _response(plan: _Plan, result: FetchResult, read_committed: bool) -> m.Fetch
             continue  # nothing new for this partition of the session
         if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and by_id and plan.names[t.topic] is None:
             code = ErrorCode.UNKNOWN_TOPIC_ID
-        groups.setdefault(t.topic, []).append(PartResp(
+        part = PartResp(
             partition_index=t.partition, error_code=code, high_watermark=read.high_watermark,
             last_stable_offset=read.last_stable_offset, log_start_offset=read.log_start_offset,
             aborted_transactions=[] if read_committed else None, preferred_read_replica=-1,
-            records=read.records if read.records is not None else b""))
+            records=read.records if read.records is not None else b"")
+        if code in _NAMES_LEADER and ctx.api_version >= 16 and plan.names[t.topic]:
+            # KIP-951, as Kafka fills it: from v16, where node_endpoints exist.
+            leaders = leaders or LeaderEndpoints(ctx.broker.metadata)
+            leader_id, epoch = leaders.leader(plan.names[t.topic] or "", t.partition)
+            part.current_leader = PartResp.LeaderIdAndEpoch(leader_id=leader_id,
+                                                            leader_epoch=epoch)
+        groups.setdefault(t.topic, []).append(part)
         # What goes out now is what the session's next incremental response compares with.
         t.high_watermark = read.high_watermark
         t.last_stable_offset = read.last_stable_offset
@@ -134,7 +149,8 @@ def _response(plan: _Plan, result: FetchResult, read_committed: bool) -> m.Fetch
               else TopicResp(topic=topic, partitions=parts) for topic, parts in groups.items()]
     return m.FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                            session_id=plan.session.id if plan.session else 0,
-                           responses=topics)
+                           responses=topics,
+                           node_endpoints=leaders.endpoints(R.NodeEndpoint) if leaders else [])
 
 
 def handle(ctx: RequestContext, req: m.FetchRequest
@@ -145,13 +161,13 @@ def handle(ctx: RequestContext, req: m.FetchRequest
     read_committed = req.isolation_level == READ_COMMITTED
     result = _read(ctx, req, plan)
     if isinstance(result, FetchResult):
-        return _response(plan, result, read_committed)
-    return _respond_later(plan, result, read_committed)
+        return _response(ctx, plan, result, read_committed)
+    return _respond_later(ctx, plan, result, read_committed)
 
 
-async def _respond_later(plan: _Plan, pending: Awaitable[FetchResult],
+async def _respond_later(ctx: RequestContext, plan: _Plan, pending: Awaitable[FetchResult],
                          read_committed: bool) -> m.FetchResponse:
-    return _response(plan, await pending, read_committed)
+    return _response(ctx, plan, await pending, read_committed)
 
 
 HANDLERS = [ApiHandler(m.ApiKey.FETCH, 4, 17, handle)]
