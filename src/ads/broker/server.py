@@ -23,6 +23,7 @@ from ads.broker.dispatch import Dispatcher
 from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.handlers import all_handlers
 from ads.broker.settings import cleaner_config_from, log_config_from
+from ads.broker.shutdown import controlled_shutdown
 from ads.common.clock import Clock, SystemClock
 from ads.controller.controller import Controller
 from ads.metadata.assignment import assign_replicas
@@ -89,7 +90,7 @@ class Broker:
             default_config=log_config_from(bconfig.effective_topic_config(config, {})),
             scheduler=self._run_later, file_io=file_io)
         self.replica_manager = ReplicaManager(self.node_id, self._known_partition)
-        self.dispatcher = Dispatcher(self, all_handlers())
+        self.dispatcher = Dispatcher(self, all_handlers(config.zookeeper_connect is not None))
         self.group_coordinator = coordinators.create_group_coordinator(self)
         self.coordinator_deadlines: coordinators.DeadlineTimer | None = None
         self.replica_manager.add_leadership_listener(
@@ -113,6 +114,7 @@ class Broker:
         self._applied_configs: dict[str, dict[str, str]] = {}
         self._deprecated_warned: set[tuple[str, str]] = set()  # (topic, key) logged
         self.started = False
+        self._stopping = False
 
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
@@ -147,7 +149,12 @@ class Broker:
             self.metadata.close()
             raise
         if isinstance(self.metadata, ZkMetadataStore):
-            self.controller = Controller(self.metadata.zk, self.node_id)
+            self.controller = Controller(
+                self.metadata.zk, self.node_id,
+                auto_rebalance=self.config.get_bool("auto.leader.rebalance.enable"),
+                imbalance_check_interval_s=float(
+                    self.config.get_int("leader.imbalance.check.interval.seconds")),
+                imbalance_percentage=self.config.get_int("leader.imbalance.per.broker.percentage"))
             self.controller.start()
         self.schedule("log-retention", self.config.get_int("log.retention.check.interval.ms"),
                        self._retention)
@@ -169,10 +176,18 @@ class Broker:
                  ", ".join(str(d) for d in self.log_dirs))
 
     async def stop(self) -> None:
-        if not self.started:
+        if not self.started or self._stopping:
             return
-        self.started = False
+        self._stopping = True
         assert self.listener is not None
+        metadata = self.metadata
+        if (isinstance(metadata, ZkMetadataStore) and not metadata.fenced
+                and self.config.get_bool("controlled.shutdown.enable")):
+            # While this broker still serves: clients keep their connections until the
+            # leaders have moved.
+            await controlled_shutdown(self.config, metadata, self.node_id,
+                                      metadata.broker_epoch)
+        self.started = False
         self.listener.stop_accepting()
         await self.listener.drain(grace_s=5.0)
         for task in [*self._tasks, *self._opening.values()]:

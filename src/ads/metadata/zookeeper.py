@@ -55,6 +55,9 @@ class ZkMetadataStore:
         self.brokers: dict[int, BrokerEndpoint] = {}
         self.controller_id = -1
         self.fenced = False
+        # The zxid that created this broker's registration (Kafka's broker epoch): a
+        # request made for an older registration is refused by the controller.
+        self.broker_epoch = -1
         self._connect = connect
         self._connection_timeout_s = (connection_timeout_ms or session_timeout_ms) / 1000.0
         self.zk = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0)
@@ -111,6 +114,9 @@ class ZkMetadataStore:
             raise NodeIdInUseError(
                 f"node id {self.node_id} is already registered in ZooKeeper at "
                 f"{zl.broker_path(self.node_id)} by a live broker") from exc
+        stat = self.zk.exists(zl.broker_path(self.node_id))
+        if stat is not None:
+            self.broker_epoch = stat.czxid
         log.info("registered broker %d at %s", self.node_id, zl.broker_path(self.node_id))
 
     def close(self) -> None:
