@@ -1,5 +1,5 @@
-"""`ads topics`: create, list, describe, delete, alter-config, add-partitions and
-elect-leaders.
+"""`ads topics`: create, list, describe, delete, alter-config, add-partitions,
+elect-leaders and reassign (`reassign.py`).
 
 The verbs and output follow `kafka-topics.sh`, `kafka-configs.sh` and
 `kafka-leader-election.sh`; every operation goes
@@ -31,6 +31,7 @@ from confluent_kafka.admin import (
     OffsetSpec,
 )
 
+from ads.cli import reassign
 from ads.cli.common import (
     INTERNAL_TOPICS,
     TIMEOUT_S,
@@ -111,6 +112,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--all-topic-partitions", action="store_true",
                    help="every partition of every topic")
     _finish(p, "topics elect-leaders", elect_leaders)
+
+    p = verbs.add_parser("reassign", help="move partitions' replicas to other brokers "
+                                          "(like kafka-reassign-partitions.sh)")
+    p.add_argument("--reassignment-json-file", metavar="FILE",
+                   help='{"partitions":[{"topic":T,"partition":N,"replicas":[...]}]}')
+    p.add_argument("--execute", action="store_true", help="start the reassignments")
+    p.add_argument("--verify", action="store_true",
+                   help="say whether each reassignment completed (exit 1 while one has not)")
+    p.add_argument("--cancel", action="store_true", help="cancel them")
+    p.add_argument("--list", action="store_true", help="show reassignments in progress")
+    _finish(p, "topics reassign", reassign.reassign)
 
 
 def _finish(p: argparse.ArgumentParser, name: str, func: Any) -> None:

@@ -49,6 +49,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from ads.controller import election
 from ads.controller.election import Refused
+from ads.controller.reassignment import Reassigner, ReplicaAssignment
 from ads.metadata import zk_layout as zl
 from ads.protocol.errors import ErrorCode
 
@@ -84,6 +85,7 @@ class Controller:
         self._next_rebalance = 0.0
         # Brokers in controlled shutdown: they lead nothing new until their session ends.
         self.shutting_down: set[int] = set()
+        self.reassigner = Reassigner(self)
         self._thread = threading.Thread(target=self._run, name="ads-controller", daemon=True)
         self._stopped = False
         # Partition states this controller knows with their znode versions; a write that
@@ -136,6 +138,24 @@ class Controller:
         """Preferred (0) or unclean (1) elections; each partition's new state or why not."""
         return self._submit(functools.partial(self._elect_leaders, election_type,
                                               partitions))
+
+    def alter_reassignments(self, requests: dict[TopicPartition, list[int] | None]
+                            ) -> Future[dict[TopicPartition, Refused | None] | None]:
+        """Starts (a list) or cancels (None) reassignments; None when not the controller."""
+        return self._submit(functools.partial(self._if_active, functools.partial(
+            self.reassigner.alter, requests)))
+
+    def list_reassignments(self, partitions: list[TopicPartition] | None
+                           ) -> Future[dict[TopicPartition, ReplicaAssignment] | None]:
+        return self._submit(functools.partial(self._if_active, functools.partial(
+            self.reassigner.ongoing, partitions)))
+
+    def submit_if_active(self, work: Callable[[], None]) -> None:
+        """Queues work for the controller's thread, done only while it is the controller."""
+        self._events.put(functools.partial(self._if_active, work))
+
+    def _if_active(self, work: Callable[[], T]) -> T | None:
+        return work() if self.active else None
 
     def _submit(self, work: Callable[[], T]) -> Future[T]:
         future: Future[T] = Future()
@@ -220,6 +240,7 @@ class Controller:
         self.active = True
         self._states.clear()
         self.shutting_down.clear()
+        self.reassigner.reset()
         self._next_rebalance = time.monotonic() + min(_FIRST_REBALANCE_S,
                                                       self.imbalance_check_interval_s)
         log.info("broker %d is the controller (controller epoch %d)", self.node_id, epoch)
@@ -252,6 +273,8 @@ class Controller:
             assignment = zl.decode_assignment(data)
             for partition, replicas in sorted(assignment.replicas.items()):
                 self._reconcile_partition(topic, partition, replicas, live)
+            for partition in sorted(assignment.adding.keys() | assignment.removing.keys()):
+                self.reassigner.progress(topic, partition)
 
     def _reconcile_partition(self, topic: str, partition: int, replicas: list[int],
                              live: set[int]) -> None:
@@ -284,7 +307,7 @@ class Controller:
             for partition, replicas in sorted(zl.decode_assignment(data).replicas.items()):
                 yield topic, partition, replicas
 
-    def _update(self, topic: str, partition: int,
+    def update_state(self, topic: str, partition: int,
                 rule: Callable[[zl.LeaderAndIsr | None], zl.LeaderAndIsr | Refused | None]
                 ) -> zl.LeaderAndIsr | Refused | None:
         """Applies `rule` to the partition's current state and writes what it decides."""
@@ -300,6 +323,29 @@ class Controller:
                 continue
             return new
         return Refused(ErrorCode.UNKNOWN_SERVER_ERROR, "the partition state kept changing")
+
+    def current_state(self, topic: str, partition: int) -> zl.LeaderAndIsr | None:
+        """The partition's state as ZooKeeper has it now."""
+        known = self._read_state(topic, partition)
+        return known[0] if known is not None else None
+
+    def live_brokers(self) -> set[int]:
+        return {int(c) for c in self.zk.get_children(zl.BROKER_IDS)}
+
+    def write_assignment(self, topic: str, assignment: zl.TopicAssignment,
+                         version: int) -> None:
+        """Rewrites the topic's assignment if this controller is still the current one and
+        the znode is still at `version` (BadVersionError otherwise)."""
+        tx = self.zk.transaction()
+        tx.check(zl.CONTROLLER_EPOCH, self._epoch_version)
+        tx.set_data(zl.topic_path(topic), zl.encode_assignment(assignment), version=version)
+        results = tx.commit()
+        if isinstance(results[0], BadVersionError):
+            raise DeposedError
+        if isinstance(results[1], (BadVersionError, NoNodeError)):
+            raise BadVersionError
+        if isinstance(results[1], Exception):
+            raise results[1]
 
     def _live_epochs(self) -> dict[int, int]:
         """Live brokers and their broker epochs (the zxid that created the registration,
@@ -329,7 +375,7 @@ class Controller:
         for topic, partition, replicas in self._partitions():
             if broker_id not in replicas or len(replicas) < 2:
                 continue  # a single replica has nowhere to go
-            new = self._update(topic, partition, functools.partial(
+            new = self.update_state(topic, partition, functools.partial(
                 election.controlled_shutdown, replicas=replicas, live=live,
                 shutting_down=self.shutting_down, broker=broker_id,
                 controller_epoch=self.epoch))
@@ -366,7 +412,7 @@ class Controller:
                 results[(topic, partition)] = Refused(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                                       "The topic is being deleted")
                 continue
-            outcome = self._update(topic, partition, functools.partial(
+            outcome = self.update_state(topic, partition, functools.partial(
                 rule, replicas=replicas, live=live, shutting_down=self.shutting_down,
                 controller_epoch=self.epoch))
             results[(topic, partition)] = outcome if outcome is not None else Refused(
@@ -386,7 +432,7 @@ class Controller:
                      len(chosen))
         replicas_of = {key: replicas for key, replicas, _ in entries}
         for topic, partition in chosen:
-            self._update(topic, partition, functools.partial(
+            self.update_state(topic, partition, functools.partial(
                 election.preferred, replicas=replicas_of[(topic, partition)], live=live,
                 shutting_down=self.shutting_down, controller_epoch=self.epoch))
 

@@ -17,6 +17,7 @@ leading until kazoo has a new session and the registration is made again.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 import uuid
@@ -357,7 +358,7 @@ class ZkMetadataStore:
         def write() -> None:
             data, stat = self.zk.get(zl.topic_path(name))
             current = zl.decode_assignment(data)
-            grown = zl.TopicAssignment(current.topic_id, {**current.replicas, **{
+            grown = dataclasses.replace(current, replicas={**current.replicas, **{
                 p: list(r) for p, r in assignment.items()}})
             self.zk.set(zl.topic_path(name), zl.encode_assignment(grown), version=stat.version)
 

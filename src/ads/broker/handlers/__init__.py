@@ -15,6 +15,7 @@ from ads.broker.handlers import (
     offsets,
     produce,
     producer_id,
+    reassignments,
     topics,
 )
 
@@ -24,5 +25,5 @@ def all_handlers(cluster: bool = False) -> list[ApiHandler]:
     from other brokers."""
     modules = [api_versions, metadata, produce, fetch, offsets, topics, configs, producer_id,
                groups, group_offsets, consumer_groups, leadership]
-    extra = leadership.CLUSTER_HANDLERS if cluster else []
+    extra = [*leadership.CLUSTER_HANDLERS, *reassignments.CLUSTER_HANDLERS] if cluster else []
     return [h for module in modules for h in module.HANDLERS] + extra
