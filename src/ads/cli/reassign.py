@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ads.cli.common import TIMEOUT_S, CommandError, UsageError
+from ads.cli.common import TIMEOUT_S, CommandError, UsageError, connect_broker
 from ads.client import ClientError, Connection, parse_servers
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
@@ -43,13 +43,6 @@ def read_plan(path: str) -> Plan:
     return plan
 
 
-def _connect(host: str, port: int) -> Connection:
-    try:
-        return Connection(host, port, client_id="ads-cli", timeout_s=TIMEOUT_S)
-    except ClientError as exc:
-        raise CommandError(str(exc)) from exc
-
-
 def _metadata(conn: Connection, topics: list[str] | None) -> m.MetadataResponse:
     req = m.MetadataRequest(topics=None if topics is None else [
         m.MetadataRequest.MetadataRequestTopic(name=t) for t in topics])
@@ -63,7 +56,7 @@ def _controller(args: argparse.Namespace) -> Connection:
         host, port = parse_servers(args.bootstrap_server)[0]
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    conn = _connect(host, port)
+    conn = connect_broker(host, port)
     try:
         md = _metadata(conn, [])
     except ClientError as exc:
@@ -75,7 +68,7 @@ def _controller(args: argparse.Namespace) -> Connection:
         raise CommandError("the cluster has no controller now")
     if (node.host, node.port) != (host, port):
         conn.close()
-        conn = _connect(node.host, node.port)
+        conn = connect_broker(node.host, node.port)
     return conn
 
 
