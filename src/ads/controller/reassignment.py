@@ -242,9 +242,11 @@ class Reassigner:
             try:
                 data, stat = self.zk.get(zl.topic_path(topic))
             except NoNodeError:
+                self._unwatch(topic, partition)  # deleted
                 return
             assignment = zl.decode_assignment(data)
             if partition not in assignment.replicas:
+                self._unwatch(topic, partition)
                 return
             ra = _of(assignment, partition)
             live = c.live_brokers()
@@ -258,17 +260,22 @@ class Reassigner:
                                          functools.partial(rule, allowed=ra.target)), Refused):
                 return
             if not ra.reassigning:
+                self._unwatch(topic, partition)
                 return
             done = ReplicaAssignment(ra.target, [], [])
             try:
                 c.write_assignment(topic, _with(assignment, partition, done), stat.version)
             except BadVersionError:
                 continue
-            with self._lock:
-                self._watched.discard((topic, partition))
+            self._unwatch(topic, partition)
             log.info("reassignment of %s-%d complete: replicas %s", topic, partition,
                      done.replicas)
             return
+
+    def _unwatch(self, topic: str, partition: int) -> None:
+        """The partition's watch stops at its next call."""
+        with self._lock:
+            self._watched.discard((topic, partition))
 
     def _watch(self, topic: str, partition: int) -> None:
         key = (topic, partition)
