@@ -362,8 +362,18 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
      "Allow an out-of-sync replica to become leader, at the price of losing data."),
     ("auto.leader.rebalance.enable", B, "true", None, HIGH,
      "Move leadership back to preferred replicas in the background."),
+    ("leader.imbalance.check.interval.seconds", L, "300", POS, HIGH,
+     "How often the controller checks whether leadership needs rebalancing."),
+    ("leader.imbalance.per.broker.percentage", I, "10", None, HIGH,
+     "Share of a broker's preferred partitions led elsewhere that triggers a rebalance."),
     ("controlled.shutdown.enable", B, "true", None, MEDIUM,
      "Hand leadership over before the broker stops."),
+    ("controlled.shutdown.max.retries", I, "3", None, MEDIUM,
+     "Controlled shutdown attempts before the broker stops anyway."),
+    ("controlled.shutdown.retry.backoff.ms", L, "5000", None, MEDIUM,
+     "Wait between controlled shutdown attempts."),
+    ("controller.socket.timeout.ms", I, "30000", None, MEDIUM,
+     "How long a broker waits for the controller's answer to a controlled shutdown."),
     # log layout
     ("log.dirs", LI, None, ListOf(non_empty=True), HIGH,
      "Directories holding partition data; log.dir is used when unset."),
@@ -685,10 +695,6 @@ NO_EFFECT_BROKER_KEYS: dict[str, str] = {
     "connections.max.idle.ms": "idle connections are not closed",
     "max.connections": "the number of connections is not limited",
     "max.connections.per.ip": "the number of connections is not limited",
-    "auto.leader.rebalance.enable": "no preferred-leader election yet: leadership moves only "
-                                    "off brokers that are gone",
-    "controlled.shutdown.enable": "no controlled shutdown yet: SIGTERM stops the broker and "
-                                  "its partitions move when its ZooKeeper session ends",
     "log.preallocate": "segment files grow as they are written",
     "log.flush.start.offset.checkpoint.interval.ms": "the log start offset checkpoint is "
                                                      "written with the recovery point "

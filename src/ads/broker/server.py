@@ -25,6 +25,7 @@ from ads.broker.handlers import all_handlers
 from ads.broker.http.app import OpsHttp, start_ops_http
 from ads.broker.metrics import BrokerMetrics
 from ads.broker.settings import cleaner_config_from, fetcher_config, log_config_from
+from ads.broker.shutdown import controlled_shutdown
 from ads.common.clock import Clock, SystemClock
 from ads.controller.controller import Controller
 from ads.metadata.assignment import assign_replicas
@@ -95,7 +96,8 @@ class Broker:
         self.replica_manager.isr_writer = self.metadata.update_isr
         self.fetchers: ReplicaFetcherManager | None = None
         self.metrics = BrokerMetrics()
-        self.dispatcher = Dispatcher(self, all_handlers(), self.metrics)
+        self.dispatcher = Dispatcher(self, all_handlers(config.zookeeper_connect is not None),
+                                     self.metrics)
         self.group_coordinator = coordinators.create_group_coordinator(self)
         self.coordinator_deadlines: coordinators.DeadlineTimer | None = None
         self.replica_manager.add_leadership_listener(
@@ -120,6 +122,7 @@ class Broker:
         self._applied_configs: dict[str, dict[str, str]] = {}
         self._deprecated_warned: set[tuple[str, str]] = set()  # (topic, key) logged
         self.started = False
+        self._stopping = False
 
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
@@ -174,7 +177,11 @@ class Broker:
         if isinstance(self.metadata, ZkMetadataStore):
             self.controller = Controller(
                 self.metadata.zk, self.node_id,
-                self.config.get_bool("unclean.leader.election.enable"))
+                auto_rebalance=self.config.get_bool("auto.leader.rebalance.enable"),
+                imbalance_check_interval_s=float(
+                    self.config.get_int("leader.imbalance.check.interval.seconds")),
+                imbalance_percentage=self.config.get_int("leader.imbalance.per.broker.percentage"),
+                unclean_default=self.config.get_bool("unclean.leader.election.enable"))
             self.controller.start()
         self.schedule("log-retention", self.config.get_int("log.retention.check.interval.ms"),
                        self._retention)
@@ -199,10 +206,18 @@ class Broker:
                  ", ".join(str(d) for d in self.log_dirs))
 
     async def stop(self) -> None:
-        if not self.started:
+        if not self.started or self._stopping:
             return
-        self.started = False
+        self._stopping = True
         assert self.listener is not None
+        metadata = self.metadata
+        if (isinstance(metadata, ZkMetadataStore) and not metadata.fenced
+                and self.config.get_bool("controlled.shutdown.enable")):
+            # While this broker still serves: clients keep their connections until the
+            # leaders have moved.
+            await controlled_shutdown(self.config, metadata, self.node_id,
+                                      metadata.broker_epoch)
+        self.started = False
         self.listener.stop_accepting()
         if self.ops_http is not None:
             await self.ops_http.stop()
@@ -342,7 +357,7 @@ class Broker:
             if leads and (not part.is_leader or part.leader_epoch < p.leader_epoch):
                 rm.become_leader(topic.name, p.partition, p.leader_epoch, p.isr, p.replicas)
             elif leads:
-                rm.update_isr(topic.name, p.partition, p.leader_epoch, p.isr)
+                rm.update_isr(topic.name, p.partition, p.leader_epoch, p.isr, p.replicas)
             elif (part.is_leader or part.leader_epoch < p.leader_epoch
                   or part.leader_id != p.leader):
                 # A fenced broker follows nobody until its registration is back.

@@ -1,6 +1,7 @@
 """The client commands of `ads`: `topics`, `produce`, `consume`, `groups`, `bench` and
-`pipeline`, plus `log`, which reads a broker's data directory, and `top`, which reads a
-broker's `/metrics`.
+`pipeline`, plus `log`, which reads a broker's data directory, `top`, which reads a
+broker's `/metrics`, and `cluster`, which runs a local cluster and shows any cluster's
+state.
 
 The network ones are clients like any other, built on confluent-kafka (or on PySpark for
 `pipeline`), so they work against any Kafka-protocol cluster; `ads.cli.main` registers
@@ -11,11 +12,12 @@ from __future__ import annotations
 
 import argparse
 
-from ads.cli import bench, consume, groups, logdump, pipeline, produce, top, topics
+from ads.cli import bench, cluster, consume, groups, logdump, pipeline, produce, top, topics
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     topics.add_parser(sub)
+    cluster.add_parser(sub)
     produce.add_parser(sub)
     consume.add_parser(sub)
     groups.add_parser(sub)

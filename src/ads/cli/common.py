@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
+from ads.client import ClientError, Connection
 from ads.common.properties import PropertiesError, parse_properties
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -93,6 +94,14 @@ def make_client(factory: Callable[[dict[str, Any]], T], conf: dict[str, Any]) ->
         err = exc.args[0] if exc.args else exc
         text = err.str() if isinstance(err, KafkaError) else str(err)
         raise UsageError(f"invalid client configuration: {text}") from exc
+
+
+def connect_broker(host: str, port: int) -> Connection:
+    """A blocking protocol connection (`ads.client`), for what the AdminClient lacks."""
+    try:
+        return Connection(host, port, client_id="ads-cli", timeout_s=TIMEOUT_S)
+    except ClientError as exc:
+        raise CommandError(str(exc)) from exc
 
 
 def parse_assignments(items: Iterable[str], flag: str) -> dict[str, str]:

@@ -30,6 +30,7 @@ from ads.cli.common import (
     UsageError,
     add_client_arguments,
     client_config,
+    connect_broker,
     make_client,
     result,
     run_command,
@@ -318,20 +319,13 @@ def reset_offsets(args: argparse.Namespace) -> int:
 
 
 # -- delete-offsets -----------------------------------------------------------------------
-def _connect(host: str, port: int) -> Connection:
-    try:
-        return Connection(host, port, client_id="ads-cli", timeout_s=TIMEOUT_S)
-    except ClientError as exc:
-        raise CommandError(str(exc)) from exc
-
-
 def _coordinator(args: argparse.Namespace, group: str) -> Connection:
     """A connection to the coordinator of ``group``, for what the AdminClient lacks."""
     try:
         host, port = parse_servers(args.bootstrap_server)[0]
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    conn = _connect(host, port)
+    conn = connect_broker(host, port)
     try:
         found = conn.request(m.ApiKey.FIND_COORDINATOR, 3,
                              m.FindCoordinatorRequest(key=group, key_type=0))
@@ -345,7 +339,7 @@ def _coordinator(args: argparse.Namespace, group: str) -> Connection:
                            f"{ErrorCode(found.error_code).name}")
     if (found.host, found.port) != (host, port):
         conn.close()
-        conn = _connect(found.host, found.port)
+        conn = connect_broker(found.host, found.port)
     return conn
 
 

@@ -17,6 +17,7 @@ leading until kazoo has a new session and the registration is made again.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 import uuid
@@ -55,6 +56,9 @@ class ZkMetadataStore:
         self.brokers: dict[int, BrokerEndpoint] = {}
         self.controller_id = -1
         self.fenced = False
+        # The zxid that created this broker's registration (Kafka's broker epoch): a
+        # request made for an older registration is refused by the controller.
+        self.broker_epoch = -1
         self._connect = connect
         self._connection_timeout_s = (connection_timeout_ms or session_timeout_ms) / 1000.0
         self.zk = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0)
@@ -111,6 +115,9 @@ class ZkMetadataStore:
             raise NodeIdInUseError(
                 f"node id {self.node_id} is already registered in ZooKeeper at "
                 f"{zl.broker_path(self.node_id)} by a live broker") from exc
+        stat = self.zk.exists(zl.broker_path(self.node_id))
+        if stat is not None:
+            self.broker_epoch = stat.czxid
         log.info("registered broker %d at %s", self.node_id, zl.broker_path(self.node_id))
 
     def close(self) -> None:
@@ -351,7 +358,7 @@ class ZkMetadataStore:
         def write() -> None:
             data, stat = self.zk.get(zl.topic_path(name))
             current = zl.decode_assignment(data)
-            grown = zl.TopicAssignment(current.topic_id, {**current.replicas, **{
+            grown = dataclasses.replace(current, replicas={**current.replicas, **{
                 p: list(r) for p, r in assignment.items()}})
             self.zk.set(zl.topic_path(name), zl.encode_assignment(grown), version=stat.version)
 

@@ -222,12 +222,15 @@ class ReplicaManager:
         for listener in self._listeners:
             listener(topic, index, False, leader_epoch)
 
-    def update_isr(self, topic: str, index: int, leader_epoch: int, isr: list[int]) -> None:
-        """The store's ISR for a partition led here at `leader_epoch` (a change this leader
-        or the controller recorded); other epochs are left to become_leader/follower."""
+    def update_isr(self, topic: str, index: int, leader_epoch: int, isr: list[int],
+                   replicas: list[int] | None = None) -> None:
+        """The store's ISR (and replicas, which a reassignment changes) for a partition led
+        here at `leader_epoch`; other epochs are left to become_leader/follower."""
         part = self._partitions.get((topic, index))
         if part is None or not part.is_leader or part.leader_epoch != leader_epoch:
             return
+        if replicas is not None:
+            part.replicas = list(replicas)
         if part.isr != isr:
             part.set_isr(isr)
             part.maybe_advance_high_watermark()

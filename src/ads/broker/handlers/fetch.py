@@ -16,6 +16,10 @@ checked for divergence (the answer's `diverging_epoch`), and it reports the foll
 end offset to the leader (`ads.replication.replica_manager`). Followers never use fetch
 sessions.
 
+From v16 a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names its
+current leader, and the response carries the leader's endpoint (KIP-951,
+`current_leader.py`).
+
 Gaps: read_committed reads up to the high watermark, which is the last stable offset while
 there are no transactions.
 """
@@ -28,6 +32,7 @@ from dataclasses import dataclass, field
 
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.broker.fetch_sessions import CachedPartition, FetchSession, TopicKey, next_epoch
+from ads.broker.handlers.current_leader import LeaderEndpoints
 from ads.broker.metrics import (
     BYTES_OUT,
     FAILED_FETCH,
@@ -44,6 +49,7 @@ R = m.FetchResponse
 TopicResp = R.FetchableTopicResponse
 PartResp = R.FetchableTopicResponse.PartitionData
 READ_COMMITTED = 1
+_NAMES_LEADER = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
 
@@ -147,9 +153,11 @@ def _count(metrics: BrokerMetrics, plan: _Plan, result: FetchResult, follower: b
             counters[FAILED_FETCH] += 1
 
 
-def _response(plan: _Plan, result: FetchResult, read_committed: bool) -> m.FetchResponse:
+def _response(ctx: RequestContext, plan: _Plan, result: FetchResult, read_committed: bool
+              ) -> m.FetchResponse:
     by_id = plan.by_id
     groups: dict[TopicKey, list[PartResp]] = {}
+    leaders: LeaderEndpoints | None = None
     for t, read in zip(plan.targets, result.reads, strict=True):
         code = read.error
         if (plan.incremental and read.size == 0 and code == ErrorCode.NONE
@@ -167,6 +175,12 @@ def _response(plan: _Plan, result: FetchResult, read_committed: bool) -> m.Fetch
         if read.diverging_end_offset >= 0 or read.diverging_epoch >= 0:
             resp.diverging_epoch = PartResp.EpochEndOffset(
                 epoch=read.diverging_epoch, end_offset=read.diverging_end_offset)
+        if code in _NAMES_LEADER and ctx.api_version >= 16 and plan.names[t.topic]:
+            # KIP-951, as Kafka fills it: from v16, where node_endpoints exist.
+            leaders = leaders or LeaderEndpoints(ctx.broker.metadata)
+            leader_id, epoch = leaders.leader(plan.names[t.topic] or "", t.partition)
+            resp.current_leader = PartResp.LeaderIdAndEpoch(leader_id=leader_id,
+                                                            leader_epoch=epoch)
         groups.setdefault(t.topic, []).append(resp)
         # What goes out now is what the session's next incremental response compares with.
         t.high_watermark = read.high_watermark
@@ -176,7 +190,8 @@ def _response(plan: _Plan, result: FetchResult, read_committed: bool) -> m.Fetch
               else TopicResp(topic=topic, partitions=parts) for topic, parts in groups.items()]
     return m.FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                            session_id=plan.session.id if plan.session else 0,
-                           responses=topics)
+                           responses=topics,
+                           node_endpoints=leaders.endpoints(R.NodeEndpoint) if leaders else [])
 
 
 def handle(ctx: RequestContext, req: m.FetchRequest
@@ -190,15 +205,16 @@ def handle(ctx: RequestContext, req: m.FetchRequest
     metrics = ctx.dispatcher.metrics
     if isinstance(result, FetchResult):
         _count(metrics, plan, result, follower)
-        return _response(plan, result, read_committed)
-    return _respond_later(plan, result, read_committed, metrics, follower)
+        return _response(ctx, plan, result, read_committed)
+    return _respond_later(ctx, plan, result, read_committed, metrics, follower)
 
 
-async def _respond_later(plan: _Plan, pending: Awaitable[FetchResult], read_committed: bool,
+async def _respond_later(ctx: RequestContext, plan: _Plan, pending: Awaitable[FetchResult],
+                         read_committed: bool,
                          metrics: BrokerMetrics, follower: bool) -> m.FetchResponse:
     result = await pending
     _count(metrics, plan, result, follower)
-    return _response(plan, result, read_committed)
+    return _response(ctx, plan, result, read_committed)
 
 
 HANDLERS = [ApiHandler(m.ApiKey.FETCH, 4, 17, handle)]

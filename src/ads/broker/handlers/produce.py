@@ -13,6 +13,8 @@ Transactional batches are refused until the transaction coordinator exists; clie
 not write to internal topics (`__consumer_offsets`). Refusals of missing features
 (versions 0-2, transactional batches) are logged once per client and reason
 (`RequestContext.refused`); other rejected partitions one line per request.
+From v10 a NOT_LEADER_OR_FOLLOWER partition names the current leader and the response
+carries its endpoint (KIP-951, `current_leader.py`).
 With acks=0 no response is sent; if a partition fails, the connection is closed so the
 client notices, as Kafka does.
 """
@@ -23,6 +25,7 @@ import logging
 from collections.abc import Awaitable
 
 from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.broker.handlers.current_leader import LeaderEndpoints
 from ads.broker.metrics import (
     BYTES_IN,
     FAILED_PRODUCE,
@@ -115,16 +118,33 @@ def handle(ctx: RequestContext, req: m.ProduceRequest
     response = m.ProduceResponse(responses=responses, throttle_time_ms=0)
     pending = replicas.wait_for_commit(appended, req.timeout_ms) if appended else None
     if pending is None:
+        if failed and ctx.api_version >= 10:
+            _name_leaders(ctx, response)
         return response
-    return _after_commit(pending, entries, response)
+    return _after_commit(ctx, pending, entries, response)
 
 
-async def _after_commit(pending: DelayedProduce, entries: dict[tuple[str, int], PartResp],
+async def _after_commit(ctx: RequestContext, pending: DelayedProduce,
+                        entries: dict[tuple[str, int], PartResp],
                         response: m.ProduceResponse) -> m.ProduceResponse:
     await pending.future
     for key, code in pending.errors.items():
         entries[key].error_code = code
+    if ctx.api_version >= 10:
+        _name_leaders(ctx, response)
     return response
+
+
+def _name_leaders(ctx: RequestContext, response: m.ProduceResponse) -> None:
+    """KIP-951: each NOT_LEADER_OR_FOLLOWER partition names its leader."""
+    leaders = LeaderEndpoints(ctx.broker.metadata)
+    for topic in response.responses:
+        for part in topic.partition_responses:
+            if part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                leader_id, epoch = leaders.leader(topic.name, part.index)
+                part.current_leader = PartResp.LeaderIdAndEpoch(leader_id=leader_id,
+                                                                leader_epoch=epoch)
+    response.node_endpoints = leaders.endpoints(R.NodeEndpoint)
 
 
 def _unknown_code(name: str) -> ErrorCode:

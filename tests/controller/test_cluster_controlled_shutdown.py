@@ -1,0 +1,69 @@
+"""Controlled shutdown with three broker processes: SIGTERM makes a broker ask the
+controller (the ControlledShutdown request) to move its leaderships before it exits.
+
+Today every ISR is the leader alone, so no leadership can move yet: these tests show a
+clean exit when the broker leads only single-replica partitions, and the bounded retries
+and clean exit when its replicated partitions have no other ISR member. The controller's
+moves with ISRs of several members are tested in test_controller_elections_zk.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_controller_cluster import create, leaders
+
+from ads.client import Connection
+from ads.protocol import messages as m
+from ads.testing.zookeeper import zookeeper_available
+from cluster_support import Cluster
+
+pytestmark = [pytest.mark.broker_process, pytest.mark.timeout(240)]
+
+
+@pytest.fixture
+def retrying_cluster(tmp_path: Path) -> Iterator[Cluster]:
+    if not zookeeper_available():
+        pytest.skip("the zookeeper package is not installed (make system-deps)")
+    c = Cluster(tmp_path, 3, "controlled.shutdown.max.retries=2",
+                "controlled.shutdown.retry.backoff.ms=100")
+    try:
+        yield c.start()
+    finally:
+        c.stop()
+
+
+def test_cluster_controlled_shutdown_of_rf1_leader_exits_cleanly(
+        retrying_cluster: Cluster) -> None:
+    c = retrying_cluster
+    create(c, "single", 6)
+    c.wait_for(lambda: all(v > 0 for v in leaders(c, "single").values()), "leaders")
+    controller = c.controller()
+    with Connection.connect(c.brokers[controller].bootstrap, timeout_s=10) as conn:
+        assert conn.api_versions()[m.ApiKey.CONTROLLED_SHUTDOWN] == (1, 3)
+    # The controller itself stops: it answers its own request, then gives its place up.
+    assert c.brokers[controller].stop() == 0
+    log = c.brokers[controller].log()
+    assert f"controlled shutdown of broker {controller}" in log
+    assert "controlled shutdown succeeded" in log
+    assert "stopped cleanly" in log
+    others = [n for n in c.brokers if n != controller]
+    c.wait_for(lambda: c.controller() in others, "a new controller")
+
+
+def test_cluster_controlled_shutdown_retries_then_exits_when_nothing_can_move(
+        retrying_cluster: Cluster) -> None:
+    c = retrying_cluster
+    create(c, "replicated", 3, rf=2)
+    c.wait_for(lambda: all(v > 0 for v in leaders(c, "replicated").values()), "leaders")
+    controller = c.controller()
+    node = next(n for n in c.brokers if n != controller)
+    led = sum(1 for leader in leaders(c, "replicated", controller).values() if leader == node)
+    assert led > 0
+    assert c.brokers[node].stop() == 0
+    log = c.brokers[node].log()
+    assert f"{led} partitions remain led here" in log
+    assert "retrying controlled shutdown (1 attempts left)" in log
+    assert "did not move every leadership after 2 attempts; stopping anyway" in log
+    assert "stopped cleanly" in log
