@@ -1,10 +1,11 @@
 """Controlled shutdown with three broker processes: SIGTERM makes a broker ask the
 controller (the ControlledShutdown request) to move its leaderships before it exits.
 
-Today every ISR is the leader alone, so no leadership can move yet: these tests show a
-clean exit when the broker leads only single-replica partitions, and the bounded retries
-and clean exit when its replicated partitions have no other ISR member. The controller's
-moves with ISRs of several members are tested in test_controller_elections_zk.py."""
+These tests show a clean exit when the broker leads only single-replica partitions, and
+the bounded retries and clean exit when its replicated partitions have no other live ISR
+member. Leaderships moving to other ISR members under a producer's load are tested in
+tests/replication/test_replication_leadership.py, the controller's rules against ZooKeeper
+in test_controller_elections_zk.py."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import NewTopic
 from test_controller_cluster import create, leaders
 
 from ads.client import Connection
 from ads.protocol import messages as m
 from ads.testing.zookeeper import zookeeper_available
 from cluster_support import Cluster
+from replication_support import partition_state
 
 pytestmark = [pytest.mark.broker_process, pytest.mark.timeout(240)]
 
@@ -55,15 +58,20 @@ def test_cluster_controlled_shutdown_of_rf1_leader_exits_cleanly(
 def test_cluster_controlled_shutdown_retries_then_exits_when_nothing_can_move(
         retrying_cluster: Cluster) -> None:
     c = retrying_cluster
-    create(c, "replicated", 3, rf=2)
-    c.wait_for(lambda: all(v > 0 for v in leaders(c, "replicated").values()), "leaders")
     controller = c.controller()
-    node = next(n for n in c.brokers if n != controller)
-    led = sum(1 for leader in leaders(c, "replicated", controller).values() if leader == node)
-    assert led > 0
+    node, other = (n for n in c.brokers if n != controller)
+    admin = c.admin()  # kept: its futures fail once the client is collected
+    admin.create_topics([NewTopic("replicated", 2, replica_assignment=[[node, other]] * 2)])[
+        "replicated"].result(30)
+    c.wait_for(lambda: set(leaders(c, "replicated").values()) == {node}, "leaders")
+    # The other replica dies: its session ends, the ISRs shrink to the leader alone, and
+    # the leaderships have nowhere to go.
+    c.brokers[other].kill9()
+    c.wait_for(lambda: all(partition_state(c, "replicated", p)["isr"] == [node]
+                           for p in range(2)), "ISRs of the leader alone")
     assert c.brokers[node].stop() == 0
     log = c.brokers[node].log()
-    assert f"{led} partitions remain led here" in log
+    assert "2 partitions remain led here" in log
     assert "retrying controlled shutdown (1 attempts left)" in log
     assert "did not move every leadership after 2 attempts; stopping anyway" in log
     assert "stopped cleanly" in log

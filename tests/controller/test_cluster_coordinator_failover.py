@@ -1,14 +1,16 @@
 """Consumer groups while a group coordinator's broker is killed (SIGKILL) and restarted,
 three broker processes and confluent-kafka.
 
-Every `__consumer_offsets` ISR is its leader alone until replication exists, so the killed
-broker's offsets partitions go offline: its groups get COORDINATOR_NOT_AVAILABLE, groups
-coordinated elsewhere keep working, and when the broker returns its groups resume from the
-offsets they committed."""
+With `offsets.topic.replication.factor=1` every `__consumer_offsets` partition has one
+replica, so the killed broker's offsets partitions go offline: its groups get
+COORDINATOR_NOT_AVAILABLE, groups coordinated elsewhere keep working, and when the broker
+returns its groups resume from the offsets they committed. (With replicated offsets the
+coordinator moves instead: tests/replication/test_replication_pauses.py.)"""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -56,8 +58,15 @@ def consume_and_commit(bootstrap: str, topic: str, group: str, count: int) -> li
     return got
 
 
-def test_cluster_groups_survive_their_coordinator_broker_being_killed(cluster: Cluster) -> None:
-    c = cluster
+def test_cluster_groups_survive_their_coordinator_broker_being_killed(tmp_path: Path) -> None:
+    c = Cluster(tmp_path, 3, "offsets.topic.replication.factor=1").start()
+    try:
+        _groups_survive(c)
+    finally:
+        c.stop()
+
+
+def _groups_survive(c: Cluster) -> None:
     admin = c.admin(1)
     admin.create_topics([NewTopic("orders", 3, 1)])["orders"].result(30)
     c.wait_for(lambda: all(v > 0 for v in leaders(c, "orders").values()), "leaders")

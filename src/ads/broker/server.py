@@ -211,6 +211,11 @@ class Broker:
         self._stopping = True
         assert self.listener is not None
         metadata = self.metadata
+        if self.fetchers is not None:
+            # First, as Kafka's StopReplica would: a leaving follower still fetching could
+            # rejoin the ISRs the controlled shutdown takes it out of, and acks=all would
+            # then wait for a broker that is gone.
+            await self.fetchers.shutdown()
         if (isinstance(metadata, ZkMetadataStore) and not metadata.fenced
                 and self.config.get_bool("controlled.shutdown.enable")):
             # While this broker still serves: clients keep their connections until the
@@ -226,8 +231,6 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._opening.values(), return_exceptions=True)
         coordinators.stop(self, self.coordinator_deadlines)
-        if self.fetchers is not None:
-            await self.fetchers.shutdown()
         if self.controller is not None:
             await asyncio.to_thread(self.controller.stop)
         await asyncio.to_thread(self.metadata.close)

@@ -69,6 +69,7 @@ class ZkMetadataStore:
         # Loop-side pieces of each topic, assembled into `topics` on every change.
         self._assignments: dict[str, zl.TopicAssignment] = {}
         self._states: dict[tuple[str, int], zl.LeaderAndIsr] = {}
+        self._state_versions: dict[tuple[str, int], int] = {}  # znode versions of `_states`
         self._configs: dict[str, dict[str, str]] = {}
         # kazoo-side: topics whose znodes are watched (stopping a watch: its callback
         # returns False once its topic is gone from here).
@@ -224,11 +225,12 @@ class ZkMetadataStore:
 
     def _state_watch(self, name: str, partition: int
                      ) -> Callable[[bytes | None, ZnodeStat | None], bool]:
-        def watch(data: bytes | None, _: ZnodeStat | None) -> bool:
+        def watch(data: bytes | None, stat: ZnodeStat | None) -> bool:
             if not self._is_watched(name):
                 return False
             state = zl.decode_state(data) if data else NO_STATE
-            self._post(self._set_state, name, partition, state)
+            self._post(self._set_state, name, partition, state,
+                       stat.version if stat is not None else -1)
             return True
         return watch
 
@@ -253,8 +255,16 @@ class ZkMetadataStore:
         self._assignments[name] = assignment
         self._rebuild(name)
 
-    def _set_state(self, name: str, partition: int, state: zl.LeaderAndIsr) -> None:
-        self._states[(name, partition)] = state
+    def _set_state(self, name: str, partition: int, state: zl.LeaderAndIsr,
+                   version: int) -> None:
+        # A watch reads the znode after it fired, on kazoo's thread: its answer may reach
+        # the loop after a newer version this broker wrote itself (`update_isr`). Older
+        # versions are dropped, so the ISR a leader applies never goes back.
+        key = (name, partition)
+        if 0 <= version < self._state_versions.get(key, -1):
+            return
+        self._state_versions[key] = version
+        self._states[key] = state
         if name in self._assignments:
             self._rebuild(name)
 
@@ -268,6 +278,8 @@ class ZkMetadataStore:
         self._configs.pop(name, None)
         for key in [k for k in self._states if k[0] == name]:
             del self._states[key]
+        for key in [k for k in self._state_versions if k[0] == name]:
+            del self._state_versions[key]
         topic = self.topics.pop(name, None)
         if topic is not None:
             self._by_id.pop(topic.topic_id, None)
@@ -400,24 +412,27 @@ class ZkMetadataStore:
             return False
         path = zl.state_path(name, partition)
 
-        def write() -> bool:
+        def write() -> tuple[zl.LeaderAndIsr, int] | None:
             try:
                 data, stat = self.zk.get(path)
             except NoNodeError:
-                return False
+                return None
             state = zl.decode_state(data)
             if state.leader != self.node_id or state.leader_epoch != leader_epoch:
-                return False
+                return None
+            new = zl.LeaderAndIsr(state.leader, leader_epoch, list(isr), state.controller_epoch)
             try:
-                self.zk.set(path, zl.encode_state(zl.LeaderAndIsr(
-                    state.leader, leader_epoch, list(isr), state.controller_epoch)),
-                    version=stat.version)
+                written = self.zk.set(path, zl.encode_state(new), version=stat.version)
             except (BadVersionError, NoNodeError):
-                return False
-            return True
+                return None
+            return new, written.version
 
-        recorded: bool = await self._write(write)
-        return recorded
+        recorded: tuple[zl.LeaderAndIsr, int] | None = await self._write(write)
+        if recorded is None:
+            return False
+        if name in self._assignments:  # this broker's view has the change at once
+            self._set_state(name, partition, *recorded)
+        return True
 
     async def wait(self, ready: Callable[[], bool], timeout_s: float) -> bool:
         return await self._until(ready, timeout_s)

@@ -254,6 +254,7 @@ class ReplicaManager:
             return
         part.isr_change_pending = True
         epoch = part.leader_epoch
+        shrinks = len(isr) < len(part.isr)
 
         async def record() -> None:
             try:
@@ -266,7 +267,7 @@ class ReplicaManager:
             if recorded:
                 log.info("%s-%d: ISR is now %s (leader epoch %d)", part.topic, part.index, isr,
                          epoch)
-                if len(isr) < len(part.isr):
+                if shrinks:
                     self.isr_shrinks += 1
                 else:
                     self.isr_expands += 1
