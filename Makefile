@@ -17,7 +17,9 @@ $(STAMP): pyproject.toml
 	touch $@
 
 run: install
-	$(VENV)/bin/ads broker --data-dir ./data --host 127.0.0.1 --port 9092
+	@echo "ADS console and metrics: http://127.0.0.1:9644/ (Prometheus: /metrics)"
+	$(VENV)/bin/ads broker --data-dir ./data --host 127.0.0.1 --port 9092 \
+	  --set http.listener=127.0.0.1:9644
 
 test-deps: install $(TEST_STAMP) system-deps $(JS_STAMP)
 
@@ -31,8 +33,9 @@ $(JS_STAMP): tests/js/package.json | system-deps
 	touch $@
 
 # Debian packages the tests drive: kcat (librdkafka's command-line client), a Java runtime
-# for Spark, zookeeper (the offset import from ZooKeeper is tested against a real server)
-# and Node.js with npm for kafkajs.
+# for Spark, zookeeper (the offset import from ZooKeeper is tested against a real server),
+# Node.js with npm for kafkajs, and chromium with its chromedriver (the console is tested
+# in a headless browser).
 system-deps:
 	@command -v kcat >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -46,6 +49,9 @@ system-deps:
 	@{ command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; } || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm; }
+	@{ command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; } || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver; }
 
 lint: test-deps
 	$(VENV)/bin/ruff check src tests

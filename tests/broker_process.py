@@ -20,16 +20,20 @@ def free_port() -> int:
 
 
 class BrokerProcess:
-    def __init__(self, data_dir: Path, port: int | None = None, *sets: str) -> None:
+    def __init__(self, data_dir: Path, port: int | None = None, *sets: str,
+                 host: str = "127.0.0.1", prefix: tuple[str, ...] = ()) -> None:
+        """`prefix`: a command the broker runs under (e.g. `ip netns exec NS`)."""
         self.data_dir = data_dir
         self.port = port or free_port()
         self.sets = sets
+        self.host = host
+        self.prefix = prefix
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"broker-{self.port}.log"
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 20.0) -> BrokerProcess:
         # conftest sets this for tests marked `broker_process`, so `-m "not broker_process"`
@@ -37,8 +41,8 @@ class BrokerProcess:
         if not os.environ.get(MARKED_ENV):
             raise RuntimeError("a test that starts a broker process must be marked "
                                "@pytest.mark.broker_process")
-        args = [sys.executable, "-m", "ads.cli.main", "broker", "--data-dir", str(self.data_dir),
-                "--host", "127.0.0.1", "--port", str(self.port)]
+        args = [*self.prefix, sys.executable, "-m", "ads.cli.main", "broker", "--data-dir",
+                str(self.data_dir), "--host", self.host, "--port", str(self.port)]
         for s in self.sets:
             args += ["--set", s]
         with self.log_path.open("ab") as log:
@@ -48,7 +52,7 @@ class BrokerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}: {self.log()}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                with socket.create_connection((self.host, self.port), timeout=0.2):
                     return self
             except OSError:
                 time.sleep(0.05)

@@ -17,17 +17,20 @@ SESSION_TIMEOUT_MS = 4000
 
 
 class Cluster:
-    def __init__(self, root: Path, size: int, *sets: str) -> None:
+    def __init__(self, root: Path, size: int, *sets: str, zk_host: str = "127.0.0.1") -> None:
         self.root = root
-        self.zookeeper = ZooKeeperServer(root / "zk", free_port())
+        self.zookeeper = ZooKeeperServer(root / "zk", free_port(), host=zk_host)
         self.sets = sets
         self.brokers = {
-            node: BrokerProcess(root / f"broker-{node}", None, f"node.id={node}",
-                                f"zookeeper.connect={self.zookeeper.connect}",
-                                f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
-                                "group.initial.rebalance.delay.ms=0",
-                                "offsets.topic.num.partitions=6", *sets)
+            node: self._broker(node, f"node.id={node}",
+                               f"zookeeper.connect={self.zookeeper.connect}",
+                               f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
+                               "group.initial.rebalance.delay.ms=0",
+                               "offsets.topic.num.partitions=6", *sets)
             for node in range(1, size + 1)}
+
+    def _broker(self, node: int, *sets: str) -> BrokerProcess:
+        return BrokerProcess(self.root / f"broker-{node}", None, *sets)
 
     @property
     def bootstrap(self) -> str:

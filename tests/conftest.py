@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
 
+from ads.metadata import zk_layout as zl
 from ads.testing import EmbeddedBroker
-from ads.testing.zookeeper import zookeeper_available
+from ads.testing.zookeeper import ZooKeeperServer, zookeeper_available
+from broker_process import free_port
 from cluster_support import Cluster
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -54,6 +57,26 @@ def _broker_process_marker(request: pytest.FixtureRequest,
         monkeypatch.setenv(MARKED_ENV, "1")
     else:
         monkeypatch.delenv(MARKED_ENV, raising=False)
+
+
+@pytest.fixture
+def zk(tmp_path: Path) -> Iterator[KazooClient]:
+    """A ZooKeeper server with Kafka's persistent paths, and a client connected to it."""
+    if not zookeeper_available():
+        pytest.skip("the zookeeper package is not installed (make system-deps)")
+    server = ZooKeeperServer(tmp_path / "zk", free_port()).start()
+    try:
+        client = KazooClient(hosts=server.connect)
+        client.start(timeout=30)
+        try:
+            for path in zl.PERSISTENT_PATHS:
+                client.ensure_path(path)
+            yield client
+        finally:
+            client.stop()
+            client.close()
+    finally:
+        server.stop()
 
 
 @pytest.fixture

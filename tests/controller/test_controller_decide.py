@@ -29,3 +29,20 @@ def test_controller_decide_shrinks_the_isr_of_a_live_leader() -> None:
     state = LeaderAndIsr(1, 2, [1, 2, 3], 1)
     assert decide(state, [1, 2, 3], {1, 2, 3}, 1) is None
     assert decide(state, [1, 2, 3], {1, 3}, 1) == LeaderAndIsr(1, 3, [1, 3], 1)
+
+
+def test_controller_decide_unclean_election_only_when_enabled() -> None:
+    lost_isr = LeaderAndIsr(1, 4, [1], 2)
+    # off (the default): offline, waiting for the ISR member
+    assert decide(lost_isr, [1, 2, 3], {2, 3}, 3) == LeaderAndIsr(-1, 5, [1], 3)
+    # on: the first live replica leads, alone in its ISR
+    assert decide(lost_isr, [1, 2, 3], {2, 3}, 3, unclean=lambda: True) == LeaderAndIsr(
+        2, 5, [2], 3)
+    offline = LeaderAndIsr(-1, 5, [1], 3)
+    assert decide(offline, [1, 2, 3], {3}, 3, unclean=lambda: True) == LeaderAndIsr(
+        3, 6, [3], 3)
+    # an ISR member alive wins over unclean election
+    calls: list[int] = []
+    assert decide(LeaderAndIsr(1, 4, [1, 3], 2), [1, 2, 3], {2, 3}, 3,
+                  unclean=lambda: calls.append(1) or True) == LeaderAndIsr(3, 5, [3], 3)
+    assert calls == []

@@ -5,36 +5,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from kazoo.client import KazooClient
 
 from ads.controller.controller import Controller
 from ads.metadata import zk_layout as zl
 from ads.metadata.model import BrokerEndpoint
-from ads.testing.zookeeper import ZooKeeperServer, zookeeper_available
-from broker_process import free_port
-
-
-@pytest.fixture
-def zk(tmp_path: Path) -> Iterator[KazooClient]:
-    if not zookeeper_available():
-        pytest.skip("the zookeeper package is not installed (make system-deps)")
-    server = ZooKeeperServer(tmp_path / "zk", free_port()).start()
-    try:
-        client = KazooClient(hosts=server.connect)
-        client.start(timeout=30)
-        try:
-            for path in zl.PERSISTENT_PATHS:
-                client.ensure_path(path)
-            yield client
-        finally:
-            client.stop()
-            client.close()
-    finally:
-        server.stop()
 
 
 def wait(check, timeout_s: float = 10.0) -> None:  # noqa: ANN001

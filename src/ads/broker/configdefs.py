@@ -138,7 +138,18 @@ class KafkaVersion:
         return f"Version `{text}` is not a valid version"
 
 
-Validator = Range | OneOf | ListOf | KafkaVersion
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    """`HOST:PORT` (an IPv6 host in brackets); port 0 picks a free one."""
+
+    def check(self, value: object) -> str | None:
+        host, sep, port = str(value).rpartition(":")
+        if sep and host and port.isdigit() and int(port) <= 65535:
+            return None
+        return f"`{value}` is not HOST:PORT"
+
+
+Validator = Range | OneOf | ListOf | KafkaVersion | HostPort
 
 
 def _num(x: float) -> str:
@@ -314,6 +325,11 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
     ("connections.max.idle.ms", L, "600000", None, MEDIUM,
      "Connections idle longer than this are closed."),
     ("max.connections", I, IMAX, NONNEG, MEDIUM, "Cap on open client connections."),
+    # ADS's own: the HTTP endpoints (docs/operations.md)
+    ("http.listener", S, None, HostPort(), MEDIUM,
+     "HOST:PORT serving /metrics, /healthz, /readyz and the web console; unset: none."),
+    ("console.sample.interval.ms", I, "5000", POS, LOW,
+     "How often the console samples rates and lag for its plots (an hour is kept)."),
     ("max.connections.per.ip", I, IMAX, NONNEG, MEDIUM,
      "Cap on open connections from one address."),
     ("request.timeout.ms", I, "30000", NONNEG, MEDIUM,
@@ -346,8 +362,18 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
      "Allow an out-of-sync replica to become leader, at the price of losing data."),
     ("auto.leader.rebalance.enable", B, "true", None, HIGH,
      "Move leadership back to preferred replicas in the background."),
+    ("leader.imbalance.check.interval.seconds", L, "300", POS, HIGH,
+     "How often the controller checks whether leadership needs rebalancing."),
+    ("leader.imbalance.per.broker.percentage", I, "10", None, HIGH,
+     "Share of a broker's preferred partitions led elsewhere that triggers a rebalance."),
     ("controlled.shutdown.enable", B, "true", None, MEDIUM,
      "Hand leadership over before the broker stops."),
+    ("controlled.shutdown.max.retries", I, "3", None, MEDIUM,
+     "Controlled shutdown attempts before the broker stops anyway."),
+    ("controlled.shutdown.retry.backoff.ms", L, "5000", None, MEDIUM,
+     "Wait between controlled shutdown attempts."),
+    ("controller.socket.timeout.ms", I, "30000", None, MEDIUM,
+     "How long a broker waits for the controller's answer to a controlled shutdown."),
     # log layout
     ("log.dirs", LI, None, ListOf(non_empty=True), HIGH,
      "Directories holding partition data; log.dir is used when unset."),
@@ -635,7 +661,6 @@ TOPIC_TO_BROKER: dict[str, str] = {
     "segment.index.bytes": "log.index.size.max.bytes",
     "segment.jitter.ms": "log.roll.jitter.ms",
     "segment.ms": "log.roll.ms",
-    "unclean.leader.election.enable": "unclean.leader.election.enable",
 }
 
 TOPIC_CONFIG_KEYS: frozenset[str] = frozenset(TOPIC_CONFIG_DEFS)
@@ -653,8 +678,8 @@ DEPRECATED_TOPIC_KEYS: dict[str, str] = {
 # effect" lists exactly these (tests/broker/test_config_no_effect.py holds both). Every other
 # defined key acts as in Kafka.
 _KRAFT = "KRaft is not supported; clusters will use ZooKeeper"
-_INTER_BROKER = "no broker-to-broker connections until replication is built"
-_REPLICATION = "replication is not built yet: every partition has one replica"
+_INTER_BROKER = "brokers reach each other on the first listener (PLAINTEXT), as registered"
+_THROTTLE = "replication is not throttled"
 _TIERED = "tiered storage is not supported"
 _TLS = "TLS and SASL are not built yet: listeners are PLAINTEXT"
 NO_EFFECT_BROKER_KEYS: dict[str, str] = {
@@ -671,12 +696,6 @@ NO_EFFECT_BROKER_KEYS: dict[str, str] = {
     "connections.max.idle.ms": "idle connections are not closed",
     "max.connections": "the number of connections is not limited",
     "max.connections.per.ip": "the number of connections is not limited",
-    "request.timeout.ms": _INTER_BROKER,
-    "unclean.leader.election.enable": _REPLICATION,
-    "auto.leader.rebalance.enable": "no preferred-leader election yet: leadership moves only "
-                                    "off brokers that are gone",
-    "controlled.shutdown.enable": "no controlled shutdown yet: SIGTERM stops the broker and "
-                                  "its partitions move when its ZooKeeper session ends",
     "log.preallocate": "segment files grow as they are written",
     "log.flush.start.offset.checkpoint.interval.ms": "the log start offset checkpoint is "
                                                      "written with the recovery point "
@@ -688,19 +707,12 @@ NO_EFFECT_BROKER_KEYS: dict[str, str] = {
     "log.local.retention.ms": _TIERED,
     "log.local.retention.bytes": _TIERED,
     "remote.log.storage.system.enable": _TIERED + " (true is refused)",
-    "offsets.topic.replication.factor": _REPLICATION,
-    "transaction.state.log.replication.factor": _REPLICATION,
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
         "a transaction open past its timeout is aborted at that deadline by a timer, not by "
         "a periodic scan"),
-    "replica.lag.time.max.ms": _REPLICATION,
-    "replica.fetch.max.bytes": _REPLICATION,
-    "replica.fetch.response.max.bytes": _REPLICATION,
-    "replica.fetch.min.bytes": _REPLICATION,
-    "replica.fetch.wait.max.ms": _REPLICATION,
-    "replica.fetch.backoff.ms": _REPLICATION,
-    "num.replica.fetchers": _REPLICATION,
-    "replica.high.watermark.checkpoint.interval.ms": _REPLICATION,
+    "replica.high.watermark.checkpoint.interval.ms": "the high watermark is checkpointed with "
+                                                     "the recovery point, every "
+                                                     "log.flush.offset.checkpoint.interval.ms",
     "authorizer.class.name": "no authorizer yet: every request is allowed",
     "sasl.enabled.mechanisms": _TLS,
     "sasl.mechanism.inter.broker.protocol": _TLS,
@@ -716,13 +728,12 @@ NO_EFFECT_BROKER_KEYS: dict[str, str] = {
     "ssl.truststore.password": _TLS,
 }
 NO_EFFECT_TOPIC_KEYS: dict[str, str] = {
-    "follower.replication.throttled.replicas": _REPLICATION,
-    "leader.replication.throttled.replicas": _REPLICATION,
+    "follower.replication.throttled.replicas": _THROTTLE,
+    "leader.replication.throttled.replicas": _THROTTLE,
     "local.retention.bytes": _TIERED,
     "local.retention.ms": _TIERED,
     "message.downconversion.enable": "deprecated; ADS never down-converts batches",
     "message.format.version": "deprecated; ADS writes message format v2 only",
     "preallocate": "segment files grow as they are written",
     "remote.storage.enable": _TIERED + " (true is refused)",
-    "unclean.leader.election.enable": _REPLICATION,
 }

@@ -15,6 +15,7 @@ from ads.broker.authorized_operations import OperationsAuthorizer
 from ads.broker.config import BrokerConfig
 from ads.broker.fetch_sessions import FetchSessionCache
 from ads.common.clock import Clock
+from ads.controller.controller import Controller
 from ads.coordinator.group.coordinator import GroupCoordinator
 from ads.coordinator.transaction.coordinator import MarkerWriter, TransactionCoordinator
 from ads.metadata.cache import TopicCache
@@ -37,6 +38,8 @@ class BrokerContext(Protocol):
     node_id: int
     endpoint: BrokerEndpoint
     metadata: MetadataStore
+    # The controller candidate in cluster mode (None without ZooKeeper).
+    controller: Controller | None
     replica_manager: ReplicaManager
     group_coordinator: GroupCoordinator
     transaction_coordinator: TransactionCoordinator

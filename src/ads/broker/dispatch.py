@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ads.broker.authorized_operations import ResourceType, authorized_operations
 from ads.broker.context import BrokerContext
+from ads.broker.metrics import BrokerMetrics
 from ads.broker.refusals import RefusalLog
 from ads.net.server import CloseConnection, ConnectionInfo, Response
 from ads.protocol import codec
@@ -60,15 +62,20 @@ class RequestContext:
 
 
 class Dispatcher:
-    def __init__(self, broker: BrokerContext, handlers: list[ApiHandler]) -> None:
+    def __init__(self, broker: BrokerContext, handlers: list[ApiHandler],
+                 metrics: BrokerMetrics | None = None) -> None:
         self._broker = broker
         self.handlers = {h.api_key: h for h in handlers}
         self.refusals = RefusalLog(log)
+        # Requests per API and version and their latency, from the decoded header to the
+        # encoded response (Kafka's local plus remote time: waits in purgatory included).
+        self.metrics = metrics or BrokerMetrics()
 
     def api_ranges(self) -> list[tuple[int, int, int]]:
         return sorted((h.api_key, h.min_version, h.max_version) for h in self.handlers.values())
 
     def __call__(self, frame: memoryview, conn: ConnectionInfo) -> Response | Awaitable[Response]:
+        started = time.perf_counter()
         try:
             header, body_offset = codec.decode_request_header(frame)
         except UnsupportedVersionError as exc:
@@ -113,10 +120,14 @@ class Dispatcher:
                           _api_name(header.api_key), header.api_version, conn.peer)
             raise CloseConnection from exc
         if inspect.isawaitable(result):
-            return self._finish(ctx, result)
-        return self._encode(ctx, result)
+            return self._finish(ctx, result, started)
+        response = self._encode(ctx, result)
+        self.metrics.request_done(header.api_key, header.api_version,
+                                  time.perf_counter() - started)
+        return response
 
-    async def _finish(self, ctx: RequestContext, pending: Awaitable[Any]) -> Response:
+    async def _finish(self, ctx: RequestContext, pending: Awaitable[Any],
+                      started: float) -> Response:
         try:
             body = await pending
         except CloseConnection:
@@ -125,7 +136,9 @@ class Dispatcher:
             log.exception("error handling %s v%d from %s; closing the connection",
                           _api_name(ctx.api_key), ctx.api_version, ctx.connection.peer)
             raise CloseConnection from exc
-        return self._encode(ctx, body)
+        response = self._encode(ctx, body)
+        self.metrics.request_done(ctx.api_key, ctx.api_version, time.perf_counter() - started)
+        return response
 
     @staticmethod
     def _encode(ctx: RequestContext, body: Any) -> Response:

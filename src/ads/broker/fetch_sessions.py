@@ -37,6 +37,7 @@ class CachedPartition:
     fetch_offset: int
     partition_max_bytes: int
     current_leader_epoch: int
+    last_fetched_epoch: int = -1  # a follower's (Fetch v12+), for divergence
     # What the last response carrying this partition said; -2: never sent.
     high_watermark: int = -2
     last_stable_offset: int = -2
@@ -64,6 +65,7 @@ class FetchSession:
         known.fetch_offset = partition.fetch_offset
         known.partition_max_bytes = partition.partition_max_bytes
         known.current_leader_epoch = partition.current_leader_epoch
+        known.last_fetched_epoch = partition.last_fetched_epoch
 
     def forget(self, key: PartitionKey) -> None:
         self.partitions.pop(key, None)

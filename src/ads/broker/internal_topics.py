@@ -89,10 +89,12 @@ class InternalTopicLog:
         return self._int(self.spec.partitions_key)
 
     def ready(self) -> bool:
-        """Whether the topic exists, its files here are made and every partition is led."""
+        """Whether the topic exists, its files here are made and every partition has had
+        a leader elected. A partition offline since (its broker gone) does not count: its
+        groups are COORDINATOR_NOT_AVAILABLE, the others' coordinators are named at once."""
         topic = self.broker.metadata.topics.get(self.name)
         return (topic is not None and not self.broker.opening(self.name)
-                and all(p.leader >= 0 for p in topic.partitions))
+                and all(p.leader_epoch >= 0 for p in topic.partitions))
 
     async def create(self) -> None:
         """Creates the topic (or waits for its creation) with the files made off the loop:

@@ -23,8 +23,11 @@ from ads.broker.context import TxnRequests
 from ads.broker.dispatch import Dispatcher
 from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.handlers import all_handlers
+from ads.broker.http.app import OpsHttp, start_ops_http
 from ads.broker.markers import BrokerMarkerWriter
-from ads.broker.settings import cleaner_config_from, log_config_from
+from ads.broker.metrics import BrokerMetrics
+from ads.broker.settings import cleaner_config_from, fetcher_config, log_config_from
+from ads.broker.shutdown import controlled_shutdown
 from ads.common.clock import Clock, SystemClock
 from ads.controller.controller import Controller
 from ads.metadata.assignment import assign_replicas
@@ -35,6 +38,7 @@ from ads.metadata.store import MetadataStore
 from ads.metadata.zookeeper import ZkMetadataStore
 from ads.net.server import KafkaListener
 from ads.protocol.messages import MetadataResponse
+from ads.replication.fetcher import ReplicaFetcherManager
 from ads.replication.replica_manager import ReplicaManager
 from ads.storage.cleaner import LogCleaner
 from ads.storage.config import LogConfig
@@ -90,8 +94,12 @@ class Broker:
             self.log_dirs, clock=self.clock,
             default_config=log_config_from(bconfig.effective_topic_config(config, {})),
             scheduler=self._run_later, file_io=file_io)
-        self.replica_manager = ReplicaManager(self.node_id, self._known_partition)
-        self.dispatcher = Dispatcher(self, all_handlers())
+        self.replica_manager = ReplicaManager(self.node_id, self._known_partition, self.clock)
+        self.replica_manager.isr_writer = self.metadata.update_isr
+        self.fetchers: ReplicaFetcherManager | None = None
+        self.metrics = BrokerMetrics()
+        self.dispatcher = Dispatcher(self, all_handlers(config.zookeeper_connect is not None),
+                                     self.metrics)
         self.group_coordinator = coordinators.create_group_coordinator(self)
         self.txn_requests: TxnRequests = BrokerMarkerWriter(self)
         self.transaction_coordinator = coordinators.create_transaction_coordinator(self)
@@ -103,6 +111,7 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots"))
         self.listener: KafkaListener | None = None
+        self.ops_http: OpsHttp | None = None  # http.listener: metrics, health, console
         self.log_cleaner: LogCleaner | None = None
         self.endpoint = BrokerEndpoint(self.node_id, "127.0.0.1", 0)
         self.bound_address = ("", 0)
@@ -117,6 +126,7 @@ class Broker:
         self._applied_configs: dict[str, dict[str, str]] = {}
         self._deprecated_warned: set[tuple[str, str]] = set()  # (topic, key) logged
         self.started = False
+        self._stopping = False
 
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
@@ -125,6 +135,9 @@ class Broker:
             d.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(self.metadata.load)
         self.log_manager.startup()
+        self.fetchers = ReplicaFetcherManager(self.node_id, fetcher_config(self.config),
+                                              self._endpoint_of)
+        self.replica_manager.fetchers = self.fetchers
         for topic in self.metadata.topics.values():
             self._open_partitions(topic)
         self.coordinator_deadlines = coordinators.start(self)
@@ -133,6 +146,17 @@ class Broker:
             self.dispatcher, host, port, self.config.socket_request_max_bytes)
         bound_host, bound_port = await self.listener.start()
         self.bound_address = (bound_host, bound_port)
+        http_listener = self.config.get("http.listener")
+        if http_listener:  # before registering: /readyz answers 503 until the broker serves
+            try:
+                self.ops_http = await start_ops_http(
+                    self, str(http_listener), self.config.get_int("console.sample.interval.ms"))
+            except OSError:
+                self.listener.stop_accepting()
+                coordinators.stop(self, self.coordinator_deadlines)
+                self.log_manager.shutdown()
+                self.metadata.close()
+                raise
         adv_host, adv_port = self.config.advertised_listeners[0]
         if adv_port == 0 or adv_port == port:
             adv_port = bound_port if port == 0 or adv_port == 0 else adv_port
@@ -146,15 +170,28 @@ class Broker:
         except Exception:
             self.started = False
             self.listener.stop_accepting()
+            if self.ops_http is not None:
+                await self.ops_http.stop()
+            for task in self._tasks:
+                task.cancel()
             coordinators.stop(self, self.coordinator_deadlines)
             self.log_manager.shutdown()
             self.metadata.close()
             raise
         if isinstance(self.metadata, ZkMetadataStore):
-            self.controller = Controller(self.metadata.zk, self.node_id)
+            self.controller = Controller(
+                self.metadata.zk, self.node_id,
+                auto_rebalance=self.config.get_bool("auto.leader.rebalance.enable"),
+                imbalance_check_interval_s=float(
+                    self.config.get_int("leader.imbalance.check.interval.seconds")),
+                imbalance_percentage=self.config.get_int("leader.imbalance.per.broker.percentage"),
+                unclean_default=self.config.get_bool("unclean.leader.election.enable"))
             self.controller.start()
         self.schedule("log-retention", self.config.get_int("log.retention.check.interval.ms"),
                        self._retention)
+        lag_ms = self.config.get_int("replica.lag.time.max.ms")
+        self.schedule("isr-expiration", lag_ms // 2,
+                      lambda: self.replica_manager.shrink_isrs(lag_ms))
         self.schedule("log-flush", self.config.get_int("log.flush.scheduler.interval.ms"),
                        self._flush, off_loop=True)
         self.schedule("checkpoint", self.config.get_int("log.flush.offset.checkpoint.interval.ms"),
@@ -173,11 +210,26 @@ class Broker:
                  ", ".join(str(d) for d in self.log_dirs))
 
     async def stop(self) -> None:
-        if not self.started:
+        if not self.started or self._stopping:
             return
-        self.started = False
+        self._stopping = True
         assert self.listener is not None
+        metadata = self.metadata
+        if self.fetchers is not None:
+            # First, as Kafka's StopReplica would: a leaving follower still fetching could
+            # rejoin the ISRs the controlled shutdown takes it out of, and acks=all would
+            # then wait for a broker that is gone.
+            await self.fetchers.shutdown()
+        if (isinstance(metadata, ZkMetadataStore) and not metadata.fenced
+                and self.config.get_bool("controlled.shutdown.enable")):
+            # While this broker still serves: clients keep their connections until the
+            # leaders have moved.
+            await controlled_shutdown(self.config, metadata, self.node_id,
+                                      metadata.broker_epoch)
+        self.started = False
         self.listener.stop_accepting()
+        if self.ops_http is not None:
+            await self.ops_http.stop()
         await self.listener.drain(grace_s=5.0)
         for task in [*self._tasks, *self._opening.values()]:
             task.cancel()
@@ -243,6 +295,10 @@ class Broker:
         self._warn_deprecated(topic)
         return log_config_from(bconfig.effective_topic_config(self.config, topic.configs))
 
+    def _endpoint_of(self, node_id: int) -> tuple[str, int] | None:
+        broker = self.metadata.brokers.get(node_id)
+        return (broker.host, broker.port) if broker is not None else None
+
     def _known_partition(self, name: str, index: int) -> bool:
         topic = self.metadata.topics.get(name)
         return topic is not None and 0 <= index < len(topic.partitions)
@@ -274,6 +330,7 @@ class Broker:
             self.replica_manager.remove_partition(name, part.index)
             self.log_manager.delete_log(name, part.index)
             coordinators.become_follower(self, name, part.index)
+        self.metrics.forget_topic(name)
         self._deprecated_warned = {w for w in self._deprecated_warned if w[0] != name}
         log.info("deleted topic %s", name)
 
@@ -306,10 +363,15 @@ class Broker:
                 continue  # no leader elected yet
             leads = p.leader == self.node_id and not self.metadata.fenced
             if leads and (not part.is_leader or part.leader_epoch < p.leader_epoch):
-                rm.become_leader(topic.name, p.partition, p.leader_epoch, p.isr)
-            elif not leads and (part.is_leader or part.leader_epoch < p.leader_epoch):
+                rm.become_leader(topic.name, p.partition, p.leader_epoch, p.isr, p.replicas)
+            elif leads:
+                rm.update_isr(topic.name, p.partition, p.leader_epoch, p.isr, p.replicas)
+            elif (part.is_leader or part.leader_epoch < p.leader_epoch
+                  or part.leader_id != p.leader):
+                # A fenced broker follows nobody until its registration is back.
+                leader = -1 if self.metadata.fenced else p.leader
                 rm.become_follower(topic.name, p.partition,
-                                   max(p.leader_epoch, part.leader_epoch))
+                                   max(p.leader_epoch, part.leader_epoch), leader)
 
     async def record_topic(self, name: str, num_partitions: int, configs: dict[str, str],
                            replication_factor: int = 1,

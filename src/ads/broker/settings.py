@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from ads.broker.config import BrokerConfig, as_float, as_int, as_str_list
 from ads.coordinator.group.api import GroupConfig
 from ads.coordinator.transaction.shard import TxnConfig
+from ads.replication.fetcher import FetcherConfig
 from ads.storage.cleaner import CleanerConfig
 from ads.storage.config import LogConfig
 
@@ -95,3 +96,15 @@ def txn_config(config: BrokerConfig) -> TxnConfig:
         id_expiration_ms=config.get_int("transactional.id.expiration.ms"),
         id_cleanup_interval_ms=config.get_int(
             "transaction.remove.expired.transaction.cleanup.interval.ms"))
+def fetcher_config(config: BrokerConfig) -> FetcherConfig:
+    """The replica fetchers' settings from the broker's ``replica.fetch.*`` keys."""
+    get = config.get_int
+    return FetcherConfig(
+        partition_max_bytes=get("replica.fetch.max.bytes"),
+        response_max_bytes=get("replica.fetch.response.max.bytes"),
+        min_bytes=get("replica.fetch.min.bytes"),
+        wait_max_ms=get("replica.fetch.wait.max.ms"),
+        backoff_ms=get("replica.fetch.backoff.ms"),
+        num_fetchers=get("num.replica.fetchers"),
+        request_timeout_ms=get("request.timeout.ms"),
+    )

@@ -1,5 +1,7 @@
 """The client commands of `ads`: `topics`, `produce`, `consume`, `groups`,
-`transactions`, `bench` and `pipeline`, plus `log`, which reads a broker's data directory.
+`transactions`, `bench` and `pipeline`, plus `log`, which reads a broker's data directory,
+`top`, which reads a broker's `/metrics`, and `cluster`, which runs a local cluster and
+shows any cluster's state.
 
 The network ones are clients like any other, built on confluent-kafka (or on PySpark for
 `pipeline`), so they work against any Kafka-protocol cluster; `ads.cli.main` registers
@@ -10,11 +12,23 @@ from __future__ import annotations
 
 import argparse
 
-from ads.cli import bench, consume, groups, logdump, pipeline, produce, topics, transactions
+from ads.cli import (
+    bench,
+    cluster,
+    consume,
+    groups,
+    logdump,
+    pipeline,
+    produce,
+    top,
+    topics,
+    transactions,
+)
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     topics.add_parser(sub)
+    cluster.add_parser(sub)
     produce.add_parser(sub)
     consume.add_parser(sub)
     groups.add_parser(sub)
@@ -22,3 +36,4 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     bench.add_parser(sub)
     pipeline.add_parser(sub)
     logdump.add_parser(sub)
+    top.add_parser(sub)

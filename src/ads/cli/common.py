@@ -98,6 +98,14 @@ def make_client(factory: Callable[[dict[str, Any]], T], conf: dict[str, Any]) ->
         raise UsageError(f"invalid client configuration: {text}") from exc
 
 
+def connect_broker(host: str, port: int) -> Connection:
+    """A blocking protocol connection (`ads.client`), for what the AdminClient lacks."""
+    try:
+        return Connection(host, port, client_id="ads-cli", timeout_s=TIMEOUT_S)
+    except ClientError as exc:
+        raise CommandError(str(exc)) from exc
+
+
 def parse_assignments(items: Iterable[str], flag: str) -> dict[str, str]:
     """`k=v` strings into a dict; a missing `=` or an empty key is a usage error."""
     out: dict[str, str] = {}
@@ -187,13 +195,6 @@ def print_table(rows: list[tuple[object, ...]]) -> None:
         print(" ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
-def connect(host: str, port: int) -> Connection:
-    try:
-        return Connection(host, port, client_id="ads-cli", timeout_s=TIMEOUT_S)
-    except ClientError as exc:
-        raise CommandError(str(exc)) from exc
-
-
 def coordinator_connection(args: argparse.Namespace, key: str, key_type: int) -> Connection:
     """A connection to the coordinator of a group (key type 0) or transactional id (1),
     for what the AdminClient lacks."""
@@ -201,7 +202,7 @@ def coordinator_connection(args: argparse.Namespace, key: str, key_type: int) ->
         host, port = parse_servers(args.bootstrap_server)[0]
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    conn = connect(host, port)
+    conn = connect_broker(host, port)
     what = "group" if key_type == 0 else "transactional id"
     try:
         found = conn.request(m.ApiKey.FIND_COORDINATOR, 3,
@@ -216,5 +217,5 @@ def coordinator_connection(args: argparse.Namespace, key: str, key_type: int) ->
                            f"{ErrorCode(found.error_code).name}")
     if (found.host, found.port) != (host, port):
         conn.close()
-        conn = connect(found.host, found.port)
+        conn = connect_broker(found.host, found.port)
     return conn

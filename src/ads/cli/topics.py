@@ -1,16 +1,25 @@
-"""`ads topics`: create, list, describe, delete, alter-config and add-partitions.
+"""`ads topics`: create, list, describe, delete, alter-config, add-partitions,
+elect-leaders and reassign (`reassign.py`).
 
-The verbs and output follow `kafka-topics.sh` and `kafka-configs.sh`; every operation goes
+The verbs and output follow `kafka-topics.sh`, `kafka-configs.sh` and
+`kafka-leader-election.sh`; every operation goes
 through confluent-kafka's `AdminClient`, so it works against any Kafka-protocol cluster.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka import (
+    ElectionType,
+    KafkaError,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -22,6 +31,7 @@ from confluent_kafka.admin import (
     OffsetSpec,
 )
 
+from ads.cli import reassign
 from ads.cli.common import (
     INTERNAL_TOPICS,
     TIMEOUT_S,
@@ -37,6 +47,9 @@ from ads.cli.common import (
     run_command,
 )
 from ads.cli.logdump import scan_data_dir
+from ads.client import ClientError, Connection
+from ads.protocol import messages as m
+from ads.protocol.errors import ErrorCode
 
 _REQUEST = {"request_timeout": TIMEOUT_S}
 _OPERATION = {"request_timeout": TIMEOUT_S, "operation_timeout": TIMEOUT_S}
@@ -70,6 +83,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         "min.cleanable.dirty.ratio), which no Kafka API reports")
     p.add_argument("--include-internal", action="store_true",
                    help="with no TOPIC, also describe internal topics")
+    p.add_argument("--under-replicated-partitions", action="store_true",
+                   help="only partitions whose ISR is smaller than their replica set")
+    p.add_argument("--unavailable-partitions", action="store_true",
+                   help="only partitions without a leader (offline)")
+    p.add_argument("--replica-offsets", action="store_true",
+                   help="also ask every replica's broker for its log end offset "
+                        "(ReplicaLogEndOffsets: broker=offset; '?' when it cannot answer)")
     _finish(p, "topics describe", describe)
 
     p = verbs.add_parser("delete", help="delete topics")
@@ -91,6 +111,28 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--partitions", type=int, required=True,
                    help="the new total partition count")
     _finish(p, "topics add-partitions", add_partitions)
+
+    p = verbs.add_parser("elect-leaders", help="move leadership to preferred replicas "
+                                               "(or elect any live replica: unclean)")
+    p.add_argument("--election-type", type=str.upper, choices=["PREFERRED", "UNCLEAN"],
+                   default="PREFERRED", help="default PREFERRED")
+    p.add_argument("--topic", help="the topic whose partitions to elect")
+    p.add_argument("--partition", type=int, action="append", default=[], metavar="N",
+                   help="with --topic: only this partition (repeatable)")
+    p.add_argument("--all-topic-partitions", action="store_true",
+                   help="every partition of every topic")
+    _finish(p, "topics elect-leaders", elect_leaders)
+
+    p = verbs.add_parser("reassign", help="move partitions' replicas to other brokers "
+                                          "(like kafka-reassign-partitions.sh)")
+    p.add_argument("--reassignment-json-file", metavar="FILE",
+                   help='{"partitions":[{"topic":T,"partition":N,"replicas":[...]}]}')
+    p.add_argument("--execute", action="store_true", help="start the reassignments")
+    p.add_argument("--verify", action="store_true",
+                   help="say whether each reassignment completed (exit 1 while one has not)")
+    p.add_argument("--cancel", action="store_true", help="cancel them")
+    p.add_argument("--list", action="store_true", help="show reassignments in progress")
+    _finish(p, "topics reassign", reassign.reassign)
 
 
 def _finish(p: argparse.ArgumentParser, name: str, func: Any) -> None:
@@ -171,6 +213,7 @@ def describe(args: argparse.Namespace) -> int:
     end = _offsets(admin, args, partitions, OffsetSpec.latest())
 
     files = scan_data_dir(args.data_dir) if args.data_dir is not None else {}
+    replica_ends = _replica_ends(descriptions) if args.replica_offsets else {}
     lines: list[str] = []
     for d in descriptions:
         rf = len(d.partitions[0].replicas) if d.partitions else 0
@@ -178,15 +221,54 @@ def describe(args: argparse.Namespace) -> int:
                      f"PartitionCount: {len(d.partitions)}\tReplicationFactor: {rf}\t"
                      f"Configs: {','.join(overrides[d.name])}")
         for p in sorted(d.partitions, key=lambda p: p.id):
-            leader = p.leader.id if p.leader is not None else "none"
+            offline = p.leader is None or p.leader.id < 0
+            under = len(p.isr) < len(p.replicas)
+            if (args.under_replicated_partitions and not under) or (
+                    args.unavailable_partitions and not offline):
+                continue
+            leader = "none" if offline else p.leader.id
             key = (d.name, p.id)
+            state = "\tOffline" if offline else "\tUnderReplicated" if under else ""
             lines.append(
                 f"\tTopic: {d.name}\tPartition: {p.id}\tLeader: {leader}\t"
                 f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}\t"
                 f"LogStartOffset: {start.get(key, '?')}\tLogEndOffset: {end.get(key, '?')}"
-                + (f"\tCleanableRatio: {files[key].cleanable_ratio:.3f}" if key in files else ""))
+                + (f"\tCleanableRatio: {files[key].cleanable_ratio:.3f}" if key in files else "")
+                + ("\tReplicaLogEndOffsets: " + ",".join(
+                    f"{r.id}={replica_ends.get((r.id, *key), '?')}" for r in p.replicas)
+                   if args.replica_offsets else "")
+                + state)
     print("\n".join(lines))
     return 0
+
+
+def _replica_ends(descriptions: list[Any]) -> dict[tuple[int, str, int], int]:
+    """(broker, topic, partition) -> that replica's log end offset: one ListOffsets per
+    broker with Kafka's debugging replica id, which any replica answers with its log end."""
+    hosted: dict[int, tuple[Any, dict[str, list[int]]]] = {}
+    for d in descriptions:
+        for p in d.partitions:
+            for r in p.replicas:
+                hosted.setdefault(r.id, (r, {}))[1].setdefault(d.name, []).append(p.id)
+    LO = m.ListOffsetsRequest  # noqa: N806
+    found: dict[tuple[int, str, int], int] = {}
+    for node_id, (node, topics) in hosted.items():
+        req = LO(replica_id=-2, isolation_level=0, topics=[
+            LO.ListOffsetsTopic(name=t, partitions=[
+                LO.ListOffsetsTopic.ListOffsetsPartition(partition_index=i, timestamp=-1)
+                for i in ps]) for t, ps in topics.items()])
+        try:
+            with Connection(node.host, node.port, client_id="ads-cli",
+                            timeout_s=TIMEOUT_S) as conn:
+                resp = conn.request(m.ApiKey.LIST_OFFSETS, 5, req)
+        except ClientError:
+            continue  # a broker that is down shows as '?'
+        assert isinstance(resp, m.ListOffsetsResponse)
+        for t in resp.topics:
+            for part in t.partitions:
+                if part.error_code == ErrorCode.NONE:
+                    found[(node_id, t.name, part.partition_index)] = part.offset
+    return found
 
 
 def _ids(nodes: list[Any]) -> str:
@@ -260,4 +342,52 @@ def add_partitions(args: argparse.Namespace) -> int:
                                       **_OPERATION)
     result(futures[args.topic], args, args.topic)
     print(f"Topic {args.topic} now has {args.partitions} partitions.")
+    return 0
+
+
+def elect_leaders(args: argparse.Namespace) -> int:
+    if bool(args.topic) == args.all_topic_partitions:
+        raise UsageError("give --topic TOPIC or --all-topic-partitions")
+    if args.partition and not args.topic:
+        raise UsageError("--partition needs --topic")
+    admin = _admin(args)
+    partitions: list[TopicPartition] | None = None
+    if args.topic:
+        indexes = args.partition
+        if not indexes:
+            md = admin.list_topics(args.topic, timeout=TIMEOUT_S)
+            topic = md.topics.get(args.topic)
+            if topic is None or topic.error is not None:
+                raise CommandError(f"Topic '{args.topic}' does not exist.")
+            indexes = sorted(topic.partitions)
+        partitions = [TopicPartition(args.topic, p) for p in indexes]
+    kind = args.election_type
+    # No timeouts passed: confluent-kafka 2.x fails on elect_leaders' keyword arguments.
+    future = admin.elect_leaders(ElectionType[kind], partitions)
+    outcome: dict[TopicPartition, Any] = result(future, args, args.topic)
+    done, noop, failed = [], [], []
+    for tp, error in sorted(outcome.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+        name = f"{tp.topic}-{tp.partition}"
+        # confluent-kafka gives a KafkaError (or an exception holding one) per partition.
+        err = error.args[0] if isinstance(error, KafkaException) else error
+        if err is None:
+            done.append(name)
+        elif isinstance(err, KafkaError) and err.code() == KafkaError.ELECTION_NOT_NEEDED:
+            noop.append(name)
+        elif isinstance(err, KafkaError):
+            failed.append(f"{name}: {describe_error(err, args.bootstrap_server)}")
+        else:
+            failed.append(f"{name}: {err}")
+    if done:
+        print(f"Successfully completed leader election ({kind}) for partitions "
+              f"{', '.join(done)}")
+    if noop:
+        print(f"Valid replica already elected for partitions {', '.join(noop)}")
+    if not (done or noop or failed):
+        print(f"No partition needed a leader election ({kind}).")
+    if failed:
+        for line in failed:
+            print(f"Error completing leader election ({kind}) for partition {line}",
+                  file=sys.stderr)
+        raise CommandError(f"{len(failed)} replica(s) could not be elected")
     return 0

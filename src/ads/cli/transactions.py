@@ -23,7 +23,7 @@ from ads.cli.common import (
     CommandError,
     UsageError,
     add_client_arguments,
-    connect,
+    connect_broker,
     coordinator_connection,
     print_table,
     run_command,
@@ -61,7 +61,7 @@ def _brokers(args: argparse.Namespace) -> list[tuple[int, str, int]]:
         host, port = parse_servers(args.bootstrap_server)[0]
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    with connect(host, port) as conn:
+    with connect_broker(host, port) as conn:
         try:
             md = conn.request(m.ApiKey.METADATA, 9, m.MetadataRequest(topics=[]))
         except ClientError as exc:
@@ -78,7 +78,7 @@ def list_(args: argparse.Namespace) -> int:
                                     duration_filter=args.duration_ms)
     found: list[tuple[object, ...]] = []
     for node, host, port in _brokers(args):
-        with connect(host, port) as conn:
+        with connect_broker(host, port) as conn:
             try:
                 resp = conn.request(m.ApiKey.LIST_TRANSACTIONS, 1, req)
             except ClientError as exc:

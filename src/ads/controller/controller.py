@@ -16,9 +16,18 @@ states with the live brokers:
 - a partition whose leader is not live gets the first live replica of its ISR as leader,
   with the ISR cut to the live members, at the next leader epoch; with no live ISR member
   it goes offline (leader -1) and keeps its last ISR, so it comes back, with all its data,
-  when that replica's broker returns (no unclean election);
+  when that replica's broker returns; only with `unclean.leader.election.enable` (the
+  topic's, else the broker's) does the first live replica outside the ISR lead instead,
+  and the records it lacks are lost (logged);
 - a live leader's ISR loses members whose brokers are gone, at the next leader epoch;
 - a topic queued in `/admin/delete_topics` has its znodes removed.
+
+A broker in controlled shutdown (`controlled_shutdown`, asked for with the ControlledShutdown
+request) hands the leadership of its replicated partitions to other live ISR members and
+leaves the ISRs it follows in; until its session ends it is given no new leadership.
+Preferred and unclean elections (`elect_leaders`, the ElectLeaders API) and the automatic
+leader rebalance follow the rules of `election.py`. These read each partition's state
+afresh from ZooKeeper before deciding, since leaders change ISRs too.
 
 Brokers learn the outcome by watching the state znodes (`metadata.zookeeper`), not by
 controller requests: see docs/cluster.md for why.
@@ -26,21 +35,33 @@ controller requests: see docs/cluster.md for why.
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Collection, Iterator
+from concurrent.futures import Future
+from typing import TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
+from ads.controller import election
+from ads.controller.election import Refused
+from ads.controller.reassignment import Reassigner, ReplicaAssignment
 from ads.metadata import zk_layout as zl
+from ads.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 _STOP = "stop"
+# Kafka checks the leader balance first 5 s after a controller is elected.
+_FIRST_REBALANCE_S = 5.0
+T = TypeVar("T")
+TopicPartition = tuple[str, int]
 
 
 class DeposedError(Exception):
@@ -48,13 +69,27 @@ class DeposedError(Exception):
 
 
 class Controller:
-    def __init__(self, zk: KazooClient, node_id: int) -> None:
+    def __init__(self, zk: KazooClient, node_id: int, *, auto_rebalance: bool = False,
+                 imbalance_check_interval_s: float = 300.0,
+                 imbalance_percentage: int = 10, unclean_default: bool = False) -> None:
+        """`auto_rebalance` and the next two are `auto.leader.rebalance.enable`,
+        `leader.imbalance.check.interval.seconds` and
+        `leader.imbalance.per.broker.percentage`; `unclean_default` the broker's
+        `unclean.leader.election.enable` (a topic's own setting wins)."""
         self.zk = zk
         self.node_id = node_id
+        self.unclean_default = unclean_default
         self.active = False
         self.epoch = -1
         self._epoch_version = -1
-        self._events: queue.Queue[str] = queue.Queue()
+        self._events: queue.Queue[str | Callable[[], None]] = queue.Queue()
+        self.auto_rebalance = auto_rebalance
+        self.imbalance_check_interval_s = imbalance_check_interval_s
+        self.imbalance_percentage = imbalance_percentage
+        self._next_rebalance = 0.0
+        # Brokers in controlled shutdown: they lead nothing new until their session ends.
+        self.shutting_down: set[int] = set()
+        self.reassigner = Reassigner(self)
         self._thread = threading.Thread(target=self._run, name="ads-controller", daemon=True)
         self._stopped = False
         # Partition states this controller knows with their znode versions; a write that
@@ -94,15 +129,75 @@ class Controller:
     def _topic_event(self, _: WatchedEvent) -> None:
         self._events.put("topics")
 
+    # -- requests from the broker's event loop (any thread) ----------------------------
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int
+                            ) -> Future[tuple[ErrorCode, list[TopicPartition]]]:
+        """Moves leadership off `broker_id`; the result is an error code and the
+        replicated partitions it still leads (no other live ISR member could take them)."""
+        return self._submit(functools.partial(self._controlled_shutdown, broker_id,
+                                              broker_epoch))
+
+    def elect_leaders(self, election_type: int, partitions: list[TopicPartition]
+                      ) -> Future[dict[TopicPartition, zl.LeaderAndIsr | Refused]]:
+        """Preferred (0) or unclean (1) elections; each partition's new state or why not."""
+        return self._submit(functools.partial(self._elect_leaders, election_type,
+                                              partitions))
+
+    def alter_reassignments(self, requests: dict[TopicPartition, list[int] | None]
+                            ) -> Future[dict[TopicPartition, Refused | None] | None]:
+        """Starts (a list) or cancels (None) reassignments; None when not the controller."""
+        return self._submit(functools.partial(self._if_active, functools.partial(
+            self.reassigner.alter, requests)))
+
+    def list_reassignments(self, partitions: list[TopicPartition] | None
+                           ) -> Future[dict[TopicPartition, ReplicaAssignment] | None]:
+        return self._submit(functools.partial(self._if_active, functools.partial(
+            self.reassigner.ongoing, partitions)))
+
+    def submit_if_active(self, work: Callable[[], None]) -> None:
+        """Queues work for the controller's thread, done only while it is the controller."""
+        self._events.put(functools.partial(self._if_active, work))
+
+    def _if_active(self, work: Callable[[], T]) -> T | None:
+        return work() if self.active else None
+
+    def _submit(self, work: Callable[[], T]) -> Future[T]:
+        future: Future[T] = Future()
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(work())
+            except BaseException as exc:
+                future.set_exception(exc)
+                raise  # the loop logs it, and steps down when deposed
+
+        self._events.put(run)
+        return future
+
     # -- the event loop -------------------------------------------------------------------
     def _run(self) -> None:
         while True:
-            event = self._events.get()
+            wait = None
+            if self.active and self.auto_rebalance:
+                wait = max(self._next_rebalance - time.monotonic(), 0.0)
+            try:
+                event = self._events.get(timeout=wait)
+            except queue.Empty:
+                event = "rebalance"
             if event == _STOP:
                 self._resign()
+                self._drain()
                 return
             try:
-                if event == "elect":
+                if callable(event):
+                    event()
+                elif event == "rebalance":
+                    self._next_rebalance = time.monotonic() + self.imbalance_check_interval_s
+                    if self.active:
+                        self._rebalance()
+                elif event == "elect":
                     self._elect()
                 elif event == "resign":
                     self._resign(session_lost=True)
@@ -115,6 +210,20 @@ class Controller:
             except Exception:
                 if not self._stopped:
                     log.exception("controller %d: handling %s failed", self.node_id, event)
+
+    def _drain(self) -> None:
+        """Answers the requests still queued (not the controller any more)."""
+        while True:
+            try:
+                event = self._events.get_nowait()
+            except queue.Empty:
+                return
+            if callable(event):
+                try:
+                    event()
+                except Exception:  # noqa: BLE001 - stopping: the request has its answer
+                    log.debug("controller %d: a queued request failed", self.node_id,
+                              exc_info=True)
 
     def _elect(self) -> None:
         if self.active or self._stopped:
@@ -134,6 +243,10 @@ class Controller:
         self.epoch, self._epoch_version = epoch, stat.version
         self.active = True
         self._states.clear()
+        self.shutting_down.clear()
+        self.reassigner.reset()
+        self._next_rebalance = time.monotonic() + min(_FIRST_REBALANCE_S,
+                                                      self.imbalance_check_interval_s)
         log.info("broker %d is the controller (controller epoch %d)", self.node_id, epoch)
         self._reconcile()
 
@@ -154,6 +267,7 @@ class Controller:
     # -- reconciling partition states ----------------------------------------------------
     def _reconcile(self) -> None:
         live = {int(c) for c in self.zk.get_children(zl.BROKER_IDS)}
+        self.shutting_down &= live  # a broker that returns is a new one
         self._delete_queued_topics()
         for topic in sorted(self.zk.get_children(zl.TOPICS)):
             try:
@@ -163,6 +277,8 @@ class Controller:
             assignment = zl.decode_assignment(data)
             for partition, replicas in sorted(assignment.replicas.items()):
                 self._reconcile_partition(topic, partition, replicas, live)
+            for partition in sorted(assignment.adding.keys() | assignment.removing.keys()):
+                self.reassigner.progress(topic, partition)
 
     def _reconcile_partition(self, topic: str, partition: int, replicas: list[int],
                              live: set[int]) -> None:
@@ -171,7 +287,13 @@ class Controller:
             if known is None:
                 known = self._read_state(topic, partition)
             state, version = known if known is not None else (None, -1)
-            new = decide(state, replicas, live, self.epoch)
+            new = decide(state, replicas, live, self.epoch, self.shutting_down,
+                         unclean=lambda: self._unclean(topic))
+            if new is not None and state is not None and new.leader >= 0 and (
+                    new.leader not in state.isr):
+                log.warning("%s-%d: unclean leader election: broker %d was not in the ISR %s "
+                            "and leads from epoch %d; records it lacks are lost", topic,
+                            partition, new.leader, state.isr, new.leader_epoch)
             if new is None:
                 return
             try:
@@ -180,6 +302,157 @@ class Controller:
                 self._states.pop((topic, partition), None)
                 continue
             return
+
+    def _unclean(self, topic: str) -> bool:
+        try:
+            data, _ = self.zk.get(zl.config_path(topic))
+        except NoNodeError:
+            return self.unclean_default
+        value = zl.decode_config(data).get("unclean.leader.election.enable")
+        return self.unclean_default if value is None else value.strip().lower() == "true"
+
+    # -- controlled shutdown, elections, rebalance (see election.py) ---------------------
+    def _partitions(self) -> Iterator[tuple[str, int, list[int]]]:
+        """Every partition and its replicas, but those of topics queued for deletion."""
+        deleting = set(self.zk.get_children(zl.DELETE_TOPICS))
+        for topic in sorted(self.zk.get_children(zl.TOPICS)):
+            if topic in deleting:
+                continue
+            try:
+                data, _ = self.zk.get(zl.topic_path(topic))
+            except NoNodeError:
+                continue
+            for partition, replicas in sorted(zl.decode_assignment(data).replicas.items()):
+                yield topic, partition, replicas
+
+    def update_state(self, topic: str, partition: int,
+                rule: Callable[[zl.LeaderAndIsr | None], zl.LeaderAndIsr | Refused | None]
+                ) -> zl.LeaderAndIsr | Refused | None:
+        """Applies `rule` to the partition's current state and writes what it decides."""
+        for _ in range(3):  # a stale znode version: read it again and decide again
+            known = self._read_state(topic, partition)
+            state, version = known if known is not None else (None, -1)
+            new = rule(state)
+            if not isinstance(new, zl.LeaderAndIsr) or version < 0:
+                return new
+            try:
+                self._write_state(topic, partition, new, version)
+            except BadVersionError:
+                continue
+            return new
+        return Refused(ErrorCode.UNKNOWN_SERVER_ERROR, "the partition state kept changing")
+
+    def current_state(self, topic: str, partition: int) -> zl.LeaderAndIsr | None:
+        """The partition's state as ZooKeeper has it now."""
+        known = self._read_state(topic, partition)
+        return known[0] if known is not None else None
+
+    def live_brokers(self) -> set[int]:
+        return {int(c) for c in self.zk.get_children(zl.BROKER_IDS)}
+
+    def write_assignment(self, topic: str, assignment: zl.TopicAssignment,
+                         version: int) -> None:
+        """Rewrites the topic's assignment if this controller is still the current one and
+        the znode is still at `version` (BadVersionError otherwise)."""
+        tx = self.zk.transaction()
+        tx.check(zl.CONTROLLER_EPOCH, self._epoch_version)
+        tx.set_data(zl.topic_path(topic), zl.encode_assignment(assignment), version=version)
+        results = tx.commit()
+        if isinstance(results[0], BadVersionError):
+            raise DeposedError
+        if isinstance(results[1], (BadVersionError, NoNodeError)):
+            raise BadVersionError
+        if isinstance(results[1], Exception):
+            raise results[1]
+
+    def _live_epochs(self) -> dict[int, int]:
+        """Live brokers and their broker epochs (the zxid that created the registration,
+        as in Kafka)."""
+        epochs = {}
+        for child in self.zk.get_children(zl.BROKER_IDS):
+            stat = self.zk.exists(zl.broker_path(int(child)))
+            if stat is not None:
+                epochs[int(child)] = stat.czxid
+        return epochs
+
+    def _controlled_shutdown(self, broker_id: int, broker_epoch: int
+                             ) -> tuple[ErrorCode, list[TopicPartition]]:
+        if not self.active:
+            return ErrorCode.NOT_CONTROLLER, []
+        epochs = self._live_epochs()
+        if broker_id not in epochs:
+            return ErrorCode.BROKER_NOT_AVAILABLE, []
+        if 0 <= broker_epoch < epochs[broker_id]:
+            log.info("controlled shutdown of broker %d refused: broker epoch %d is older than "
+                     "%d", broker_id, broker_epoch, epochs[broker_id])
+            return ErrorCode.STALE_BROKER_EPOCH, []
+        log.info("controlled shutdown of broker %d", broker_id)
+        self.shutting_down.add(broker_id)
+        live = set(epochs)
+        remaining = []
+        for topic, partition, replicas in self._partitions():
+            if broker_id not in replicas or len(replicas) < 2:
+                continue  # a single replica has nowhere to go
+            new = self.update_state(topic, partition, functools.partial(
+                election.controlled_shutdown, replicas=replicas, live=live,
+                shutting_down=self.shutting_down, broker=broker_id,
+                controller_epoch=self.epoch))
+            known = self._states.get((topic, partition))
+            if known is not None and known[0].leader == broker_id:
+                remaining.append((topic, partition))
+            elif isinstance(new, zl.LeaderAndIsr):
+                log.info("%s-%d: broker %d shutting down; leader %d, ISR %s", topic,
+                         partition, broker_id, new.leader, new.isr)
+        return ErrorCode.NONE, remaining
+
+    def _elect_leaders(self, election_type: int, partitions: list[TopicPartition]
+                       ) -> dict[TopicPartition, zl.LeaderAndIsr | Refused]:
+        if not self.active:
+            return {tp: Refused(ErrorCode.NOT_CONTROLLER) for tp in partitions}
+        live = {int(c) for c in self.zk.get_children(zl.BROKER_IDS)}
+        deleting = set(self.zk.get_children(zl.DELETE_TOPICS))
+        assignments: dict[str, dict[int, list[int]]] = {}
+        results: dict[TopicPartition, zl.LeaderAndIsr | Refused] = {}
+        rule = election.preferred if election_type == election.PREFERRED else election.unclean
+        for topic, partition in partitions:
+            if topic not in assignments:
+                try:
+                    data, _ = self.zk.get(zl.topic_path(topic))
+                    assignments[topic] = zl.decode_assignment(data).replicas
+                except NoNodeError:
+                    assignments[topic] = {}
+            replicas = assignments[topic].get(partition)
+            if replicas is None:
+                results[(topic, partition)] = Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                      "The partition does not exist.")
+                continue
+            if topic in deleting:
+                results[(topic, partition)] = Refused(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                                      "The topic is being deleted")
+                continue
+            outcome = self.update_state(topic, partition, functools.partial(
+                rule, replicas=replicas, live=live, shutting_down=self.shutting_down,
+                controller_epoch=self.epoch))
+            results[(topic, partition)] = outcome if outcome is not None else Refused(
+                ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE)
+        return results
+
+    def _rebalance(self) -> None:
+        live = {int(c) for c in self.zk.get_children(zl.BROKER_IDS)}
+        entries = []
+        for topic, partition, replicas in self._partitions():
+            known = self._read_state(topic, partition)
+            entries.append(((topic, partition), replicas, known[0] if known else None))
+        chosen = election.imbalanced(entries, live, self.shutting_down,
+                                     self.imbalance_percentage)
+        if chosen:
+            log.info("leader imbalance: preferred-leader election for %d partitions",
+                     len(chosen))
+        replicas_of = {key: replicas for key, replicas, _ in entries}
+        for topic, partition in chosen:
+            self.update_state(topic, partition, functools.partial(
+                election.preferred, replicas=replicas_of[(topic, partition)], live=live,
+                shutting_down=self.shutting_down, controller_epoch=self.epoch))
 
     def _read_state(self, topic: str, partition: int) -> tuple[zl.LeaderAndIsr, int] | None:
         try:
@@ -265,10 +538,13 @@ class Controller:
 
 
 def decide(state: zl.LeaderAndIsr | None, replicas: list[int], live: set[int],
-           controller_epoch: int) -> zl.LeaderAndIsr | None:
-    """The partition's next state given the live brokers, or None when it stays."""
+           controller_epoch: int, shutting_down: Collection[int] = (),
+           unclean: Callable[[], bool] = lambda: False) -> zl.LeaderAndIsr | None:
+    """The partition's next state given the live brokers, or None when it stays. Brokers
+    `shutting_down` keep what they lead but are not given new leadership. `unclean()` says
+    whether a replica outside the ISR may lead when none in it lives."""
     if state is None:
-        leader = next((r for r in replicas if r in live), None)
+        leader = next((r for r in replicas if r in live and r not in shutting_down), None)
         if leader is None:
             return None  # no replica alive: made when one registers
         return zl.LeaderAndIsr(leader, 0, [leader], controller_epoch)
@@ -277,9 +553,12 @@ def decide(state: zl.LeaderAndIsr | None, replicas: list[int], live: set[int],
         if len(live_isr) == len(state.isr):
             return None
         return zl.LeaderAndIsr(state.leader, state.leader_epoch + 1, live_isr, controller_epoch)
-    leader = next((r for r in replicas if r in live_isr), None)
+    leader = next((r for r in replicas if r in live_isr and r not in shutting_down), None)
     if leader is not None:
         return zl.LeaderAndIsr(leader, state.leader_epoch + 1, live_isr, controller_epoch)
+    leader = next((r for r in replicas if r in live and r not in shutting_down), None)
+    if leader is not None and not live_isr and unclean():
+        return zl.LeaderAndIsr(leader, state.leader_epoch + 1, [leader], controller_epoch)
     if state.leader == -1:
         return None
     return zl.LeaderAndIsr(-1, state.leader_epoch + 1, state.isr, controller_epoch)

@@ -130,6 +130,19 @@ class EmbeddedMetadataStore:
         self._save()
         self._changed(name)
 
+    async def update_isr(self, name: str, partition: int, leader_epoch: int,
+                         isr: list[int]) -> bool:
+        topic = self.topics.get(name)
+        if topic is None or partition >= len(topic.partitions):
+            return False
+        state = topic.partitions[partition]
+        if state.leader != self.node_id or state.leader_epoch != leader_epoch:
+            return False
+        state.isr = list(isr)
+        self._save()
+        self._changed(name)
+        return True
+
     async def allocate_producer_id_block(self, size: int) -> tuple[int, int]:
         """Reserve `size` producer ids; returns [start, end)."""
         start = self.producer_id_block_end

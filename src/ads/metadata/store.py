@@ -72,6 +72,11 @@ class MetadataStore(Protocol):
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None: ...
 
+    async def update_isr(self, name: str, partition: int, leader_epoch: int,
+                         isr: list[int]) -> bool:
+        """The partition's leader records a new ISR; False when the stored state no longer
+        names this broker as leader at `leader_epoch` (the change is then dropped)."""
+
     async def allocate_producer_id_block(self, size: int) -> tuple[int, int]:
         """Reserves `size` producer ids no broker has used; returns [start, end)."""
 

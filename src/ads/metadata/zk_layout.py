@@ -7,7 +7,8 @@ knows Kafka can read an ADS cluster with `zkCli.sh`:
     /controller                  (ephemeral)      {"version":1,"brokerid":1,"timestamp":"..."}
     /controller_epoch                             "3"
     /brokers/ids/<id>            (ephemeral)      host, port, endpoints, rack
-    /brokers/topics/<topic>                       {"topic_id":...,"partitions":{"0":[1,2]}}
+    /brokers/topics/<topic>                       {"topic_id":...,"partitions":{"0":[1,2]},
+                                                   "adding_replicas":{},"removing_replicas":{}}
     /brokers/topics/<topic>/partitions/<p>/state  {"leader":1,"leader_epoch":0,"isr":[1],...}
     /config/topics/<topic>                        {"version":1,"config":{"k":"v"}}
     /admin/delete_topics/<topic>                  a topic to delete (the controller does it)
@@ -22,7 +23,7 @@ import base64
 import json
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ads.metadata.model import BrokerEndpoint
@@ -146,12 +147,17 @@ def decode_topic_id(text: str) -> uuid.UUID:
 class TopicAssignment:
     topic_id: uuid.UUID
     replicas: dict[int, list[int]]  # partition -> replica broker ids, preferred leader first
+    # Partitions being reassigned (KIP-455): the replicas joining and leaving. `replicas`
+    # then holds both: the target first, then the leaving ones.
+    adding: dict[int, list[int]] = field(default_factory=dict)
+    removing: dict[int, list[int]] = field(default_factory=dict)
 
 
 def encode_assignment(a: TopicAssignment) -> bytes:
     return _dump({"version": 3, "topic_id": encode_topic_id(a.topic_id),
                   "partitions": {str(p): r for p, r in sorted(a.replicas.items())},
-                  "adding_replicas": {}, "removing_replicas": {}})
+                  "adding_replicas": {str(p): r for p, r in sorted(a.adding.items()) if r},
+                  "removing_replicas": {str(p): r for p, r in sorted(a.removing.items()) if r}})
 
 
 def decode_assignment(raw: bytes) -> TopicAssignment:
@@ -160,7 +166,11 @@ def decode_assignment(raw: bytes) -> TopicAssignment:
     # A topic written by an old tool has no id: derive a stable one from nothing random.
     topic_id = decode_topic_id(str(text)) if text else uuid.UUID(int=0)
     replicas = {int(p): [int(b) for b in r] for p, r in data["partitions"].items()}
-    return TopicAssignment(topic_id, replicas)
+    adding = {int(p): [int(b) for b in r]
+              for p, r in (data.get("adding_replicas") or {}).items() if r}
+    removing = {int(p): [int(b) for b in r]
+                for p, r in (data.get("removing_replicas") or {}).items() if r}
+    return TopicAssignment(topic_id, replicas, adding, removing)
 
 
 # -- /brokers/topics/<topic>/partitions/<p>/state -----------------------------------------

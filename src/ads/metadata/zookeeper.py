@@ -17,6 +17,7 @@ leading until kazoo has a new session and the registration is made again.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 import uuid
@@ -55,6 +56,9 @@ class ZkMetadataStore:
         self.brokers: dict[int, BrokerEndpoint] = {}
         self.controller_id = -1
         self.fenced = False
+        # The zxid that created this broker's registration (Kafka's broker epoch): a
+        # request made for an older registration is refused by the controller.
+        self.broker_epoch = -1
         self._connect = connect
         self._connection_timeout_s = (connection_timeout_ms or session_timeout_ms) / 1000.0
         self.zk = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0)
@@ -65,6 +69,7 @@ class ZkMetadataStore:
         # Loop-side pieces of each topic, assembled into `topics` on every change.
         self._assignments: dict[str, zl.TopicAssignment] = {}
         self._states: dict[tuple[str, int], zl.LeaderAndIsr] = {}
+        self._state_versions: dict[tuple[str, int], int] = {}  # znode versions of `_states`
         self._configs: dict[str, dict[str, str]] = {}
         # kazoo-side: topics whose znodes are watched (stopping a watch: its callback
         # returns False once its topic is gone from here).
@@ -111,6 +116,9 @@ class ZkMetadataStore:
             raise NodeIdInUseError(
                 f"node id {self.node_id} is already registered in ZooKeeper at "
                 f"{zl.broker_path(self.node_id)} by a live broker") from exc
+        stat = self.zk.exists(zl.broker_path(self.node_id))
+        if stat is not None:
+            self.broker_epoch = stat.czxid
         log.info("registered broker %d at %s", self.node_id, zl.broker_path(self.node_id))
 
     def close(self) -> None:
@@ -217,11 +225,12 @@ class ZkMetadataStore:
 
     def _state_watch(self, name: str, partition: int
                      ) -> Callable[[bytes | None, ZnodeStat | None], bool]:
-        def watch(data: bytes | None, _: ZnodeStat | None) -> bool:
+        def watch(data: bytes | None, stat: ZnodeStat | None) -> bool:
             if not self._is_watched(name):
                 return False
             state = zl.decode_state(data) if data else NO_STATE
-            self._post(self._set_state, name, partition, state)
+            self._post(self._set_state, name, partition, state,
+                       stat.version if stat is not None else -1)
             return True
         return watch
 
@@ -246,8 +255,16 @@ class ZkMetadataStore:
         self._assignments[name] = assignment
         self._rebuild(name)
 
-    def _set_state(self, name: str, partition: int, state: zl.LeaderAndIsr) -> None:
-        self._states[(name, partition)] = state
+    def _set_state(self, name: str, partition: int, state: zl.LeaderAndIsr,
+                   version: int) -> None:
+        # A watch reads the znode after it fired, on kazoo's thread: its answer may reach
+        # the loop after a newer version this broker wrote itself (`update_isr`). Older
+        # versions are dropped, so the ISR a leader applies never goes back.
+        key = (name, partition)
+        if 0 <= version < self._state_versions.get(key, -1):
+            return
+        self._state_versions[key] = version
+        self._states[key] = state
         if name in self._assignments:
             self._rebuild(name)
 
@@ -261,6 +278,8 @@ class ZkMetadataStore:
         self._configs.pop(name, None)
         for key in [k for k in self._states if k[0] == name]:
             del self._states[key]
+        for key in [k for k in self._state_versions if k[0] == name]:
+            del self._state_versions[key]
         topic = self.topics.pop(name, None)
         if topic is not None:
             self._by_id.pop(topic.topic_id, None)
@@ -351,7 +370,7 @@ class ZkMetadataStore:
         def write() -> None:
             data, stat = self.zk.get(zl.topic_path(name))
             current = zl.decode_assignment(data)
-            grown = zl.TopicAssignment(current.topic_id, {**current.replicas, **{
+            grown = dataclasses.replace(current, replicas={**current.replicas, **{
                 p: list(r) for p, r in assignment.items()}})
             self.zk.set(zl.topic_path(name), zl.encode_assignment(grown), version=stat.version)
 
@@ -383,6 +402,37 @@ class ZkMetadataStore:
 
         result: tuple[int, int] = await self._write(write)
         return result
+
+    async def update_isr(self, name: str, partition: int, leader_epoch: int,
+                         isr: list[int]) -> bool:
+        """The leader's ISR change: written only while the state znode still names this
+        broker as leader at `leader_epoch` (read and conditionally set, so a controller's
+        change in between wins). The change reaches every broker through the watches."""
+        if self.fenced:
+            return False
+        path = zl.state_path(name, partition)
+
+        def write() -> tuple[zl.LeaderAndIsr, int] | None:
+            try:
+                data, stat = self.zk.get(path)
+            except NoNodeError:
+                return None
+            state = zl.decode_state(data)
+            if state.leader != self.node_id or state.leader_epoch != leader_epoch:
+                return None
+            new = zl.LeaderAndIsr(state.leader, leader_epoch, list(isr), state.controller_epoch)
+            try:
+                written = self.zk.set(path, zl.encode_state(new), version=stat.version)
+            except (BadVersionError, NoNodeError):
+                return None
+            return new, written.version
+
+        recorded: tuple[zl.LeaderAndIsr, int] | None = await self._write(write)
+        if recorded is None:
+            return False
+        if name in self._assignments:  # this broker's view has the change at once
+            self._set_state(name, partition, *recorded)
+        return True
 
     async def wait(self, ready: Callable[[], bool], timeout_s: float) -> bool:
         return await self._until(ready, timeout_s)

@@ -390,6 +390,10 @@ class KafkaListener:
         self._server: asyncio.Server | None = None
         self._connections: set[KafkaConnection] = set()
 
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
     async def start(self) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(

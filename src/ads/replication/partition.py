@@ -1,11 +1,22 @@
 """One partition replica on this broker: its log, leader epoch, ISR and high watermark.
 
 The leader validates and appends produced batches and serves reads; a follower (made one by
-`ReplicaManager.become_follower`) refuses both with NOT_LEADER_OR_FOLLOWER. The high
-watermark is the smallest log end offset over the in-sync replicas (`replica_end_offsets`
-holds what each one has; with one replica that is this broker's log end offset), advanced
-only by `maybe_advance_high_watermark`. Waking what waits on a partition is the replica
-manager's job (`ads.replication.purgatory`), not the partition's.
+`ReplicaManager.become_follower`) refuses both with NOT_LEADER_OR_FOLLOWER and copies the
+leader's batches instead (`append_replicated`, fed by `ads.replication.fetcher`).
+
+Invariants (docs/replication.md):
+- The high watermark is the smallest log end offset over the in-sync replicas, advanced only
+  by `maybe_advance_high_watermark` on the leader and never moved back there; a follower
+  takes the leader's, bounded by its own log end offset.
+- The leader knows each follower's log end offset from the offset it last fetched from
+  (`record_follower_fetch`) and when it was last caught up: a follower is caught up when it
+  fetched from the leader's log end offset, or from the log end offset the leader had at
+  the follower's previous fetch (then it was caught up at that previous fetch's time).
+- A follower joins the ISR once it has everything below the high watermark and everything
+  of the current leader epoch's start (`may_join_isr`); an ISR member not caught up for
+  `replica.lag.time.max.ms` leaves it (`out_of_sync`). Either change takes effect only once
+  the controller's store has recorded it (`ReplicaManager`), so the ISR in memory is never
+  smaller than the recorded one that a new leader is chosen from.
 
 The produce path does per-batch work only: `validate_batches` reads each batch header and
 runs one C CRC32C over it; the log patches base offsets in place and appends the bytes.
@@ -98,29 +109,78 @@ class Partition:
         self.config = config  # also builds the record rules
         self.leader_epoch = leader_epoch
         self.is_leader = False
+        self.leader_id = -1  # the broker this replica follows (-1: none known)
         self.isr: list[int] = []
+        self.replicas: list[int] = [node_id]
         # Log end offsets of the followers as the leader knows them (its own is its log's);
-        # the high watermark is the minimum over the ISR. Filled in by replication.
+        # the high watermark is the minimum over the ISR.
         self.replica_end_offsets: dict[int, int] = {}
+        # Per follower: when it was last caught up, and (leader's log end offset, time) at
+        # its previous fetch.
+        self._caught_up_ms: dict[int, int] = {}
+        self._last_fetch: dict[int, tuple[int, int]] = {}
+        self._epoch_start_offset = 0  # where this leader's epoch began
+        self.isr_change_pending = False  # an ISR change is being recorded
         if leader:
             self.make_leader(leader_epoch, [node_id])
 
-    def make_leader(self, leader_epoch: int, isr: list[int]) -> None:
-        """Leads from `leader_epoch` on: later appends carry it; older epochs are fenced."""
+    def make_leader(self, leader_epoch: int, isr: list[int], replicas: list[int] | None = None,
+                    now_ms: int = 0) -> None:
+        """Leads from `leader_epoch` on: later appends carry it; older epochs are fenced.
+        Followers in the ISR count as caught up now (as in Kafka); the others must fetch."""
         self.leader_epoch = leader_epoch
         self.is_leader = True
+        self.leader_id = self.node_id
         self.isr = list(isr)
+        self.replicas = list(replicas) if replicas else [self.node_id]
         if self.log.latest_epoch is None or self.log.latest_epoch < leader_epoch:
             self.log.assign_epoch(leader_epoch, self.log.log_end_offset)
+        self._epoch_start_offset = self.log.log_end_offset
         self.replica_end_offsets = {}
+        self._caught_up_ms = {r: now_ms for r in self.isr if r != self.node_id}
+        self._last_fetch = {}
         self.maybe_advance_high_watermark()
 
-    def make_follower(self, leader_epoch: int) -> None:
-        """Another broker leads from `leader_epoch` on; this replica stops serving clients."""
+    def make_follower(self, leader_epoch: int, leader_id: int = -1) -> None:
+        """`leader_id` leads from `leader_epoch` on; this replica stops serving clients."""
         self.leader_epoch = leader_epoch
         self.is_leader = False
+        self.leader_id = leader_id
         self.isr = []
         self.replica_end_offsets = {}
+        self._caught_up_ms = {}
+        self._last_fetch = {}
+
+    # -- the leader's view of its followers ----------------------------------------------
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+        """A follower fetched from `fetch_offset`: it has everything below it."""
+        leader_end = self.log.log_end_offset
+        caught_up = self._caught_up_ms.get(replica_id, -1)
+        if fetch_offset >= leader_end:
+            caught_up = now_ms
+        else:
+            previous = self._last_fetch.get(replica_id)
+            if previous is not None and fetch_offset >= previous[0]:
+                caught_up = max(caught_up, previous[1])
+        self._caught_up_ms[replica_id] = caught_up
+        self._last_fetch[replica_id] = (leader_end, now_ms)
+        self.replica_end_offsets[replica_id] = fetch_offset
+
+    def may_join_isr(self, replica_id: int) -> bool:
+        end = self.replica_end_offsets.get(replica_id, -1)
+        return (replica_id not in self.isr and replica_id in self.replicas
+                and end >= self.log.high_watermark and end >= self._epoch_start_offset)
+
+    def out_of_sync(self, now_ms: int, lag_ms: int) -> list[int]:
+        """ISR members (never the leader) not caught up for more than `lag_ms`."""
+        return [r for r in self.isr if r != self.node_id
+                and now_ms - self._caught_up_ms.get(r, -1) > lag_ms]
+
+    def set_isr(self, isr: list[int]) -> None:
+        """The recorded ISR, same leader epoch (after this leader's change or from the store)."""
+        self.isr = list(isr)
+        for replica in self.isr:
+            self._caught_up_ms.setdefault(replica, -1)
 
     @property
     def config(self) -> LogConfig:
@@ -261,6 +321,46 @@ class Partition:
             raise PartitionError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
         if bad:
             raise _refused(bad)
+
+    # -- a follower's copy -----------------------------------------------------------------
+    def append_replicated(self, records: memoryview, leader_high_watermark: int,
+                          leader_log_start_offset: int) -> int:
+        """Appends batches fetched from the leader (CRC-checked, bytes and offsets kept) and
+        takes the leader's high watermark up to this log's end; returns the bytes kept."""
+        end, headers = rb.scan_valid_prefix(records)
+        if end < len(records) and not headers:
+            raise PartitionError(ErrorCode.CORRUPT_MESSAGE,
+                                 f"{self.topic}-{self.index}: replicated batch fails its CRC")
+        try:
+            self.log.append_as_follower(records[:end], headers)
+            if leader_log_start_offset > self.log.log_start_offset:
+                # The leader's retention or DeleteRecords moved its start: follow it.
+                self.log.delete_records(min(leader_log_start_offset, self.log.high_watermark))
+        except StorageError as exc:
+            raise PartitionError(ErrorCode[exc.kafka_error], str(exc)) from exc
+        self.log.high_watermark = max(self.log.high_watermark,
+                                      min(leader_high_watermark, self.log.log_end_offset))
+        return end
+
+    def truncate_to_leader(self, leader_epoch: int, leader_end_offset: int) -> int:
+        """The leader says this log diverges after `leader_end_offset` of `leader_epoch`
+        (KIP-101/279): cut it where both agree; returns the new log end offset. With an
+        epoch this log does not know, it is cut to the end of its last smaller epoch and
+        the next fetch finds out whether that is far enough."""
+        log_ = self.log
+        if leader_end_offset < 0:
+            target = log_.high_watermark
+        else:
+            epoch, end = log_.end_offset_for_epoch(leader_epoch)
+            target = min(leader_end_offset, log_.log_end_offset) if epoch < 0 else min(
+                end, leader_end_offset if epoch == leader_epoch else end)
+        try:
+            if log_.truncate_to(target):
+                log.info("%s-%d: truncated to %d to match the leader (epoch %d ends at %d)",
+                         self.topic, self.index, target, leader_epoch, leader_end_offset)
+        except StorageError as exc:
+            raise PartitionError(ErrorCode[exc.kafka_error], str(exc)) from exc
+        return log_.log_end_offset
 
     def read(self, fetch_offset: int, max_bytes: int, min_one_batch: bool,
              max_offset: int) -> tuple[FileRegion | None, int]:

@@ -16,8 +16,16 @@ Handlers reach partitions only through it (Kafka's ReplicaManager):
   and `on_leadership_change` listeners (the coordinators of internal topics) hear of it.
 
 The high watermark advances only in `Partition.maybe_advance_high_watermark`, after an
-append here (and, with replication, after a follower's fetch reports its log end offset).
-Consumers read only below it.
+append here and after a follower's fetch reports its log end offset. Consumers read only
+below it; followers read up to the log end offset.
+
+Replication: a fetch with a replica id (`FetchParams.replica_id`) is a follower's. It is
+checked for divergence first (its last fetched epoch must end at or after its fetch offset
+in this log, else the answer names where it diverges), then records where the follower is,
+which may advance the high watermark (waking acks=all produces) and let the follower join
+the ISR. ISR changes go through `isr_writer` (the metadata store's conditional write) and
+apply here only once recorded; `shrink_isrs` runs on a timer. Followed partitions are
+handed to `fetchers` (`ads.replication.fetcher`).
 
 Not thread-safe: used from the event loop thread only (DESIGN rule 6).
 """
@@ -25,9 +33,11 @@ Not thread-safe: used from the event loop thread only (DESIGN rule 6).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
+from ads.common.clock import Clock, SystemClock
 from ads.protocol.errors import ErrorCode
 from ads.replication.partition import Partition, PartitionError, ProduceResult
 from ads.replication.purgatory import DelayedFetch, DelayedProduce, PartitionKey, Purgatory
@@ -40,7 +50,19 @@ if TYPE_CHECKING:
     from ads.storage.log import Log
     from ads.storage.txn_index import AbortedTxn
 
+log = logging.getLogger("ads.replication")
+
 LeadershipListener = Callable[[str, int, bool, int], None]
+# (topic, index, leader epoch, new ISR) -> whether the store recorded it.
+IsrWriter = Callable[[str, int, int, list[int]], Awaitable[bool]]
+
+
+class FollowedPartitions(Protocol):
+    """Where followed partitions go: the replica fetchers (`ads.replication.fetcher`)."""
+
+    def follow(self, part: Partition) -> None: ...
+
+    def unfollow(self, key: PartitionKey) -> None: ...
 
 
 class FetchPartition(NamedTuple):
@@ -51,6 +73,7 @@ class FetchPartition(NamedTuple):
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int
+    last_fetched_epoch: int = -1  # a follower's, to find where its log diverges
 
 
 class FetchParams(NamedTuple):
@@ -59,6 +82,7 @@ class FetchParams(NamedTuple):
     max_wait_ms: int
     read_committed: bool
     check_epoch: bool  # Fetch v9+: fence requests from older leader epochs
+    replica_id: int = -1  # >= 0: a follower's fetch
 
 
 class PartitionRead(NamedTuple):  # a tuple: built per partition of every fetch
@@ -70,6 +94,9 @@ class PartitionRead(NamedTuple):  # a tuple: built per partition of every fetch
     size: int
     # read_committed: the aborted transactions overlapping the read (None otherwise).
     aborted: list[AbortedTxn] | None = None
+    # For a follower whose log diverges: the epoch and end offset to truncate to.
+    diverging_epoch: int = -1
+    diverging_end_offset: int = -1
 
 
 UNKNOWN_READ = PartitionRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, None, 0)
@@ -85,16 +112,24 @@ class FetchResult(NamedTuple):
 
 class ReplicaManager:
     def __init__(self, node_id: int,
-                 known: Callable[[str, int], bool] | None = None) -> None:
+                 known: Callable[[str, int], bool] | None = None,
+                 clock: Clock | None = None) -> None:
         """`known(topic, index)`: whether the partition exists in the cluster; one this
         broker does not hold then answers NOT_LEADER_OR_FOLLOWER (clients refresh their
         metadata and go to its leader), an unknown one UNKNOWN_TOPIC_OR_PARTITION."""
         self.node_id = node_id
         self._known = known or (lambda _topic, _index: False)
+        self.clock: Clock = clock or SystemClock()
         self._partitions: dict[PartitionKey, Partition] = {}
         self.fetch_purgatory = Purgatory("fetch")
         self.produce_purgatory = Purgatory("produce")
         self._listeners: list[LeadershipListener] = []
+        self.isr_writer: IsrWriter | None = None
+        # ISR changes this broker recorded as leader (Kafka's IsrShrinksPerSec/IsrExpandsPerSec).
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self.fetchers: FollowedPartitions | None = None
+        self._isr_tasks: set[asyncio.Task[None]] = set()
 
     # -- the partitions ------------------------------------------------------------------
     def get(self, topic: str, index: int) -> Partition | None:
@@ -119,10 +154,12 @@ class ReplicaManager:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return part
 
-    def apply(self, topic: str, index: int, step: Callable[[Partition], None]) -> ErrorCode:
-        """Runs `step` on the partition this broker leads; returns the error it met."""
+    def apply(self, topic: str, index: int, step: Callable[[Partition], None],
+              any_replica: bool = False) -> ErrorCode:
+        """Runs `step` on the partition this broker leads (or holds at all, with
+        `any_replica`); returns the error it met."""
         try:
-            step(self.partition(topic, index))
+            step(self._replica(topic, index) if any_replica else self.partition(topic, index))
         except PartitionError as exc:
             return exc.code
         return ErrorCode.NONE
@@ -142,6 +179,8 @@ class ReplicaManager:
     def remove_partition(self, topic: str, index: int) -> None:
         """The partition is deleted: whatever waits on it answers now."""
         if self._partitions.pop((topic, index), None) is not None:
+            if self.fetchers is not None:
+                self.fetchers.unfollow((topic, index))
             self._wake((topic, index))
 
     def update_config(self, topic: str, config: LogConfig) -> None:
@@ -154,28 +193,92 @@ class ReplicaManager:
         self._listeners.append(listener)
 
     def become_leader(self, topic: str, index: int, leader_epoch: int,
-                      isr: list[int] | None = None) -> None:
+                      isr: list[int] | None = None, replicas: list[int] | None = None) -> None:
         """Leads the partition from `leader_epoch` (a newer epoch fences older ones)."""
         part = self._replica(topic, index)
         if leader_epoch < part.leader_epoch:
             raise PartitionError(ErrorCode.FENCED_LEADER_EPOCH,
                                  f"epoch {leader_epoch} is older than {part.leader_epoch}")
-        part.make_leader(leader_epoch, isr or [self.node_id])
+        if self.fetchers is not None:
+            self.fetchers.unfollow(part.key)
+        part.make_leader(leader_epoch, isr or [self.node_id], replicas, self.clock.time_ms())
         self._wake(part.key)
         for listener in self._listeners:
             listener(topic, index, True, leader_epoch)
 
-    def become_follower(self, topic: str, index: int, leader_epoch: int) -> None:
-        """Another broker leads from `leader_epoch`: produce and consumer fetches here get
-        NOT_LEADER_OR_FOLLOWER, and the requests waiting on the partition answer now."""
+    def become_follower(self, topic: str, index: int, leader_epoch: int,
+                        leader_id: int = -1) -> None:
+        """`leader_id` leads from `leader_epoch`: produce and consumer fetches here get
+        NOT_LEADER_OR_FOLLOWER, the requests waiting on the partition answer now, and the
+        replica fetches from the leader (none while `leader_id` is -1 or this broker)."""
         part = self._replica(topic, index)
         if leader_epoch < part.leader_epoch:
             raise PartitionError(ErrorCode.FENCED_LEADER_EPOCH,
                                  f"epoch {leader_epoch} is older than {part.leader_epoch}")
-        part.make_follower(leader_epoch)
+        part.make_follower(leader_epoch, leader_id)
         self._wake(part.key)
+        if self.fetchers is not None:
+            if leader_id < 0 or leader_id == self.node_id:
+                self.fetchers.unfollow(part.key)
+            else:
+                self.fetchers.follow(part)
         for listener in self._listeners:
             listener(topic, index, False, leader_epoch)
+
+    def update_isr(self, topic: str, index: int, leader_epoch: int, isr: list[int],
+                   replicas: list[int] | None = None) -> None:
+        """The store's ISR (and replicas, which a reassignment changes) for a partition led
+        here at `leader_epoch`; other epochs are left to become_leader/follower."""
+        part = self._partitions.get((topic, index))
+        if part is None or not part.is_leader or part.leader_epoch != leader_epoch:
+            return
+        if replicas is not None:
+            part.replicas = list(replicas)
+        if part.isr != isr:
+            part.set_isr(isr)
+            part.maybe_advance_high_watermark()
+            self._wake(part.key)  # waiting acks=all produces re-check min.insync.replicas
+
+    # -- the ISR ---------------------------------------------------------------------------
+    def shrink_isrs(self, lag_ms: int) -> None:
+        """Timer: drops ISR members not caught up for `lag_ms` (replica.lag.time.max.ms)."""
+        now = self.clock.time_ms()
+        for part in list(self._partitions.values()):
+            if part.is_leader and len(part.isr) > 1:
+                late = part.out_of_sync(now, lag_ms)
+                if late:
+                    log.info("%s-%d: followers %s not caught up for %d ms leave the ISR",
+                             part.topic, part.index, late, lag_ms)
+                    self._propose_isr(part, [r for r in part.isr if r not in late])
+
+    def _propose_isr(self, part: Partition, isr: list[int]) -> None:
+        writer = self.isr_writer
+        if writer is None or part.isr_change_pending:
+            return
+        part.isr_change_pending = True
+        epoch = part.leader_epoch
+        shrinks = len(isr) < len(part.isr)
+
+        async def record() -> None:
+            try:
+                recorded = await writer(part.topic, part.index, epoch, isr)
+            except Exception:
+                log.exception("%s-%d: recording the ISR %s failed", part.topic, part.index, isr)
+                recorded = False
+            finally:
+                part.isr_change_pending = False
+            if recorded:
+                log.info("%s-%d: ISR is now %s (leader epoch %d)", part.topic, part.index, isr,
+                         epoch)
+                if shrinks:
+                    self.isr_shrinks += 1
+                else:
+                    self.isr_expands += 1
+                self.update_isr(part.topic, part.index, epoch, isr)
+
+        task = asyncio.ensure_future(record())
+        self._isr_tasks.add(task)
+        task.add_done_callback(self._isr_tasks.discard)
 
     def _replica(self, topic: str, index: int) -> Partition:
         part = self._partitions.get((topic, index))
@@ -193,17 +296,23 @@ class ReplicaManager:
         """Validates and appends one partition's batch; PartitionError with its code."""
         part = self.partition(topic, index)
         result = part.append(records, acks, now_ms)
+        self._appended(part)
+        return result
+
+    def _appended(self, part: Partition) -> None:
         if part.maybe_advance_high_watermark():
             self._wake(part.key)
-        return result
+        else:
+            # Followers' fetches wait for the records themselves, not for the high
+            # watermark: wake them now, or acks=all waits out replica.fetch.wait.max.ms.
+            self.fetch_purgatory.check_and_complete(part.key)
 
     def append_internal(self, topic: str, index: int, batch: bytes, now_ms: int
                         ) -> ProduceResult:
         """A coordinator's batch for its internal topic (`Partition.append_internal`)."""
         part = self.partition(topic, index)
         result = part.append_internal(batch, now_ms)
-        if part.maybe_advance_high_watermark():
-            self._wake(part.key)
+        self._appended(part)
         return result
 
     def append_marker(self, topic: str, index: int, commit: bool, producer_id: int,
@@ -213,8 +322,7 @@ class ReplicaManager:
         part = self.partition(topic, index)
         next_offset = part.append_marker(commit, producer_id, producer_epoch, coordinator_epoch,
                                          now_ms)
-        if part.maybe_advance_high_watermark():
-            self._wake(part.key)
+        self._appended(part)
         return next_offset
 
     def wait_for_commit(self, appended: dict[PartitionKey, int], timeout_ms: int
@@ -274,6 +382,7 @@ class ReplicaManager:
         error = False
         remaining = params.max_bytes
         partitions = self._partitions
+        follower = params.replica_id >= 0
         for t in targets:
             part = partitions.get((t.topic, t.partition)) if t.topic is not None else None
             if part is None:
@@ -288,11 +397,20 @@ class ReplicaManager:
                 continue
             hw, lso, start = part.high_watermark, part.last_stable_offset, part.log_start_offset
             try:
-                if params.check_epoch:
+                if params.check_epoch or follower:
                     part.check_leader_epoch(t.current_leader_epoch)
+                if follower:
+                    diverged = self._follower_fetched(part, params.replica_id, t)
+                    if diverged is not None:  # answered at once, not long-polled
+                        reads.append(diverged)
+                        error = True
+                        continue
+                    bound = part.log_end_offset
+                    hw = part.high_watermark
+                else:
+                    bound = lso if params.read_committed else hw
                 limit = max(0, min(t.max_bytes, remaining))
-                region, size = part.read(t.fetch_offset, limit, total == 0,
-                                         lso if params.read_committed else hw)
+                region, size = part.read(t.fetch_offset, limit, total == 0, bound)
             except PartitionError as exc:
                 reads.append(PartitionRead(exc.code, hw, lso, start, None, 0))
                 error = True
@@ -303,3 +421,20 @@ class ReplicaManager:
             total += size
             remaining -= size
         return FetchResult(reads, total, error, keys)
+
+    def _follower_fetched(self, part: Partition, replica_id: int, t: FetchPartition
+                          ) -> PartitionRead | None:
+        """A follower's fetch: where its log diverges from this one, or None after noting
+        where it is (the high watermark may move, the follower may join the ISR)."""
+        if t.last_fetched_epoch >= 0:
+            epoch, end = part.log.end_offset_for_epoch(t.last_fetched_epoch)
+            if epoch < t.last_fetched_epoch or end < t.fetch_offset:
+                return PartitionRead(ErrorCode.NONE, part.high_watermark,
+                                     part.last_stable_offset, part.log_start_offset, None, 0,
+                                     diverging_epoch=epoch, diverging_end_offset=end)
+        part.record_follower_fetch(replica_id, t.fetch_offset, self.clock.time_ms())
+        if part.maybe_advance_high_watermark():
+            self._wake(part.key)
+        if part.may_join_isr(replica_id):
+            self._propose_isr(part, [*part.isr, replica_id])
+        return None

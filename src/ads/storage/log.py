@@ -56,6 +56,7 @@ from ads.storage.files import BatchInfo, Scheduler
 from ads.storage.loader import prepare_directory
 from ads.storage.local_log import LocalLog, ReadResult
 from ads.storage.producer_state import ProducerAppendInfo, ProducerStateManager
+from ads.storage.replicated import describe_run, segment_groups
 from ads.storage.segment import LogSegment
 from ads.storage.timestamps import offset_for_timestamp
 from ads.storage.transactions import marker_replayer
@@ -86,16 +87,8 @@ class LogAppendInfo(NamedTuple):  # a tuple: built on every append, cheaper than
 class Log:
     """Append, read, roll, truncate and retain the segments of one partition."""
 
-    def __init__(
-        self,
-        directory: Path,
-        topic: str,
-        partition: int,
-        config: LogConfig,
-        clock: Clock,
-        scheduler: Scheduler | None,
-        io: FileIO = OS_FILE_IO,
-    ) -> None:
+    def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig,
+                 clock: Clock, scheduler: Scheduler | None, io: FileIO = OS_FILE_IO) -> None:
         self.topic = topic
         self.partition = partition
         self.config = config
@@ -116,21 +109,10 @@ class Log:
     # ------------------------------------------------------------------------------ loading
 
     @classmethod
-    def open(
-        cls,
-        directory: Path,
-        topic: str,
-        partition: int,
-        config: LogConfig,
-        *,
-        clock: Clock,
-        recovery_point: int,
-        log_start_offset: int,
-        clean_shutdown: bool,
-        scheduler: Scheduler | None = None,
-        high_watermark: int | None = None,
-        io: FileIO = OS_FILE_IO,
-    ) -> Log:
+    def open(cls, directory: Path, topic: str, partition: int, config: LogConfig, *,
+             clock: Clock, recovery_point: int, log_start_offset: int, clean_shutdown: bool,
+             scheduler: Scheduler | None = None, high_watermark: int | None = None,
+             io: FileIO = OS_FILE_IO) -> Log:
         """Open (creating if needed) the partition directory and bring it to a valid state.
 
         ``io`` is the file layer every segment writes through (``ads.storage.fileio``)."""
@@ -144,11 +126,8 @@ class Log:
         if log.log_start_offset > log._log_end_offset:
             log._truncate_fully_and_start_at(log.log_start_offset)
         # Recovered segments were validated and fsynced, so the whole log is now recovered.
-        log.recovery_point = (
-            log._log_end_offset
-            if clean_shutdown or recovered
-            else min(recovery_point, log._log_end_offset)
-        )
+        log.recovery_point = (log._log_end_offset if clean_shutdown or recovered
+                              else min(recovery_point, log._log_end_offset))
         log.epoch_cache.truncate_from_end(log._log_end_offset)
         log.epoch_cache.truncate_from_start(log.log_start_offset)
         if not clean_shutdown:
@@ -158,10 +137,8 @@ class Log:
         return log
 
     def _rebuild_producer_state(self) -> None:
-        self.producer_state.rebuild(
-            self.log_start_offset, self._log_end_offset, self._local.iter_headers,
-            marker_replayer(self),
-        )
+        self.producer_state.rebuild(self.log_start_offset, self._log_end_offset,
+                                    self._local.iter_headers, marker_replayer(self))
 
     # ----------------------------------------------------------------------------- offsets
 
@@ -239,15 +216,9 @@ class Log:
 
     # ------------------------------------------------------------------------------ append
 
-    def append(
-        self,
-        records: bytes | bytearray | memoryview,
-        headers: Sequence[tuple[int, BatchHeader]],
-        *,
-        leader_epoch: int,
-        now_ms: int,
-        log_append_time: bool,
-    ) -> LogAppendInfo:
+    def append(self, records: bytes | bytearray | memoryview,
+               headers: Sequence[tuple[int, BatchHeader]], *, leader_epoch: int, now_ms: int,
+               log_append_time: bool) -> LogAppendInfo:
         """Append validated batches as leader; ``headers`` come from ``validate_batches``.
 
         Assigns offsets from the log end offset, checks idempotent producers (a retried
@@ -262,8 +233,7 @@ class Log:
         end = last_pos + last_header.size
         if end > self.config.segment_bytes:
             raise RecordBatchTooLargeError(
-                f"{end} bytes of batches exceed segment.bytes {self.config.segment_bytes}"
-            )
+                f"{end} bytes of batches exceed segment.bytes {self.config.segment_bytes}")
         with self._lock:
             self._check_open()
             first_offset = next_offset = self._log_end_offset
@@ -279,12 +249,9 @@ class Log:
                     duplicate = producer_info.check(header)
                     if duplicate is not None:
                         return LogAppendInfo(
-                            duplicate.first_offset,
-                            duplicate.last_offset,
+                            duplicate.first_offset, duplicate.last_offset,
                             duplicate.max_timestamp if log_append_time else -1,
-                            self.log_start_offset,
-                            duplicate=True,
-                        )
+                            self.log_start_offset, duplicate=True)
                     producer_info.append(header, next_offset, last, ts if ts >= 0 else now_ms)
                 batches.append((pos, header.size, next_offset, last, ts))
                 if ts > max_timestamp:
@@ -298,31 +265,63 @@ class Log:
                 patch_base_offset(buf, pos, base, leader_epoch)
                 if log_append_time:
                     set_log_append_time(buf, pos, now_ms)
-            segment = self._maybe_roll(end, max_timestamp, next_offset - 1, now_ms)
-            # Before the write: an epoch entry at the log end offset with no batch after it
-            # (the write then fails) is harmless, a batch without its epoch entry is not.
-            try:
-                self.epoch_cache.assign(leader_epoch, first_offset)
-            except OSError as exc:
-                raise KafkaStorageError(f"{self.dir}: cannot write leader epochs: {exc}") from exc
-            try:
-                segment.append(
-                    buf, first_offset, next_offset - 1, max_timestamp, offset_of_max, batches
-                )
-            except KafkaStorageError:
-                if segment.damaged:
-                    self._take_offline(f"a failed append could not be undone in {segment!r}")
-                raise
-            self._log_end_offset = next_offset
-            if next_offset - self.recovery_point >= self.config.flush_messages:
-                self._flush_appended(segment, first_offset, next_offset)
-            if producer_info is not None:
-                self.producer_state.commit(producer_info, next_offset)
-            else:
-                self.producer_state.map_end_offset = next_offset
-        return LogAppendInfo(
-            first_offset, next_offset - 1, now_ms if log_append_time else -1, self.log_start_offset
-        )
+            self._write(buf, batches, [(leader_epoch, first_offset)], producer_info, now_ms,
+                        max_timestamp, offset_of_max)
+        return LogAppendInfo(first_offset, next_offset - 1, now_ms if log_append_time else -1,
+                             self.log_start_offset)
+
+    def append_as_follower(
+        self, records: bytes | bytearray | memoryview, headers: Sequence[tuple[int, BatchHeader]]
+    ) -> int:
+        """Append batches replicated from the leader as they are: their offsets, leader
+        epochs and bytes unchanged. The first must start at the log end offset; a new
+        leader epoch in a batch enters the epoch cache, producers' state (idempotence, open
+        transactions, aborted ones' ``.txnindex`` entries) follows the batches without checks
+        (the leader made them). Returns the log end offset."""
+        if not headers:
+            return self._log_end_offset
+        with self._lock:
+            self._check_open()
+            if headers[0][1].base_offset != self._log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"{self.dir}: replicated batches start at {headers[0][1].base_offset}, "
+                    f"not at the log end offset {self._log_end_offset}")
+            view = memoryview(records)
+            for group in segment_groups(headers, self.config.segment_bytes):
+                run = describe_run(group, self.epoch_cache.latest_epoch)
+                self._write(view[run.start:run.end], run.batches, run.epochs, None,
+                            self._clock.time_ms(), run.max_timestamp, run.offset_of_max_timestamp)
+                # Written first: an ABORT marker's .txnindex entry reads its control record.
+                self.producer_state.replay_all((h for _, h in group), marker_replayer(self))
+            return self._log_end_offset
+
+    def _write(self, data: bytes | bytearray | memoryview, batches: list[BatchInfo],
+               epochs: list[tuple[int, int]], producer_info: ProducerAppendInfo | None,
+               now_ms: int, max_timestamp: int, offset_of_max: int) -> None:
+        """Roll if needed, record the epochs, write the batches, move the log end offset."""
+        first_offset, next_offset = batches[0][2], batches[-1][3] + 1
+        segment = self._maybe_roll(len(data), max_timestamp, next_offset - 1, now_ms)
+        # Before the write: an epoch entry at the log end offset with no batch after it
+        # (the write then fails) is harmless, a batch without its epoch entry is not.
+        try:
+            for epoch, start_offset in epochs:
+                self.epoch_cache.assign(epoch, start_offset)
+        except OSError as exc:
+            raise KafkaStorageError(f"{self.dir}: cannot write leader epochs: {exc}") from exc
+        try:
+            segment.append(data, first_offset, next_offset - 1, max_timestamp, offset_of_max,
+                           batches)
+        except KafkaStorageError:
+            if segment.damaged:
+                self._take_offline(f"a failed append could not be undone in {segment!r}")
+            raise
+        self._log_end_offset = next_offset
+        if next_offset - self.recovery_point >= self.config.flush_messages:
+            self._flush_appended(segment, first_offset, next_offset)
+        if producer_info is not None:
+            self.producer_state.commit(producer_info, next_offset)
+        else:
+            self.producer_state.map_end_offset = next_offset
 
     def _flush_appended(self, segment: LogSegment, first_offset: int, next_offset: int) -> None:
         """``flush.messages`` reached: fsync up to ``next_offset`` before acknowledging.

@@ -307,6 +307,18 @@ class ProducerStateManager:
         self._store(entry)
         self.map_end_offset = max(self.map_end_offset, header.next_offset)
 
+    def replay_all(self, headers: Iterable[BatchHeader],
+                   on_marker: Callable[[BatchHeader, int | None], None] | None = None) -> None:
+        """``replay`` for each batch of a producer; ``on_marker`` sees each transaction
+        marker with the first offset of the transaction it ends (None: none was open),
+        before the marker closes it."""
+        for header in headers:
+            if header.has_producer_id:
+                if on_marker is not None and header.is_control:
+                    entry = self._producers.get(header.producer_id)
+                    on_marker(header, None if entry is None else entry.current_txn_first_offset)
+                self.replay(header)
+
     def _store(self, entry: ProducerStateEntry) -> None:
         self._producers[entry.producer_id] = entry
         if entry.current_txn_first_offset is None:
@@ -424,12 +436,7 @@ class ProducerStateManager:
         replay_from = self.truncate_and_reload(log_start_offset, log_end_offset)
         if replay_from >= log_end_offset:
             return
-        for header in headers_from(replay_from):
-            if header.has_producer_id:
-                if on_marker is not None and header.is_control:
-                    entry = self._producers.get(header.producer_id)
-                    on_marker(header, None if entry is None else entry.current_txn_first_offset)
-                self.replay(header)
+        self.replay_all(headers_from(replay_from), on_marker)
         self.map_end_offset = log_end_offset
         self.truncate_head(log_start_offset)
         self.take_snapshot()

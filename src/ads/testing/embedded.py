@@ -69,6 +69,10 @@ class EmbeddedBroker:
                 loop.run_until_complete(self.broker.start())
             except BaseException as exc:  # noqa: BLE001 - reported to the starting thread
                 failure.append(exc)
+                # What the failed start left on the loop (cancelled tasks) ends with it.
+                loop.run_until_complete(asyncio.sleep(0))
+                loop.close()
+                self._loop = None
                 ready.set()
                 return
             ready.set()

@@ -52,7 +52,10 @@ class ZooKeeperServer:
             self.proc = subprocess.Popen(  # noqa: S603 - fixed arguments
                 [java, "-Xmx128m", "-cp", f"{ZOOKEEPER_CONF}:{ZOOKEEPER_JAR}",
                  "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(config)],
-                stdout=log, stderr=subprocess.STDOUT)
+                stdout=log, stderr=subprocess.STDOUT,
+                # Its own session: a terminal's Ctrl-C reaches the program that runs it,
+                # which stops it after the brokers that need it.
+                start_new_session=True)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

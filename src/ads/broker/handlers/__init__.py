@@ -10,16 +10,21 @@ from ads.broker.handlers import (
     fetch,
     group_offsets,
     groups,
+    leadership,
     metadata,
     offsets,
     produce,
     producer_id,
+    reassignments,
     topics,
     transactions,
 )
 
 
-def all_handlers() -> list[ApiHandler]:
+def all_handlers(cluster: bool = False) -> list[ApiHandler]:
+    """`cluster`: the broker runs on ZooKeeper, and also takes the controller's requests
+    from other brokers."""
     modules = [api_versions, metadata, produce, fetch, offsets, topics, configs, producer_id,
-               groups, group_offsets, consumer_groups, transactions]
-    return [h for module in modules for h in module.HANDLERS]
+               groups, group_offsets, consumer_groups, leadership, transactions]
+    extra = [*leadership.CLUSTER_HANDLERS, *reassignments.CLUSTER_HANDLERS] if cluster else []
+    return [h for module in modules for h in module.HANDLERS] + extra

@@ -10,12 +10,19 @@ that the first partition with data returns at least one whole batch (KIP-74). Se
 (epochs, what an incremental request and response carry) are described in
 `ads.broker.fetch_sessions`.
 
+A fetch with a replica id (`replica_id`, or `replica_state` from v15) is a follower's: it
+reads up to the log end offset instead of the high watermark, its `last_fetched_epoch` is
+checked for divergence (the answer's `diverging_epoch`), and it reports the follower's log
+end offset to the leader (`ads.replication.replica_manager`). Followers never use fetch
+sessions.
+
 read_committed (isolation level 1) reads up to the last stable offset and carries the
 aborted transactions overlapping the read (from the segments' `.txnindex`), so clients drop
 aborted records batch by batch.
 
-Gaps: follower fetches (replica id >= 0) are answered like consumer fetches until
-replication exists.
+From v16 a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names its
+current leader, and the response carries the leader's endpoint (KIP-951,
+`current_leader.py`).
 """
 
 from __future__ import annotations
@@ -27,6 +34,15 @@ from typing import TYPE_CHECKING
 
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.broker.fetch_sessions import CachedPartition, FetchSession, TopicKey, next_epoch
+from ads.broker.handlers.current_leader import LeaderEndpoints
+from ads.broker.metrics import (
+    BYTES_OUT,
+    FAILED_FETCH,
+    FETCH_REQUESTS,
+    REPLICATION_BYTES_OUT,
+    UNKNOWN_TOPIC,
+    BrokerMetrics,
+)
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 from ads.replication.replica_manager import FetchParams, FetchPartition, FetchResult
@@ -38,6 +54,7 @@ R = m.FetchResponse
 TopicResp = R.FetchableTopicResponse
 PartResp = R.FetchableTopicResponse.PartitionData
 READ_COMMITTED = 1
+_NAMES_LEADER = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
 
@@ -55,8 +72,13 @@ class _Plan:
 
 def _targets(req: m.FetchRequest, by_id: bool) -> list[CachedPartition]:
     return [CachedPartition(ft.topic_id if by_id else ft.topic, fp.partition, fp.fetch_offset,
-                            fp.partition_max_bytes, fp.current_leader_epoch)
+                            fp.partition_max_bytes, fp.current_leader_epoch,
+                            last_fetched_epoch=fp.last_fetched_epoch)
             for ft in req.topics for fp in ft.partitions]
+
+
+def _replica_id(ctx: RequestContext, req: m.FetchRequest) -> int:
+    return req.replica_state.replica_id if ctx.api_version >= 15 else req.replica_id
 
 
 def _plan(ctx: RequestContext, req: m.FetchRequest) -> _Plan | m.FetchResponse:
@@ -108,11 +130,15 @@ def _read(ctx: RequestContext, req: m.FetchRequest, plan: _Plan
         if t.topic not in names:
             names[t.topic] = _topic_name(ctx, t.topic)
         targets.append(FetchPartition(names[t.topic], t.partition, t.fetch_offset,
-                                      t.partition_max_bytes, t.current_leader_epoch))
+                                      t.partition_max_bytes, t.current_leader_epoch,
+                                      t.last_fetched_epoch))
+    replica_id = _replica_id(ctx, req)
     # As in Kafka, the broker's fetch.max.bytes caps what a client asks for.
-    max_bytes = min(req.max_bytes, ctx.broker.config.get_int("fetch.max.bytes"))
+    max_bytes = req.max_bytes if replica_id >= 0 else min(
+        req.max_bytes, ctx.broker.config.get_int("fetch.max.bytes"))
     params = FetchParams(max_bytes, req.min_bytes, req.max_wait_ms,
-                         req.isolation_level == READ_COMMITTED, ctx.api_version >= 9)
+                         req.isolation_level == READ_COMMITTED, ctx.api_version >= 9,
+                         replica_id)
     return ctx.broker.replica_manager.fetch(targets, params)
 
 
@@ -123,9 +149,27 @@ def _aborted(aborted: list[AbortedTxn] | None) -> list[PartResp.AbortedTransacti
             for a in aborted]
 
 
-def _response(plan: _Plan, result: FetchResult, read_committed: bool) -> m.FetchResponse:
+def _count(metrics: BrokerMetrics, plan: _Plan, result: FetchResult, follower: bool) -> None:
+    """Per partition read: bytes out, fetches and failed fetches of its topic."""
+    out = REPLICATION_BYTES_OUT if follower else BYTES_OUT
+    names = plan.names
+    for t, read in zip(plan.targets, result.reads, strict=True):
+        name = names.get(t.topic)
+        # Names clients make up must not grow the metrics without bound.
+        if name is None or read.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            name = UNKNOWN_TOPIC
+        counters = metrics.topic(name)
+        counters[FETCH_REQUESTS] += 1
+        counters[out] += read.size
+        if read.error:
+            counters[FAILED_FETCH] += 1
+
+
+def _response(ctx: RequestContext, plan: _Plan, result: FetchResult, read_committed: bool
+              ) -> m.FetchResponse:
     by_id = plan.by_id
     groups: dict[TopicKey, list[PartResp]] = {}
+    leaders: LeaderEndpoints | None = None
     for t, read in zip(plan.targets, result.reads, strict=True):
         code = read.error
         if (plan.incremental and read.size == 0 and code == ErrorCode.NONE
@@ -135,12 +179,22 @@ def _response(plan: _Plan, result: FetchResult, read_committed: bool) -> m.Fetch
             continue  # nothing new for this partition of the session
         if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and by_id and plan.names[t.topic] is None:
             code = ErrorCode.UNKNOWN_TOPIC_ID
-        groups.setdefault(t.topic, []).append(PartResp(
+        resp = PartResp(
             partition_index=t.partition, error_code=code, high_watermark=read.high_watermark,
             last_stable_offset=read.last_stable_offset, log_start_offset=read.log_start_offset,
             aborted_transactions=_aborted(read.aborted) if read_committed else None,
             preferred_read_replica=-1,
-            records=read.records if read.records is not None else b""))
+            records=read.records if read.records is not None else b"")
+        if read.diverging_end_offset >= 0 or read.diverging_epoch >= 0:
+            resp.diverging_epoch = PartResp.EpochEndOffset(
+                epoch=read.diverging_epoch, end_offset=read.diverging_end_offset)
+        if code in _NAMES_LEADER and ctx.api_version >= 16 and plan.names[t.topic]:
+            # KIP-951, as Kafka fills it: from v16, where node_endpoints exist.
+            leaders = leaders or LeaderEndpoints(ctx.broker.metadata)
+            leader_id, epoch = leaders.leader(plan.names[t.topic] or "", t.partition)
+            resp.current_leader = PartResp.LeaderIdAndEpoch(leader_id=leader_id,
+                                                            leader_epoch=epoch)
+        groups.setdefault(t.topic, []).append(resp)
         # What goes out now is what the session's next incremental response compares with.
         t.high_watermark = read.high_watermark
         t.last_stable_offset = read.last_stable_offset
@@ -149,7 +203,8 @@ def _response(plan: _Plan, result: FetchResult, read_committed: bool) -> m.Fetch
               else TopicResp(topic=topic, partitions=parts) for topic, parts in groups.items()]
     return m.FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                            session_id=plan.session.id if plan.session else 0,
-                           responses=topics)
+                           responses=topics,
+                           node_endpoints=leaders.endpoints(R.NodeEndpoint) if leaders else [])
 
 
 def handle(ctx: RequestContext, req: m.FetchRequest
@@ -158,15 +213,21 @@ def handle(ctx: RequestContext, req: m.FetchRequest
     if isinstance(plan, m.FetchResponse):
         return plan
     read_committed = req.isolation_level == READ_COMMITTED
+    follower = _replica_id(ctx, req) >= 0
     result = _read(ctx, req, plan)
+    metrics = ctx.dispatcher.metrics
     if isinstance(result, FetchResult):
-        return _response(plan, result, read_committed)
-    return _respond_later(plan, result, read_committed)
+        _count(metrics, plan, result, follower)
+        return _response(ctx, plan, result, read_committed)
+    return _respond_later(ctx, plan, result, read_committed, metrics, follower)
 
 
-async def _respond_later(plan: _Plan, pending: Awaitable[FetchResult],
-                         read_committed: bool) -> m.FetchResponse:
-    return _response(plan, await pending, read_committed)
+async def _respond_later(ctx: RequestContext, plan: _Plan, pending: Awaitable[FetchResult],
+                         read_committed: bool,
+                         metrics: BrokerMetrics, follower: bool) -> m.FetchResponse:
+    result = await pending
+    _count(metrics, plan, result, follower)
+    return _response(ctx, plan, result, read_committed)
 
 
 HANDLERS = [ApiHandler(m.ApiKey.FETCH, 4, 17, handle)]

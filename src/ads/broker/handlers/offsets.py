@@ -1,10 +1,12 @@
 """ListOffsets (key 2) v1-10, OffsetForLeaderEpoch (key 23) v2-4, DeleteRecords (key 21) v0-2.
 
 ListOffsets special timestamps: -2 earliest (log start offset), -1 latest (high watermark,
-or the last stable offset for read_committed), -3 the offset of the largest timestamp,
+or the last stable offset for read_committed; the log end offset for a request with a
+replica id, as Kafka answers followers and tools), -3 the offset of the largest timestamp,
 -4 earliest local (same as earliest: there is no tiered storage), -5 earliest pending
 upload (none: -1). A timestamp lookup returns the first record whose timestamp is at or
-after the target, as Kafka does.
+after the target, as Kafka does. Replica id -2 (Kafka's debugging id, used by
+`ads topics describe --replica-offsets`) may ask any replica, leader or follower.
 """
 
 from __future__ import annotations
@@ -17,14 +19,18 @@ from ads.protocol.errors import ErrorCode
 from ads.replication.partition import Partition, PartitionError
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
+CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID = -1, -2
 LR = m.ListOffsetsResponse
 
 
-def _list_one(part: Partition, timestamp: int, read_committed: bool
+def _list_one(part: Partition, timestamp: int, read_committed: bool | None
               ) -> tuple[int, int, int]:
-    """Returns (timestamp, offset, leader_epoch) for a ListOffsets lookup."""
+    """Returns (timestamp, offset, leader_epoch) for a ListOffsets lookup; `read_committed`
+    None: not a client's request, latest is the log end offset."""
     epoch = part.leader_epoch
     if timestamp == LATEST:
+        if read_committed is None:
+            return -1, part.log_end_offset, epoch
         return -1, (part.last_stable_offset if read_committed else part.high_watermark), epoch
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return -1, part.log_start_offset, epoch
@@ -39,7 +45,10 @@ def _list_one(part: Partition, timestamp: int, read_committed: bool
 
 def handle_list_offsets(ctx: RequestContext, req: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
     replicas = ctx.broker.replica_manager
-    read_committed = ctx.api_version >= 2 and req.isolation_level == 1
+    read_committed: bool | None = ctx.api_version >= 2 and req.isolation_level == 1
+    if req.replica_id != CONSUMER_REPLICA_ID:
+        read_committed = None
+    any_replica = req.replica_id == DEBUGGING_REPLICA_ID
     topics = []
     for t in req.topics:
         parts = []
@@ -58,7 +67,7 @@ def handle_list_offsets(ctx: RequestContext, req: m.ListOffsetsRequest) -> m.Lis
                 resp.timestamp, resp.offset, resp.leader_epoch = _list_one(
                     part, p.timestamp, read_committed)
 
-            resp.error_code = replicas.apply(t.name, p.partition_index, fill)
+            resp.error_code = replicas.apply(t.name, p.partition_index, fill, any_replica)
             parts.append(resp)
         topics.append(LR.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return m.ListOffsetsResponse(throttle_time_ms=0, topics=topics)

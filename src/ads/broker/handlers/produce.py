@@ -15,8 +15,10 @@ added to its ongoing transaction with the batch's producer id and epoch (KIP-890
 runs on another broker; otherwise INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH or
 INVALID_PRODUCER_ID_MAPPING). Clients may
 not write to internal topics (`__consumer_offsets`). Refusals of missing features
-(versions 0-2) are logged once per client and reason (`RequestContext.refused`); other
-rejected partitions one line per request.
+(versions 0-2, transactional batches) are logged once per client and reason
+(`RequestContext.refused`); other rejected partitions one line per request.
+From v10 a NOT_LEADER_OR_FOLLOWER partition names the current leader and the response
+carries its endpoint (KIP-951, `current_leader.py`).
 With acks=0 no response is sent; if a partition fails, the connection is closed so the
 client notices, as Kafka does.
 """
@@ -28,6 +30,14 @@ from collections.abc import Awaitable
 
 from ads.broker import txn_verify
 from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.broker.handlers.current_leader import LeaderEndpoints
+from ads.broker.metrics import (
+    BYTES_IN,
+    FAILED_PRODUCE,
+    MESSAGES_IN,
+    PRODUCE_REQUESTS,
+    UNKNOWN_TOPIC,
+)
 from ads.metadata.model import INTERNAL_TOPICS, InvalidTopicError, validate_topic_name
 from ads.net.server import CloseConnection
 from ads.protocol import messages as m
@@ -73,7 +83,12 @@ def _append(ctx: RequestContext, req: m.ProduceRequest,
     responses = []
     appended: dict[tuple[str, int], int] = {}  # acks=all: the offset each must commit
     entries: dict[tuple[str, int], PartResp] = {}
+    metrics = ctx.dispatcher.metrics
     for td in req.topic_data:
+        # Counted under the topic's name only when it exists: names clients make up must
+        # not grow the metrics without bound.
+        counters = metrics.topic(td.name if td.name in broker.metadata.topics
+                                 else UNKNOWN_TOPIC)
         results = []
         for pd in td.partition_data:
             resp = PartResp(index=pd.index, error_code=ErrorCode.NONE, base_offset=-1)
@@ -108,6 +123,8 @@ def _append(ctx: RequestContext, req: m.ProduceRequest,
                         log.info("produce to %s-%d from %s rejected: %s: %s", td.name,
                                  pd.index, ctx.connection.peer, exc.code.name, exc.message)
                 else:
+                    counters[BYTES_IN] += len(pd.records) if pd.records is not None else 0
+                    counters[MESSAGES_IN] += result.next_offset - result.base_offset
                     resp.base_offset = result.base_offset
                     resp.log_append_time_ms = result.log_append_time_ms
                     resp.log_start_offset = result.log_start_offset
@@ -115,7 +132,10 @@ def _append(ctx: RequestContext, req: m.ProduceRequest,
                         key = (td.name, pd.index)
                         appended[key] = result.next_offset
                         entries[key] = resp
-            failed = failed or resp.error_code != ErrorCode.NONE
+            counters[PRODUCE_REQUESTS] += 1
+            if resp.error_code != ErrorCode.NONE:
+                failed = True
+                counters[FAILED_PRODUCE] += 1
             results.append(resp)
         responses.append(TopicResp(name=td.name, partition_responses=results))
     if acks == 0:
@@ -125,16 +145,33 @@ def _append(ctx: RequestContext, req: m.ProduceRequest,
     response = m.ProduceResponse(responses=responses, throttle_time_ms=0)
     pending = replicas.wait_for_commit(appended, req.timeout_ms) if appended else None
     if pending is None:
+        if failed and ctx.api_version >= 10:
+            _name_leaders(ctx, response)
         return response
-    return _after_commit(pending, entries, response)
+    return _after_commit(ctx, pending, entries, response)
 
 
-async def _after_commit(pending: DelayedProduce, entries: dict[tuple[str, int], PartResp],
+async def _after_commit(ctx: RequestContext, pending: DelayedProduce,
+                        entries: dict[tuple[str, int], PartResp],
                         response: m.ProduceResponse) -> m.ProduceResponse:
     await pending.future
     for key, code in pending.errors.items():
         entries[key].error_code = code
+    if ctx.api_version >= 10:
+        _name_leaders(ctx, response)
     return response
+
+
+def _name_leaders(ctx: RequestContext, response: m.ProduceResponse) -> None:
+    """KIP-951: each NOT_LEADER_OR_FOLLOWER partition names its leader."""
+    leaders = LeaderEndpoints(ctx.broker.metadata)
+    for topic in response.responses:
+        for part in topic.partition_responses:
+            if part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                leader_id, epoch = leaders.leader(topic.name, part.index)
+                part.current_leader = PartResp.LeaderIdAndEpoch(leader_id=leader_id,
+                                                                leader_epoch=epoch)
+    response.node_endpoints = leaders.endpoints(R.NodeEndpoint)
 
 
 def _unknown_code(name: str) -> ErrorCode:

@@ -1,0 +1,221 @@
+"""`/metrics`: the broker's figures as Prometheus metric families, computed when scraped.
+
+Names live in one `ads_` namespace; docs/operations.md maps each to the Kafka MBean it
+stands for. Counters kept on the request path come from `ads.broker.metrics`; every gauge
+(logs, offsets, ISR, groups and lag, purgatories, connections, the cleaner) is read from
+the broker's state at scrape time, so the produce and fetch paths pay nothing for them.
+The scrape runs on the broker's event loop (`ads.net.http` says why).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from ads.broker import metrics as bm
+from ads.broker.http import observed
+from ads.broker.http.observed import ObservedBroker, PartitionView
+from ads.protocol.messages import ApiKey
+
+_TOPIC_COUNTERS = (
+    ("topic_bytes_in", "Bytes of record batches appended by producers.", bm.BYTES_IN),
+    ("topic_messages_in", "Records appended by producers.", bm.MESSAGES_IN),
+    ("topic_produce_requests", "Partition appends asked for by Produce requests.",
+     bm.PRODUCE_REQUESTS),
+    ("topic_failed_produce_requests", "Partition appends that failed.", bm.FAILED_PRODUCE),
+    ("topic_bytes_out", "Bytes of record batches sent to consumers.", bm.BYTES_OUT),
+    ("topic_replication_bytes_out", "Bytes of record batches sent to follower replicas.",
+     bm.REPLICATION_BYTES_OUT),
+    ("topic_fetch_requests", "Partition reads asked for by Fetch requests.", bm.FETCH_REQUESTS),
+    ("topic_failed_fetch_requests", "Partition reads that failed.", bm.FAILED_FETCH),
+)
+
+
+def api_name(api_key: int) -> str:
+    """Kafka's request name (`Produce`, `OffsetCommit`), as RequestMetrics tags it."""
+    try:
+        return "".join(w.capitalize() for w in ApiKey(api_key).name.split("_"))
+    except ValueError:
+        return str(api_key)
+
+
+class BrokerCollector(Collector):
+    def __init__(self, broker: ObservedBroker, http_connections: Callable[[], int]) -> None:
+        self._broker = broker
+        self._http_connections = http_connections
+
+    def collect(self) -> Iterable[Metric]:
+        yield from self._requests()
+        yield from self._topics()
+        yield from self._network()
+        parts = observed.partitions(self._broker)
+        yield from self._logs(parts)
+        yield from self._replicas(parts)
+        yield from self._groups()
+        yield from self._cleaner()
+
+    def _requests(self) -> Iterator[Metric]:
+        m = self._broker.metrics
+        requests = CounterMetricFamily(
+            "ads_requests", "Requests answered, per API and version.",
+            labels=["request", "version"])
+        for key, count in sorted(m.requests.items()):
+            requests.add_metric([api_name(key >> 16), str(key & 0xFFFF)], count)
+        yield requests
+        latency = HistogramMetricFamily(
+            "ads_request_duration_seconds",
+            "Time from a decoded request to its encoded response (local and purgatory time).",
+            labels=["request"])
+        for api_key, hist in sorted(m.latency.items()):
+            latency.add_metric([api_name(api_key)], hist.cumulative(), hist.sum_s)
+        yield latency
+
+    def _topics(self) -> Iterator[Metric]:
+        topics = sorted(self._broker.metrics.topics.items())
+        for name, doc, index in _TOPIC_COUNTERS:
+            family = CounterMetricFamily(f"ads_{name}", doc, labels=["topic"])
+            for topic, counters in topics:
+                family.add_metric([topic], counters[index])
+            yield family
+
+    def _network(self) -> Iterator[Metric]:
+        b = self._broker
+        listener = b.listener
+        yield GaugeMetricFamily("ads_connections", "Open Kafka client connections.",
+                                value=listener.connection_count if listener else 0)
+        yield GaugeMetricFamily("ads_http_connections", "Open HTTP connections.",
+                                value=self._http_connections())
+        purgatory = GaugeMetricFamily(
+            "ads_purgatory_size", "Delayed operations waiting, counted once per partition "
+            "they watch.", labels=["operation"])
+        purgatory.add_metric(["Fetch"], b.replica_manager.fetch_purgatory.watched())
+        purgatory.add_metric(["Produce"], b.replica_manager.produce_purgatory.watched())
+        yield purgatory
+        yield GaugeMetricFamily("ads_broker_ready", "1 once the broker serves requests.",
+                                value=1 if b.started else 0)
+
+    def _logs(self, parts: list[PartitionView]) -> Iterator[Metric]:
+        local = [p for p in parts if p.size_bytes or p.log_end_offset >= 0]
+        for name, doc, attr in (
+                ("ads_log_size_bytes", "Bytes of the partition's log on this broker.",
+                 "size_bytes"),
+                ("ads_log_segments", "Segments of the partition's log.", "segments"),
+                ("ads_log_start_offset", "First offset of the partition's log.",
+                 "log_start_offset"),
+                ("ads_log_end_offset", "Offset the next appended record gets.",
+                 "log_end_offset"),
+                ("ads_partition_high_watermark", "Offset up to which records are committed.",
+                 "high_watermark")):
+            family = GaugeMetricFamily(name, doc, labels=["topic", "partition"])
+            for p in local:
+                family.add_metric([p.topic, str(p.partition)], getattr(p, attr))
+            yield family
+
+    def _replicas(self, parts: list[PartitionView]) -> Iterator[Metric]:
+        b = self._broker
+        node = b.node_id
+        rm = b.replica_manager
+        led = [p for p in parts if p.leads]
+        under_replicated = under_min_isr = 0
+        for p in led:
+            part = rm.get(p.topic, p.partition)
+            isr = part.isr if part is not None and part.isr else list(p.isr)
+            if len(isr) < len(p.replicas):
+                under_replicated += 1
+            if part is not None and len(isr) < part.config.min_insync_replicas:
+                under_min_isr += 1
+        yield GaugeMetricFamily("ads_partitions", "Partitions with a replica on this broker.",
+                                value=sum(1 for p in parts if p.local))
+        yield GaugeMetricFamily("ads_leader_partitions", "Partitions this broker leads.",
+                                value=len(led))
+        yield GaugeMetricFamily("ads_under_replicated_partitions",
+                                "Partitions led here whose ISR is smaller than their replicas.",
+                                value=under_replicated)
+        yield GaugeMetricFamily("ads_under_min_isr_partitions",
+                                "Partitions led here whose ISR is below min.insync.replicas.",
+                                value=under_min_isr)
+        controller = b.metadata.controller_id == node
+        yield GaugeMetricFamily("ads_active_controller", "1 on the active controller.",
+                                value=1 if controller else 0)
+        # As in Kafka, only the active controller reports the cluster's offline partitions,
+        # so a sum over brokers counts each once.
+        offline = sum(1 for p in parts if p.leader < 0) if controller else 0
+        yield GaugeMetricFamily("ads_offline_partitions",
+                                "Partitions without a leader (reported by the controller).",
+                                value=offline)
+        yield GaugeMetricFamily("ads_brokers", "Live brokers in the metadata.",
+                                value=len(b.metadata.brokers))
+        yield CounterMetricFamily("ads_isr_shrinks", "ISR shrinks recorded by this leader.",
+                                  value=rm.isr_shrinks)
+        yield CounterMetricFamily("ads_isr_expands", "ISR expansions recorded by this leader.",
+                                  value=rm.isr_expands)
+
+    def _groups(self) -> Iterator[Metric]:
+        views = observed.groups(self._broker)
+        states: dict[str, int] = {}
+        for g in views:
+            states[g.state] = states.get(g.state, 0) + 1
+        count = GaugeMetricFamily("ads_groups", "Groups coordinated here, per state.",
+                                  labels=["state"])
+        for state in ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable",
+                      "Assigning", "Reconciling"):
+            states.setdefault(state, 0)
+        for state, n in sorted(states.items()):
+            count.add_metric([state], n)
+        yield count
+        committed = GaugeMetricFamily(
+            "ads_group_committed_offset", "The group's committed offset of the partition.",
+            labels=["group", "topic", "partition"])
+        lag = GaugeMetricFamily(
+            "ads_group_lag", "High watermark minus the committed offset (partitions led here).",
+            labels=["group", "topic", "partition"])
+        for g in views:
+            for o in g.offsets:
+                labels = [g.group_id, o.topic, str(o.partition)]
+                committed.add_metric(labels, o.committed)
+                if o.lag is not None:
+                    lag.add_metric(labels, o.lag)
+        yield committed
+        yield lag
+
+    def _cleaner(self) -> Iterator[Metric]:
+        cleaner = self._broker.log_cleaner
+        if cleaner is None:
+            return
+        m = cleaner.metrics
+        for name, doc, value in (
+                ("passes", "Cleaning passes finished.", m.passes),
+                ("bytes_read", "Bytes read by cleaning passes.", m.bytes_read),
+                ("bytes_written", "Bytes written by cleaning passes.", m.bytes_written),
+                ("messages_read", "Records read by cleaning passes.", m.messages_read),
+                ("messages_written", "Records written by cleaning passes.",
+                 m.messages_written),
+                ("aborted_passes", "Cleaning passes aborted.", m.aborted_passes)):
+            yield CounterMetricFamily(f"ads_log_cleaner_{name}", doc, value=value)
+        last = m.last_pass
+        for name, doc, gauge in (
+                ("max_buffer_utilization_ratio", "Largest offset-map use of recent passes.",
+                 m.max_buffer_utilization_percent / 100),
+                ("recopy_ratio", "Bytes written over bytes read in the last pass.",
+                 m.cleaner_recopy_percent / 100),
+                ("max_clean_time_seconds", "Longest pass of recent passes.",
+                 m.max_clean_time_secs),
+                ("max_compaction_delay_seconds", "Longest wait of a dirty log past its lag.",
+                 m.max_compaction_delay_secs),
+                ("dead_threads", "Cleaner threads that died.", m.dead_thread_count),
+                ("uncleanable_partitions", "Partitions the cleaner gave up on.",
+                 m.uncleanable_partitions_count),
+                ("time_since_last_run_seconds", "Time since a cleaner thread last looked.",
+                 m.time_since_last_run_ms / 1000),
+                ("last_dirty_ratio_before", "Dirty ratio of the last cleaned log, before.",
+                 last.dirty_ratio_before if last else 0.0),
+                ("last_dirty_ratio_after", "Dirty ratio of the last cleaned log, after.",
+                 last.dirty_ratio_after if last else 0.0)):
+            yield GaugeMetricFamily(f"ads_log_cleaner_{name}", doc, value=gauge)

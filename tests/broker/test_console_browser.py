@@ -1,0 +1,123 @@
+"""The web console in Debian's headless Chromium, driven by selenium through chromedriver:
+the topics page lists a created topic, the group page shows the lag a workload left, the
+overview's plot and tables update without a reload, and a record holding HTML is shown as
+text. Screenshots of each page are kept in the test's temporary directory."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+from ads.testing import EmbeddedBroker
+from conftest import create_topic
+
+CHROMIUM = shutil.which("chromium")
+CHROMEDRIVER = shutil.which("chromedriver")
+HOSTILE = b'<script>window.__injected = 1</script><img src=x onerror="window.__injected=2">'
+
+
+@pytest.fixture
+def browser() -> Iterator[webdriver.Chrome]:
+    assert CHROMIUM and CHROMEDRIVER, "`make system-deps` installs chromium and chromium-driver"
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1400,1000", "--no-first-run", "--disable-extensions"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_for(check: Callable[[], object], what: str, timeout_s: float = 30) -> object:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for v in values:
+        p.produce(topic, value=v, key=b"key")
+    assert p.flush(15) == 0
+
+
+def commit_after(bootstrap: str, topic: str, group: str, offset: int) -> None:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    deadline = time.monotonic() + 30
+    seen = 0
+    while seen < offset and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            seen += 1
+    assert seen >= offset
+    c.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    c.close()
+
+
+def test_console_in_chromium(browser: webdriver.Chrome, tmp_path: Path) -> None:
+    config = {"http.listener": "127.0.0.1:0", "console.sample.interval.ms": "300"}
+    with EmbeddedBroker(config=config) as b:
+        assert b.broker is not None and b.broker.ops_http is not None
+        host, port = b.broker.ops_http.address
+        url = f"http://{host}:{port}"
+        bootstrap = b.bootstrap_servers
+        create_topic(bootstrap, "browsed")
+        produce(bootstrap, "browsed", [HOSTILE] + [b"record-%d" % i for i in range(49)])
+        commit_after(bootstrap, "browsed", "console-group", 20)
+
+        browser.get(url + "/topics")
+        row = browser.find_element(By.XPATH, "//table[@class='topics']//tr[td/a='browsed']")
+        assert row.find_elements(By.TAG_NAME, "td")[4].text == "50"  # its high watermark
+        browser.save_screenshot(str(tmp_path / "topics.png"))
+
+        browser.get(url + "/groups/console-group")
+        assert browser.find_element(By.ID, "total-lag").text == "30"
+        browser.save_screenshot(str(tmp_path / "group.png"))
+
+        browser.get(url + "/topics/browsed/messages?partition=0&offset=0&count=5")
+        first_value = browser.find_element(
+            By.XPATH, "//table[@class='messages']/tbody/tr[1]/td[4]").text
+        assert first_value == HOSTILE.decode()  # shown as text, not run
+        assert browser.execute_script("return window.__injected === undefined")
+        browser.save_screenshot(str(tmp_path / "messages.png"))
+
+        browser.get(url + "/")
+        browser.execute_script("window.__sameDocument = true")
+
+        def points() -> int:
+            return int(browser.execute_script(
+                "var e = document.getElementById('rates-plot');"
+                "return e && e.dataset.points ? e.dataset.points : 0") or 0)
+
+        drawn = wait_for(points, "the rates plot to draw points")
+        assert browser.find_elements(By.CSS_SELECTOR, "#rates-plot canvas")
+        produce(bootstrap, "browsed", [b"more-%d" % i for i in range(10)])
+        wait_for(lambda: points() > int(drawn), "the plot to take new samples")  # type: ignore[call-overload]
+        lag_cell = "//table[@class='groups']//tr[td/a='console-group']/td[3]"
+        wait_for(lambda: browser.find_element(By.XPATH, lag_cell).text == "40",
+                 "the overview's lag to follow the new records")
+        # The non-zero rate the plot got came from the samples the page fetched itself.
+        rates = browser.execute_script(
+            "return fetch('/api/series').then(r => r.json()).then(s => s.messages_in)")
+        assert max(rates) > 0
+        assert browser.execute_script("return window.__sameDocument === true"), \
+            "the page was reloaded"
+        browser.save_screenshot(str(tmp_path / "overview.png"))

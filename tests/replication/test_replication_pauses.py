@@ -1,0 +1,133 @@
+"""Paused brokers (SIGSTOP / SIGCONT) in a three-broker cluster on a real ZooKeeper: a
+follower paused past replica.lag.time.max.ms leaves the ISR and rejoins once caught up; a
+leader paused past its session timeout is replaced, cannot get a write acknowledged when it
+resumes, truncates what it wrote alone and rejoins the ISR; committed group offsets survive
+the loss of the coordinator's broker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from ads.client.blocking import Connection
+from ads.protocol import messages as m
+from ads.protocol.errors import ErrorCode
+from ads.records.batch import build_batch
+from cluster_support import Cluster
+from replication_support import FAST, create, identical_logs, partition_state, produce, read_all
+
+pytestmark = [pytest.mark.broker_process, pytest.mark.timeout(300)]
+
+
+def test_replication_paused_follower_leaves_and_rejoins_the_isr(tmp_path: Path) -> None:
+    # Sessions outlive the pause, so only the leader's lag rule can drop the follower.
+    c = Cluster(tmp_path, 3, "replica.lag.time.max.ms=2000", "replica.fetch.wait.max.ms=200",
+                "zookeeper.session.timeout.ms=15000").start()
+    try:
+        create(c, "lag", 1, 3, **{"min.insync.replicas": "2"})
+        c.wait_for(lambda: len(partition_state(c, "lag", 0)["isr"]) == 3, "ISR of three")
+        leader = partition_state(c, "lag", 0)["leader"]
+        slow = next(n for n in c.brokers if n != leader)
+        proc = c.brokers[slow].proc
+        assert proc is not None
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            # Writes keep the leader's log end offset moving past the paused follower.
+            assert produce(c.bootstrap, "lag", [b"during"] * 50) == []
+            c.wait_for(lambda: slow not in partition_state(c, "lag", 0)["isr"],
+                       "the paused follower leaves the ISR", timeout_s=20)
+            assert produce(c.bootstrap, "lag", [b"more"] * 50) == []
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+        c.wait_for(lambda: slow in partition_state(c, "lag", 0)["isr"],
+                   "the follower rejoins once caught up", timeout_s=20)
+        c.wait_for(lambda: identical_logs(c, "lag", 1, [1, 2, 3]), "replicas identical")
+    finally:
+        c.stop()
+
+
+def _send_produce(conn: Connection, topic: str, value: bytes) -> None:
+    batch = build_batch([(None, value)], timestamp=int(time.time() * 1000))
+    request = m.ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
+        m.ProduceRequest.TopicProduceData(name=topic, partition_data=[
+            m.ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=batch)])])
+    conn.send(m.ApiKey.PRODUCE, 9, request)
+
+
+def test_replication_zombie_leader_cannot_acknowledge_and_truncates(tmp_path: Path) -> None:
+    c = Cluster(tmp_path, 3, *FAST).start()
+    try:
+        create(c, "zombie", 1, 3, **{"min.insync.replicas": "2"})
+        c.wait_for(lambda: len(partition_state(c, "zombie", 0)["isr"]) == 3, "ISR of three")
+        assert produce(c.bootstrap, "zombie", [b"before"]) == []
+        old = partition_state(c, "zombie", 0)
+        zombie = old["leader"]
+        proc = c.brokers[zombie].proc
+        assert proc is not None
+        conn = Connection.connect(c.brokers[zombie].bootstrap)
+        conn.settimeout(60)
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            _send_produce(conn, "zombie", b"lost")  # waits in the paused broker's socket
+            c.wait_for(lambda: partition_state(c, "zombie", 0)["leader"] not in (zombie, -1),
+                       "a new leader while the old one is paused")
+            others = ",".join(b.bootstrap for n, b in c.brokers.items() if n != zombie)
+            assert produce(others, "zombie", [b"after"]) == []
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+        answer = conn.receive()
+        conn.close()
+        assert isinstance(answer, m.ProduceResponse)
+        code = answer.responses[0].partition_responses[0].error_code
+        assert code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.REQUEST_TIMED_OUT,
+                        ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.FENCED_LEADER_EPOCH)
+        # The zombie registers again, truncates its lone write and rejoins the ISR.
+        c.wait_for(lambda: zombie in partition_state(c, "zombie", 0)["isr"],
+                   "the old leader rejoins the ISR", timeout_s=30)
+        got = read_all(c.bootstrap, "zombie", 1, 2)
+        assert [v for _, v in got[0]] == [b"before", b"after"]
+        c.wait_for(lambda: identical_logs(c, "zombie", 1, [1, 2, 3]), "replicas identical")
+    finally:
+        c.stop()
+
+
+def test_replication_group_offsets_survive_the_coordinator_broker(tmp_path: Path) -> None:
+    c = Cluster(tmp_path, 3, *FAST).start()
+    try:
+        create(c, "orders", 1, 3)
+        assert produce(c.bootstrap, "orders", [f"o{i}".encode() for i in range(10)]) == []
+        consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "billing",
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        consumer.subscribe(["orders"])
+        seen = 0
+        deadline = time.monotonic() + 60
+        while seen < 6 and time.monotonic() < deadline:
+            for msg in consumer.consume(6 - seen, 0.5):
+                if msg.error() is None:
+                    seen += 1
+        consumer.commit(offsets=[TopicPartition("orders", 0, 6)], asynchronous=False)
+        consumer.close()
+        # The group's coordinator is the leader of its __consumer_offsets partition.
+        states = {p: partition_state(c, "__consumer_offsets", p) for p in range(6)}
+        assert all(len(s["isr"]) == 3 for s in states.values())
+        admin = c.admin()  # kept: its futures fail once the client is collected
+        coordinator = admin.describe_consumer_groups(["billing"])["billing"].result(
+            30).coordinator.id
+        c.brokers[coordinator].kill9()
+        c.wait_for(lambda: str(coordinator) not in c.zk_children("/brokers/ids"),
+                   "the coordinator's session ends")
+        live = ",".join(b.bootstrap for n, b in c.brokers.items() if n != coordinator)
+        again = Consumer({"bootstrap.servers": live, "group.id": "billing",
+                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        try:
+            committed = again.committed([TopicPartition("orders", 0)], timeout=30)
+            assert committed[0].offset == 6
+        finally:
+            again.close()
+    finally:
+        c.stop()
