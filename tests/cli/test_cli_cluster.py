@@ -126,6 +126,26 @@ def test_cli_cluster_up_serves_clients_and_stops_every_process(
         assert sorted(re.findall(r"Topic: up\t.*", from_zk)) == sorted(
             re.findall(r"Topic: up\t.*", status))
 
+        # A replicated topic: every replica's log end offset, asked of its broker.
+        admin.create_topics([NewTopic("copies", 1, 3)])["copies"].result(30)
+        for i in range(7):
+            producer.produce("copies", value=f"c{i}".encode())
+        assert producer.flush(30) == 0
+        seen: list[str] = []
+
+        def replicas_caught_up() -> bool:
+            assert main(["cluster", "status", "--replica-offsets",
+                         "--bootstrap-server", bootstrap]) == 0
+            seen[:] = [li for li in capsys.readouterr().out.splitlines()
+                       if li.startswith("\tTopic: copies\t")]
+            ends = seen[0].split("\tReplicaLogEndOffsets: ")[1]
+            return sorted(ends.split(",")) == ["1=7", "2=7", "3=7"]
+
+        deadline = time.monotonic() + 30
+        while not replicas_caught_up():
+            assert time.monotonic() < deadline, f"replicas did not catch up: {seen}"
+            time.sleep(0.5)
+
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(90) == 0
         assert [p for p in pids if alive(p)] == []

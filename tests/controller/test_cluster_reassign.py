@@ -1,12 +1,15 @@
 """Partition reassignment on three broker processes, through kafka-python's admin client
 and `ads topics reassign`: a reassignment that only drops replicas completes at once and the
-dropped broker deletes its replica; one that adds a replica makes it on the new broker and
-waits for it to join the ISR (which comes with replication), listed meanwhile, until it is
-cancelled."""
+dropped broker deletes its replica; one that moves a partition to another broker completes
+once the new replica has copied it and joined the ISR; one whose new replica cannot catch up
+stays listed until it is cancelled."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -45,7 +48,7 @@ def test_cluster_reassign_partitions(cluster: Cluster, tmp_path: Path,
 
     admin = KafkaAdminClient(bootstrap_servers=c.brokers[1].bootstrap)
     try:
-        tp0, tp1 = KTopicPartition("moves", 0), KTopicPartition("moves", 1)
+        tp0 = KTopicPartition("moves", 0)
         assert admin.alter_partition_reassignments({tp0: [keep, keep]}) == {
             tp0: InvalidReplicationAssignmentError}
         assert admin.alter_partition_reassignments({tp0: [keep]}) == {tp0: None}
@@ -53,9 +56,13 @@ def test_cluster_reassign_partitions(cluster: Cluster, tmp_path: Path,
         c.wait_for(lambda: not has_replica(c, drop, "moves", 0), "the dropped replica deleted")
         assert admin.list_partition_reassignments() == {}
 
-        # Moving partition 1 to the broker without a replica of it.
+        # Moving partition 1 to the broker without a replica of it: the new replica copies
+        # the partition, joins the ISR, and the old ones go.
         origin = replicas(c, "moves", 1)
         (new,) = set(c.brokers) - set(origin)
+        for i in range(10):
+            producer.produce("moves", value=f"w{i}".encode(), partition=1)
+        assert producer.flush(30) == 0
         plan = tmp_path / "plan.json"
         plan.write_text(json.dumps({"version": 1, "partitions": [
             {"topic": "moves", "partition": 1, "replicas": [new]}]}))
@@ -63,30 +70,52 @@ def test_cluster_reassign_partitions(cluster: Cluster, tmp_path: Path,
         assert main(["topics", "reassign", "--execute", *args]) == 0
         assert "Successfully started partition reassignment for moves-1" in (
             capsys.readouterr().out)
-        c.wait_for(lambda: has_replica(c, new, "moves", 1), "the new replica made")
-        assert admin.list_partition_reassignments([tp1]) == {tp1: {
-            "replicas": [new, *origin], "adding_replicas": [new],
-            "removing_replicas": origin}}
-        assert main(["topics", "reassign", "--verify", *args]) == 1
-        assert "Reassignment of partition moves-1 is still in progress." in (
-            capsys.readouterr().out)
-        assert main(["topics", "reassign", "--list",
-                     "--bootstrap-server", c.bootstrap]) == 0
-        assert f"Partition moves-1: replicas {new},{origin[0]},{origin[1]}; adding {new}" in (
-            capsys.readouterr().out)
-
-        assert main(["topics", "reassign", "--cancel", *args]) == 0
-        assert "Successfully cancelled partition reassignment for moves-1" in (
-            capsys.readouterr().out)
-        c.wait_for(lambda: replicas(c, "moves", 1) == origin, "partition 1 back")
-        c.wait_for(lambda: not has_replica(c, new, "moves", 1), "the new replica deleted")
+        c.wait_for(lambda: replicas(c, "moves", 1, new) == [new], "partition 1 moved")
+        c.wait_for(lambda: not any(has_replica(c, n, "moves", 1) for n in origin),
+                   "the old replicas deleted")
+        assert main(["topics", "reassign", "--verify", *args]) == 0
+        assert "Reassignment of partition moves-1 is completed." in capsys.readouterr().out
         assert admin.list_partition_reassignments() == {}
+
+        # A reassignment whose new replica cannot catch up (its broker is paused) stays
+        # listed until it is cancelled.
+        (other,) = set(c.brokers) - {keep, drop}
+        proc = c.brokers[other].proc
+        assert proc is not None
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "moves", "partition": 0, "replicas": [keep, other]}]}))
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            assert main(["topics", "reassign", "--execute", *args]) == 0
+            capsys.readouterr()
+            assert admin.list_partition_reassignments([tp0]) == {tp0: {
+                "replicas": [keep, other], "adding_replicas": [other],
+                "removing_replicas": []}}
+            assert main(["topics", "reassign", "--verify", *args]) == 1
+            assert "Reassignment of partition moves-0 is still in progress." in (
+                capsys.readouterr().out)
+            assert main(["topics", "reassign", "--list",
+                         "--bootstrap-server", c.bootstrap]) == 0
+            assert f"Partition moves-0: replicas {keep},{other}; adding {other}" in (
+                capsys.readouterr().out)
+            assert main(["topics", "reassign", "--cancel", *args]) == 0
+            assert "Successfully cancelled partition reassignment for moves-0" in (
+                capsys.readouterr().out)
+            c.wait_for(lambda: replicas(c, "moves", 0, keep) == [keep], "partition 0 back")
+            assert admin.list_partition_reassignments() == {}
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+        c.wait_for(lambda: not has_replica(c, other, "moves", 0), "no replica left behind")
     finally:
         admin.close()
 
     consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "r",
                          "auto.offset.reset": "earliest"})
-    consumer.assign([TopicPartition("moves", 0, 0)])
-    got = [msg.value() for msg in consumer.consume(10, 10) if msg.error() is None]
+    consumer.assign([TopicPartition("moves", 0, 0), TopicPartition("moves", 1, 0)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 20 and time.monotonic() < deadline:
+        got += [msg.value() for msg in consumer.consume(20, 1) if msg.error() is None]
     consumer.close()
-    assert sorted(got) == sorted(f"v{i}".encode() for i in range(10))
+    assert sorted(got) == sorted([f"v{i}".encode() for i in range(10)]
+                                 + [f"w{i}".encode() for i in range(10)])

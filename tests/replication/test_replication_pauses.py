@@ -113,8 +113,8 @@ def test_replication_group_offsets_survive_the_coordinator_broker(tmp_path: Path
         consumer.commit(offsets=[TopicPartition("orders", 0, 6)], asynchronous=False)
         consumer.close()
         # The group's coordinator is the leader of its __consumer_offsets partition.
-        states = {p: partition_state(c, "__consumer_offsets", p) for p in range(6)}
-        assert all(len(s["isr"]) == 3 for s in states.values())
+        c.wait_for(lambda: all(len(partition_state(c, "__consumer_offsets", p)["isr"]) == 3
+                               for p in range(6)), "every offsets partition fully replicated")
         admin = c.admin()  # kept: its futures fail once the client is collected
         coordinator = admin.describe_consumer_groups(["billing"])["billing"].result(
             30).coordinator.id

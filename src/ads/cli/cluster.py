@@ -39,6 +39,7 @@ from ads.cli.common import (
     make_client,
     run_command,
 )
+from ads.cli.replica_offsets import format_ends, log_end_offsets
 from ads.testing.zookeeper import ZooKeeperMissingError, ZooKeeperServer, zookeeper_available
 
 DEFAULT_DATA_DIR = "/tmp/ads-cluster"  # noqa: S108 - a development cluster, as log.dir's default
@@ -70,6 +71,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = verbs.add_parser("status", help="brokers, controller and partition leaders, "
                                         "offline and under-replicated partitions")
     add_client_arguments(p)
+    p.add_argument("--replica-offsets", action="store_true",
+                   help="also show every replica's log end offset, asked of its broker")
     p.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
                    help="read the cluster's znodes instead of asking a broker")
     p.set_defaults(func=run_command("cluster status", status))
@@ -222,6 +225,8 @@ class ClusterView:
     controller: int
     brokers: dict[int, str]  # node id -> host:port of the live brokers
     partitions: list[PartitionView] = field(default_factory=list)
+    # (node id, topic, partition) -> that replica's log end offset, when asked for.
+    log_end_offsets: dict[tuple[int, str, int], int] | None = None
 
 
 def _from_broker(args: argparse.Namespace) -> ClusterView:
@@ -294,6 +299,11 @@ def _from_zookeeper(connect: str) -> ClusterView:
 
 def status(args: argparse.Namespace) -> int:
     view = _from_zookeeper(args.zookeeper) if args.zookeeper else _from_broker(args)
+    if args.replica_offsets:
+        addresses = {n: a.rsplit(":", 1) for n, a in view.brokers.items()}
+        view.log_end_offsets = log_end_offsets(
+            (r, addresses[r][0], int(addresses[r][1]), p.topic, p.partition)
+            for p in view.partitions for r in p.replicas if r in addresses)
     print("\n".join(format_status(view)))
     return 0
 
@@ -308,7 +318,10 @@ def format_status(view: ClusterView) -> list[str]:
     offline = [p for p in parts if p.leader < 0]
     under = [p for p in parts if p.leader >= 0 and len(p.isr) < len(p.replicas)]
     lines.append(f"Partitions: {len(parts)}")
-    lines += [_partition_line(p) for p in parts]
+    ends = view.log_end_offsets
+    lines += [_partition_line(p) + ("" if ends is None else "\tReplicaLogEndOffsets: "
+                                    + format_ends(ends, p.replicas, p.topic, p.partition))
+              for p in parts]
     lines.append(f"Offline partitions: {len(offline)}")
     lines += [_partition_line(p) for p in offline]
     lines.append(f"Under-replicated partitions: {len(under)}")

@@ -47,9 +47,7 @@ from ads.cli.common import (
     run_command,
 )
 from ads.cli.logdump import scan_data_dir
-from ads.client import ClientError, Connection
-from ads.protocol import messages as m
-from ads.protocol.errors import ErrorCode
+from ads.cli.replica_offsets import format_ends, log_end_offsets
 
 _REQUEST = {"request_timeout": TIMEOUT_S}
 _OPERATION = {"request_timeout": TIMEOUT_S, "operation_timeout": TIMEOUT_S}
@@ -234,8 +232,8 @@ def describe(args: argparse.Namespace) -> int:
                 f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}\t"
                 f"LogStartOffset: {start.get(key, '?')}\tLogEndOffset: {end.get(key, '?')}"
                 + (f"\tCleanableRatio: {files[key].cleanable_ratio:.3f}" if key in files else "")
-                + ("\tReplicaLogEndOffsets: " + ",".join(
-                    f"{r.id}={replica_ends.get((r.id, *key), '?')}" for r in p.replicas)
+                + ("\tReplicaLogEndOffsets: " + format_ends(
+                    replica_ends, (r.id for r in p.replicas), *key)
                    if args.replica_offsets else "")
                 + state)
     print("\n".join(lines))
@@ -243,32 +241,8 @@ def describe(args: argparse.Namespace) -> int:
 
 
 def _replica_ends(descriptions: list[Any]) -> dict[tuple[int, str, int], int]:
-    """(broker, topic, partition) -> that replica's log end offset: one ListOffsets per
-    broker with Kafka's debugging replica id, which any replica answers with its log end."""
-    hosted: dict[int, tuple[Any, dict[str, list[int]]]] = {}
-    for d in descriptions:
-        for p in d.partitions:
-            for r in p.replicas:
-                hosted.setdefault(r.id, (r, {}))[1].setdefault(d.name, []).append(p.id)
-    LO = m.ListOffsetsRequest  # noqa: N806
-    found: dict[tuple[int, str, int], int] = {}
-    for node_id, (node, topics) in hosted.items():
-        req = LO(replica_id=-2, isolation_level=0, topics=[
-            LO.ListOffsetsTopic(name=t, partitions=[
-                LO.ListOffsetsTopic.ListOffsetsPartition(partition_index=i, timestamp=-1)
-                for i in ps]) for t, ps in topics.items()])
-        try:
-            with Connection(node.host, node.port, client_id="ads-cli",
-                            timeout_s=TIMEOUT_S) as conn:
-                resp = conn.request(m.ApiKey.LIST_OFFSETS, 5, req)
-        except ClientError:
-            continue  # a broker that is down shows as '?'
-        assert isinstance(resp, m.ListOffsetsResponse)
-        for t in resp.topics:
-            for part in t.partitions:
-                if part.error_code == ErrorCode.NONE:
-                    found[(node_id, t.name, part.partition_index)] = part.offset
-    return found
+    return log_end_offsets((r.id, r.host, r.port, d.name, p.id) for d in descriptions
+                           for p in d.partitions for r in p.replicas)
 
 
 def _ids(nodes: list[Any]) -> str:
