@@ -115,3 +115,43 @@ def test_transactions_bad_input_gets_kafkas_codes(bootstrap: str) -> None:
         # A write after the transaction ended does not open a new one.
         assert _produce(conn, pid, epoch, 1) == ErrorCode.INVALID_TXN_STATE
         assert _log_end(conn) == 2
+
+
+def test_transactions_bad_input_txn_offset_commit_checks_the_member(bootstrap: str) -> None:
+    create_topic(bootstrap, "raw", 1)
+    with RawConnection(bootstrap, timeout=30) as conn:
+        _find(conn, TXN, 1)
+        _find(conn, "raw-group", 0)
+        joined = conn.request(m.ApiKey.JOIN_GROUP, 2, m.JoinGroupRequest(
+            group_id="raw-group", session_timeout_ms=10000, rebalance_timeout_ms=10000,
+            protocol_type="consumer", protocols=[
+                m.JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")]))
+        assert joined.error_code == ErrorCode.NONE
+        init = conn.request(m.ApiKey.INIT_PRODUCER_ID, 4, m.InitProducerIdRequest(
+            transactional_id=TXN, transaction_timeout_ms=60000))
+        pid, epoch = init.producer_id, init.producer_epoch
+        conn.request(m.ApiKey.ADD_OFFSETS_TO_TXN, 3, m.AddOffsetsToTxnRequest(
+            transactional_id=TXN, producer_id=pid, producer_epoch=epoch, group_id="raw-group"))
+
+        def commit(generation: int, member: str) -> int:
+            T = m.TxnOffsetCommitRequest  # noqa: N806
+            resp = conn.request(m.ApiKey.TXN_OFFSET_COMMIT, 3, T(
+                transactional_id=TXN, group_id="raw-group", producer_id=pid,
+                producer_epoch=epoch, generation_id=generation, member_id=member,
+                topics=[T.TxnOffsetCommitRequestTopic(name="raw", partitions=[
+                    T.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
+                        partition_index=0, committed_offset=3)])]))
+            return int(resp.topics[0].partitions[0].error_code)
+
+        generation, member = joined.generation_id, joined.member_id
+        assert commit(generation + 1, member) == ErrorCode.ILLEGAL_GENERATION
+        assert commit(generation, "someone-else") == ErrorCode.UNKNOWN_MEMBER_ID
+        assert commit(generation, member) == ErrorCode.NONE
+        assert _end(conn, pid, epoch, commit=False) == ErrorCode.NONE
+        # Aborted: the offset never becomes visible.
+        deadline = time.monotonic() + 10
+        seen = _fetch_offset(conn)
+        while seen[0] == ErrorCode.UNSTABLE_OFFSET_COMMIT and time.monotonic() < deadline:
+            time.sleep(0.05)
+            seen = _fetch_offset(conn)
+        assert seen == (ErrorCode.NONE, -1)

@@ -230,3 +230,24 @@ async def test_coordinator_group_transactional_offsets_wait_for_the_marker() -> 
     assert found[("t", 0)].offset == 17  # type: ignore[union-attr]
     assert found[("t", 1)] is None
     assert fresh.unstable_offsets("g", [("t", 0), ("t", 1)]) == {("t", 1)}
+
+
+async def test_coordinator_txn_completion_retried_until_written() -> None:
+    coord, mlog, _, markers = await make()
+    await coord.init_producer_id("t1", 60_000)
+    await coord.add_partitions("t1", 1000, 0, [("t", 0)])
+    markers.failing = {("t", 0)}
+    assert (await coord.end_txn("t1", 1000, 0, commit=True)).error is ErrorCode.NONE
+    mlog.fail_with = ErrorCode.NOT_ENOUGH_REPLICAS  # the COMPLETE_COMMIT record fails
+    markers.failing = set()
+    for _ in range(50):  # bounded: the markers' retry backoff is 50 ms at first
+        if markers.written:
+            break
+        await asyncio.sleep(0.02)
+    assert markers.written and state(coord, "t1") == "PrepareCommit"
+    mlog.fail_with = None
+    for _ in range(100):
+        if state(coord, "t1") == "CompleteCommit":
+            break
+        await asyncio.sleep(0.02)
+    assert state(coord, "t1") == "CompleteCommit"

@@ -18,6 +18,12 @@ Invariants (docs/replication.md):
   the controller's store has recorded it (`ReplicaManager`), so the ISR in memory is never
   smaller than the recorded one that a new leader is chosen from.
 
+Transactions: a transactional batch is appended like any other (the produce handler has
+checked it belongs to its producer's ongoing transaction, `ads.broker.txn_verify`);
+`append_marker` writes a COMMIT or ABORT marker (WriteTxnMarkers), `last_stable_offset` and
+`aborted_transactions` serve read_committed fetches (`ads.storage.transactions`), and
+`append_internal` takes a coordinator's own batches.
+
 The produce path does per-batch work only: `validate_batches` reads each batch header and
 runs one C CRC32C over it; the log patches base offsets in place and appends the bytes.
 Records are decoded only when the topic's rules (`ads.records.checks`) could refuse one of

@@ -20,6 +20,7 @@ Used from the broker's event loop only.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -236,13 +237,13 @@ class TransactionCoordinator:
             if left:
                 await asyncio.sleep(_MARKER_BACKOFF_S[min(attempt, len(_MARKER_BACKOFF_S) - 1)])
                 attempt += 1
-        shard = self.runtime.shard(partition)
-        if shard is None:
-            return
-        write = shard.markers_written(meta.transactional_id, meta.producer_id,
-                                      meta.producer_epoch)
-        if write is not None:
-            self.runtime.submit(partition, [write])
+        for backoff in itertools.chain(_MARKER_BACKOFF_S, itertools.repeat(_MARKER_BACKOFF_S[-1])):
+            shard = self.runtime.shard(partition)
+            write = None if shard is None else shard.markers_written(
+                meta.transactional_id, meta.producer_id, meta.producer_epoch)
+            if write is None or await self.runtime.write(partition, write) is ErrorCode.NONE:
+                return  # completed, or no longer this coordinator's to complete
+            await asyncio.sleep(backoff)
 
     # -- time and shutdown ---------------------------------------------------------------
     def tick(self) -> None:
