@@ -75,8 +75,10 @@ def test_transactions_cluster_markers_reach_every_leader(small_cluster: Cluster)
     with RawConnection(c.bootstrap.split(",")[0]) as conn:
         found = conn.request(m.ApiKey.FIND_COORDINATOR, 3, m.FindCoordinatorRequest(
             key="cluster-tx", key_type=1))
+    with RawConnection(brokers[found.node_id]) as conn:  # only the coordinator knows it
         pid = conn.request(m.ApiKey.DESCRIBE_TRANSACTIONS, 0, m.DescribeTransactionsRequest(
             transactional_ids=["cluster-tx"])).transaction_states[0]
+    assert pid.error_code == ErrorCode.NONE
     index, leader = next((p.id, p.leader) for p in md.topics["xtx"].partitions.values()
                          if p.leader != found.node_id)
     batch = build_batch([(None, b"late")], producer_id=pid.producer_id,

@@ -19,6 +19,7 @@ belongs to the ongoing transaction. Used from the broker's event loop only.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -75,6 +76,7 @@ class BrokerMarkerWriter:
     def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
         self._connections: dict[int, BrokerConnection] = {}
+        self._connecting: dict[int, asyncio.Lock] = {}
 
     async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool,
                             coordinator_epoch: int, partitions: set[Partition]
@@ -168,16 +170,18 @@ class BrokerMarkerWriter:
             await dropped.close()
 
     async def _connection(self, node: int) -> BrokerConnection:
-        conn = self._connections.get(node)
-        if conn is not None and not conn.closed:
+        # One connect at a time per broker: two racing ones would leave one unclosed.
+        async with self._connecting.setdefault(node, asyncio.Lock()):
+            conn = self._connections.get(node)
+            if conn is not None and not conn.closed:
+                return conn
+            endpoint = self.broker.metadata.brokers.get(node)
+            if endpoint is None:
+                raise NetClientError(f"broker {node} is not live", str(node))
+            conn = await BrokerConnection.connect(endpoint.host, endpoint.port,
+                                                  request_timeout_s=_REQUEST_TIMEOUT_S)
+            self._connections[node] = conn
             return conn
-        endpoint = self.broker.metadata.brokers.get(node)
-        if endpoint is None:
-            raise NetClientError(f"broker {node} is not live", str(node))
-        conn = await BrokerConnection.connect(endpoint.host, endpoint.port,
-                                              request_timeout_s=_REQUEST_TIMEOUT_S)
-        self._connections[node] = conn
-        return conn
 
     async def close(self) -> None:
         for conn in self._connections.values():
