@@ -27,9 +27,8 @@ pytestmark = [pytest.mark.broker_process, pytest.mark.timeout(240)]
 def small_cluster(tmp_path: Path) -> Iterator[Cluster]:
     if not zookeeper_available():
         pytest.skip("the zookeeper package is not installed (make system-deps)")
-    # Kafka's default transaction.state.log.min.isr of 2 needs followers in the ISR.
+    # Kafka's defaults: __transaction_state replicated three times, min.insync.replicas 2.
     c = Cluster(tmp_path, 3, "transaction.state.log.num.partitions=3",
-                "transaction.state.log.min.isr=1",
                 "offsets.topic.num.partitions=3", "group.initial.rebalance.delay.ms=0")
     try:
         yield c.start()
