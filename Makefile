@@ -34,8 +34,8 @@ $(JS_STAMP): tests/js/package.json | system-deps
 
 # Debian packages the tests drive: kcat (librdkafka's command-line client), a Java runtime
 # for Spark, zookeeper (the offset import from ZooKeeper is tested against a real server),
-# Node.js with npm for kafkajs, and chromium with its chromedriver (the console is tested
-# in a headless browser).
+# Node.js with npm for kafkajs, chromium with its chromedriver (the console is tested
+# in a headless browser), and tmux (`ads top` is tested on a terminal tmux renders).
 system-deps:
 	@command -v kcat >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -52,6 +52,9 @@ system-deps:
 	@{ command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; } || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver; }
+	@command -v tmux >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq tmux; }
 
 lint: test-deps
 	$(VENV)/bin/ruff check src tests

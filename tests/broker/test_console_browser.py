@@ -1,7 +1,9 @@
 """The web console in Debian's headless Chromium, driven by selenium through chromedriver:
 the topics page lists a created topic, the group page shows the lag a workload left, the
 overview's plot and tables update without a reload, and a record holding HTML is shown as
-text. Screenshots of each page are kept in the test's temporary directory."""
+text; read-only by default, with `console.read.only=false` a topic deleted with the topic
+page's button is gone for a confluent-kafka AdminClient. A screenshot of each page visited
+is kept in the test's temporary directory (pytest keeps the last runs' directories)."""
 
 from __future__ import annotations
 
@@ -12,9 +14,12 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
 
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
@@ -48,6 +53,13 @@ def wait_for(check: Callable[[], object], what: str, timeout_s: float = 30) -> o
             return result
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def screenshot(browser: webdriver.Chrome, directory: Path, name: str) -> None:
+    """Keeps the page as `directory/name.png`, a test artifact."""
+    path = directory / f"{name}.png"
+    assert browser.save_screenshot(str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
@@ -86,18 +98,28 @@ def test_console_in_chromium(browser: webdriver.Chrome, tmp_path: Path) -> None:
         browser.get(url + "/topics")
         row = browser.find_element(By.XPATH, "//table[@class='topics']//tr[td/a='browsed']")
         assert row.find_elements(By.TAG_NAME, "td")[4].text == "50"  # its high watermark
-        browser.save_screenshot(str(tmp_path / "topics.png"))
+        screenshot(browser, tmp_path, "topics")
+
+        browser.get(url + "/topics/browsed")
+        assert browser.find_element(By.TAG_NAME, "h1").text == "Topic browsed"
+        assert not browser.find_elements(By.CSS_SELECTOR, "form.danger")  # read-only
+        refused = browser.execute_script(
+            "return fetch('/topics/browsed/delete', {method: 'POST', headers: "
+            "{'Content-Type': 'application/x-www-form-urlencoded'}, body: 'csrf_token=x'})"
+            ".then(r => r.status)")
+        assert refused == 403
+        screenshot(browser, tmp_path, "topic")
 
         browser.get(url + "/groups/console-group")
         assert browser.find_element(By.ID, "total-lag").text == "30"
-        browser.save_screenshot(str(tmp_path / "group.png"))
+        screenshot(browser, tmp_path, "group")
 
         browser.get(url + "/topics/browsed/messages?partition=0&offset=0&count=5")
         first_value = browser.find_element(
             By.XPATH, "//table[@class='messages']/tbody/tr[1]/td[4]").text
         assert first_value == HOSTILE.decode()  # shown as text, not run
         assert browser.execute_script("return window.__injected === undefined")
-        browser.save_screenshot(str(tmp_path / "messages.png"))
+        screenshot(browser, tmp_path, "messages")
 
         browser.get(url + "/")
         browser.execute_script("window.__sameDocument = true")
@@ -120,4 +142,40 @@ def test_console_in_chromium(browser: webdriver.Chrome, tmp_path: Path) -> None:
         assert max(rates) > 0
         assert browser.execute_script("return window.__sameDocument === true"), \
             "the page was reloaded"
-        browser.save_screenshot(str(tmp_path / "overview.png"))
+        screenshot(browser, tmp_path, "overview")
+
+
+def test_console_in_chromium_deletes_a_topic(browser: webdriver.Chrome, tmp_path: Path) -> None:
+    config = {"http.listener": "127.0.0.1:0", "console.read.only": "false"}
+    with EmbeddedBroker(config=config) as b:
+        assert b.broker is not None and b.broker.ops_http is not None
+        url = "http://%s:%d" % b.broker.ops_http.address
+        bootstrap = b.bootstrap_servers
+        create_topic(bootstrap, "unwanted")
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        assert "unwanted" in admin.list_topics(timeout=10).topics
+
+        browser.get(url + "/topics/unwanted")
+        screenshot(browser, tmp_path, "topic-with-delete")
+
+        def click_delete() -> bool:
+            # The page refreshes its <main> every two seconds: find the button afresh.
+            try:
+                browser.find_element(By.CSS_SELECTOR, "form.danger button").click()
+                return True
+            except StaleElementReferenceException:
+                return False
+
+        wait_for(click_delete, "the delete button to take a click", 10)
+        wait_for(lambda: EC.alert_is_present()(browser), "the confirmation", 10)
+        browser.switch_to.alert.accept()
+        wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "p.notice"),
+                 "the deletion's answer")
+        assert browser.find_element(By.CSS_SELECTOR, "p.notice").text == \
+            "Deleted topic unwanted."
+        screenshot(browser, tmp_path, "topic-deleted")
+        assert "unwanted" not in admin.list_topics(timeout=10).topics
+        browser.get(url + "/topics")
+        assert not browser.find_elements(
+            By.XPATH, "//table[@class='topics']//tr[td/a='unwanted']")
+        screenshot(browser, tmp_path, "topics-after-delete")

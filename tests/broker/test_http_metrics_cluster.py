@@ -1,7 +1,8 @@
 """/metrics and /readyz of three `ads broker` processes on a real ZooKeeper: every broker is
 ready, exactly one reports itself the active controller, and when a broker holding RF=1
 partitions is killed the controller reports as offline exactly the partitions that
-Metadata (read with confluent-kafka) shows without a leader."""
+Metadata (read with confluent-kafka) shows without a leader, and counts the clean leader
+election that moved an RF=3 partition the killed broker led."""
 
 from __future__ import annotations
 
@@ -55,25 +56,34 @@ def test_http_metrics_cluster_controller_and_offline_partitions(tmp_path: Path) 
         assert gauges(http[controller])["ads_active_controller"] == 1
         assert all(gauges(u)["ads_brokers"] == 3 for u in http.values())
 
+        victim = next(n for n in c.brokers if n != controller)
         admin = c.admin()
         admin.create_topics([NewTopic("spread", 6, 1)])["spread"].result(30)
+        others = [n for n in c.brokers if n not in (victim, controller)]
+        admin.create_topics([NewTopic("moved", 1, replica_assignment=[
+            [victim, controller, *others]])])["moved"].result(30)
+        assert all(gauges(u)["ads_leader_elections_total"] == 0 for u in http.values())
 
         def leaderless() -> int:
             md = c.admin(survivor).list_topics(timeout=10)
             return sum(1 for t in md.topics.values() for p in t.partitions.values()
                        if p.leader < 0)
 
-        victim = next(n for n in c.brokers if n != controller)
         survivor = controller
         c.wait_for(lambda: gauges(http[victim])["ads_leader_partitions"] >= 1,
                    "the victim leads partitions")
         assert gauges(http[controller])["ads_offline_partitions"] == 0
+        c.wait_for(lambda: len(admin.list_topics("moved", timeout=10).topics["moved"]
+                               .partitions[0].isrs) == 3, "`moved` to have its full ISR")
         c.brokers[victim].kill9()
         c.wait_for(lambda: leaderless() >= 1, "partitions without a leader")
         c.wait_for(lambda: gauges(http[controller])["ads_offline_partitions"] == leaderless(),
                    "the controller's offline count to match Metadata")
-        others = [n for n in c.brokers if n not in (victim, controller)]
         assert all(gauges(http[n])["ads_offline_partitions"] == 0 for n in others)
+        c.wait_for(lambda: gauges(http[controller])["ads_leader_elections_total"] >= 1,
+                   "the controller to count the election that moved `moved`")
+        assert gauges(http[controller])["ads_unclean_leader_elections_total"] == 0
+        assert all(gauges(http[n])["ads_leader_elections_total"] == 0 for n in others)
         assert gauges(http[controller])["ads_brokers"] == 2
         with pytest.raises(urllib.error.URLError):
             urllib.request.urlopen(http[victim] + "/healthz", timeout=5)

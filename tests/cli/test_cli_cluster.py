@@ -85,6 +85,7 @@ def test_cli_cluster_up_serves_clients_and_stops_every_process(
     stdout = proc.stdout
     reader = threading.Thread(target=lambda: [lines.put(line) for line in stdout], daemon=True)
     reader.start()
+    pids: list[int] = []
     try:
         out = read_until(lines, r"^bootstrap servers: ", 90)
         pids = [int(p) for p in re.findall(r"\(pid (\d+)", "".join(out))]
@@ -151,7 +152,16 @@ def test_cli_cluster_up_serves_clients_and_stops_every_process(
         assert [p for p in pids if alive(p)] == []
     finally:
         if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+            # SIGTERM first: `ads cluster up` stops its children (each in its own session,
+            # so killing it alone would leave them running).
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(90)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        for pid in pids:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
         reader.join(10)
         stdout.close()

@@ -48,7 +48,7 @@ def test_cluster_reassign_partitions(cluster: Cluster, tmp_path: Path,
 
     admin = KafkaAdminClient(bootstrap_servers=c.brokers[1].bootstrap)
     try:
-        tp0 = KTopicPartition("moves", 0)
+        tp0, tp1 = KTopicPartition("moves", 0), KTopicPartition("moves", 1)
         assert admin.alter_partition_reassignments({tp0: [keep, keep]}) == {
             tp0: InvalidReplicationAssignmentError}
         assert admin.alter_partition_reassignments({tp0: [keep]}) == {tp0: None}
@@ -78,34 +78,38 @@ def test_cluster_reassign_partitions(cluster: Cluster, tmp_path: Path,
         assert admin.list_partition_reassignments() == {}
 
         # A reassignment whose new replica cannot catch up (its broker is paused) stays
-        # listed until it is cancelled.
-        (other,) = set(c.brokers) - {keep, drop}
+        # listed until it is cancelled. The paused broker is not the controller, and the
+        # commands bootstrap from the others.
+        other = min(set(c.brokers) - {new, c.controller()})
         proc = c.brokers[other].proc
         assert proc is not None
+        live = ",".join(c.brokers[n].bootstrap for n in c.brokers if n != other)
+        args = ["--reassignment-json-file", str(plan), "--bootstrap-server", live]
+        admin.close()
+        admin = KafkaAdminClient(bootstrap_servers=live)
         plan.write_text(json.dumps({"version": 1, "partitions": [
-            {"topic": "moves", "partition": 0, "replicas": [keep, other]}]}))
+            {"topic": "moves", "partition": 1, "replicas": [new, other]}]}))
         os.kill(proc.pid, signal.SIGSTOP)
         try:
             assert main(["topics", "reassign", "--execute", *args]) == 0
             capsys.readouterr()
-            assert admin.list_partition_reassignments([tp0]) == {tp0: {
-                "replicas": [keep, other], "adding_replicas": [other],
+            assert admin.list_partition_reassignments([tp1]) == {tp1: {
+                "replicas": [new, other], "adding_replicas": [other],
                 "removing_replicas": []}}
             assert main(["topics", "reassign", "--verify", *args]) == 1
-            assert "Reassignment of partition moves-0 is still in progress." in (
+            assert "Reassignment of partition moves-1 is still in progress." in (
                 capsys.readouterr().out)
-            assert main(["topics", "reassign", "--list",
-                         "--bootstrap-server", c.bootstrap]) == 0
-            assert f"Partition moves-0: replicas {keep},{other}; adding {other}" in (
+            assert main(["topics", "reassign", "--list", "--bootstrap-server", live]) == 0
+            assert f"Partition moves-1: replicas {new},{other}; adding {other}" in (
                 capsys.readouterr().out)
             assert main(["topics", "reassign", "--cancel", *args]) == 0
-            assert "Successfully cancelled partition reassignment for moves-0" in (
+            assert "Successfully cancelled partition reassignment for moves-1" in (
                 capsys.readouterr().out)
-            c.wait_for(lambda: replicas(c, "moves", 0, keep) == [keep], "partition 0 back")
+            c.wait_for(lambda: replicas(c, "moves", 1, new) == [new], "partition 1 back")
             assert admin.list_partition_reassignments() == {}
         finally:
             os.kill(proc.pid, signal.SIGCONT)
-        c.wait_for(lambda: not has_replica(c, other, "moves", 0), "no replica left behind")
+        c.wait_for(lambda: not has_replica(c, other, "moves", 1), "no replica left behind")
     finally:
         admin.close()
 

@@ -67,6 +67,8 @@ def test_controller_controlled_shutdown_moves_leaders_and_leaves_isrs(zk: KazooC
         assert after[2] == before[2]  # one replica: stays, and is not reported
         assert after[3] == before[3]
         assert controller.shutting_down == {1}
+        # Partition 0 got a new leader; partition 1 only a smaller ISR.
+        assert (controller.leader_elections, controller.unclean_leader_elections) == (1, 0)
 
         # A new partition is not given to the broker shutting down.
         add_topic(zk, "u", {0: [1, 2]})
@@ -110,9 +112,12 @@ def test_controller_elect_leaders_preferred_and_unclean(zk: KazooClient) -> None
         zk.set(zl.state_path("t", 2), zl.encode_state(zl.LeaderAndIsr(-1, 5, [4], 1)),
                version=stat.version)
 
+        # A new partition's first leader is not an election (as in Kafka).
+        assert (controller.leader_elections, controller.unclean_leader_elections) == (0, 0)
         results = controller.elect_leaders(PREFERRED, [("t", 0), ("t", 1), ("t", 2),
                                                        ("t", 9), ("nope", 0)]).result(30)
         assert results[("t", 0)] == zl.LeaderAndIsr(1, 4, [2, 1], controller.epoch)
+        assert (controller.leader_elections, controller.unclean_leader_elections) == (1, 0)
         assert state(zk, "t", 0) == results[("t", 0)]
         assert results[("t", 1)] == Refused(ErrorCode.ELECTION_NOT_NEEDED)
         assert isinstance(results[("t", 2)], Refused)
@@ -124,6 +129,7 @@ def test_controller_elect_leaders_preferred_and_unclean(zk: KazooClient) -> None
         assert results[("t", 1)] == Refused(ErrorCode.ELECTION_NOT_NEEDED)
         assert results[("t", 2)] == zl.LeaderAndIsr(3, 6, [3], controller.epoch)
         assert state(zk, "t", 2).leader == 3
+        assert (controller.leader_elections, controller.unclean_leader_elections) == (2, 1)
     finally:
         controller.stop()
 

@@ -330,6 +330,8 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
      "HOST:PORT serving /metrics, /healthz, /readyz and the web console; unset: none."),
     ("console.sample.interval.ms", I, "5000", POS, LOW,
      "How often the console samples rates and lag for its plots (an hour is kept)."),
+    ("console.read.only", B, "true", None, MEDIUM,
+     "false lets the web console delete topics and empty consumer groups."),
     ("max.connections.per.ip", I, IMAX, NONNEG, MEDIUM,
      "Cap on open connections from one address."),
     ("request.timeout.ms", I, "30000", NONNEG, MEDIUM,

@@ -150,7 +150,8 @@ class Broker:
         if http_listener:  # before registering: /readyz answers 503 until the broker serves
             try:
                 self.ops_http = await start_ops_http(
-                    self, str(http_listener), self.config.get_int("console.sample.interval.ms"))
+                    self, str(http_listener), self.config.get_int("console.sample.interval.ms"),
+                    self.config.get_bool("console.read.only"))
             except OSError:
                 self.listener.stop_accepting()
                 coordinators.stop(self, self.coordinator_deadlines)

@@ -53,15 +53,25 @@ def _metadata(conn: Connection, topics: list[str] | None) -> m.MetadataResponse:
 
 def _controller(args: argparse.Namespace) -> Connection:
     try:
-        host, port = parse_servers(args.bootstrap_server)[0]
+        servers = parse_servers(args.bootstrap_server)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    conn = connect_broker(host, port)
-    try:
-        md = _metadata(conn, [])
-    except ClientError as exc:
-        conn.close()
-        raise CommandError(f"cannot reach {args.bootstrap_server}: {exc}") from exc
+    md: m.MetadataResponse | None = None
+    failure: Exception | None = None
+    for host, port in servers:  # the first that answers, as a client's bootstrap does
+        try:
+            conn = connect_broker(host, port)
+        except CommandError as exc:
+            failure = exc
+            continue
+        try:
+            md = _metadata(conn, [])
+            break
+        except ClientError as exc:
+            conn.close()
+            failure = exc
+    if md is None:
+        raise CommandError(f"cannot reach {args.bootstrap_server}: {failure}")
     node = next((b for b in md.brokers if b.node_id == md.controller_id), None)
     if node is None:
         conn.close()

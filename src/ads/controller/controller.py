@@ -95,6 +95,10 @@ class Controller:
         # Partition states this controller knows with their znode versions; a write that
         # finds another version reads the znode again.
         self._states: dict[tuple[str, int], tuple[zl.LeaderAndIsr, int]] = {}
+        # Leaders this controller gave partitions that had a state already (a new partition's
+        # first leader is not elected), and those not from the ISR; /metrics reads them.
+        self.leader_elections = 0
+        self.unclean_leader_elections = 0
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
@@ -468,6 +472,7 @@ class Controller:
         """Writes the state if this controller is still the current one (checked in the
         same ZooKeeper transaction) and the znode is still at `version` (-1: a new one)."""
         path = zl.state_path(topic, partition)
+        before = self._states.get((topic, partition)) if version >= 0 else None
         tx = self.zk.transaction()
         tx.check(zl.CONTROLLER_EPOCH, self._epoch_version)
         if version < 0:
@@ -490,6 +495,9 @@ class Controller:
         if failure is not None:
             raise failure
         self._states[(topic, partition)] = (state, version + 1)
+        if before is not None and state.leader >= 0 and state.leader != before[0].leader:
+            self.leader_elections += 1
+            self.unclean_leader_elections += state.leader not in before[0].isr
         log.info("%s-%d: leader %d, leader epoch %d, ISR %s", topic, partition, state.leader,
                  state.leader_epoch, state.isr)
 

@@ -9,10 +9,12 @@ the Kafka listener is the time of one handler call, bounded by what a page or a 
 computes (milliseconds for thousands of partitions).
 
 What it accepts, deliberately little: GET and HEAD, a request head of at most
-`MAX_HEAD_BYTES` arriving within `HEAD_TIMEOUT_S`, no request body, one request per
-connection (`Connection: close`). At most `max_connections` connections are open at once;
-one more is answered 503 and closed, so a flood of HTTP clients never takes sockets or time
-from Kafka clients. Bad requests get their 4xx status and a closed connection.
+`MAX_HEAD_BYTES` arriving within `HEAD_TIMEOUT_S`, no request body except on POST, whose
+body is an HTML form (`application/x-www-form-urlencoded`, at most `MAX_FORM_BYTES`, within
+the same time), one request per connection (`Connection: close`). At most
+`max_connections` connections are open at once; one more is answered 503 and closed, so a
+flood of HTTP clients never takes sockets or time from Kafka clients. Bad requests get
+their 4xx status and a closed connection.
 """
 
 from __future__ import annotations
@@ -22,13 +24,15 @@ import contextlib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http import HTTPStatus
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 log = logging.getLogger("ads.net.http")
 
 MAX_HEAD_BYTES = 16 << 10
+MAX_FORM_BYTES = 4 << 10
+FORM_TYPE = "application/x-www-form-urlencoded"
 HEAD_TIMEOUT_S = 10.0
 WRITE_TIMEOUT_S = 30.0
 
@@ -39,6 +43,8 @@ class HttpRequest:
     path: str  # percent-decoded, without the query
     query: Mapping[str, str]
     headers: Mapping[str, str]  # names in lower case
+    form: Mapping[str, str] = field(default_factory=dict)  # a POST's fields
+    body_length: int = 0  # bytes of form the head announces, read after it
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,16 +80,26 @@ def parse_head(head: bytes) -> HttpRequest | HttpResponse:
         if not sep or not name or name != name.strip():
             return text_response(HTTPStatus.BAD_REQUEST, "malformed header\n")
         headers[name.lower()] = value.strip()
-    if method not in ("GET", "HEAD"):
-        return HttpResponse(HTTPStatus.METHOD_NOT_ALLOWED, b"GET and HEAD only\n",
-                            headers=(("Allow", "GET, HEAD"),))
-    if headers.get("content-length", "0") != "0" or "transfer-encoding" in headers:
+    if method not in ("GET", "HEAD", "POST"):
+        return HttpResponse(HTTPStatus.METHOD_NOT_ALLOWED, b"GET, HEAD and POST only\n",
+                            headers=(("Allow", "GET, HEAD, POST"),))
+    if "transfer-encoding" in headers:
+        return text_response(HTTPStatus.BAD_REQUEST, "no chunked request body is accepted\n")
+    length_text = headers.get("content-length", "0")
+    if not length_text.isdigit():
+        return text_response(HTTPStatus.BAD_REQUEST, "malformed content-length\n")
+    length = int(length_text)
+    if length and method != "POST":
         return text_response(HTTPStatus.BAD_REQUEST, "no request body is accepted\n")
+    if length > MAX_FORM_BYTES:
+        return text_response(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "request body too large\n")
+    if length and headers.get("content-type", "").split(";")[0].strip() != FORM_TYPE:
+        return text_response(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, f"POST takes {FORM_TYPE}\n")
     parts = urlsplit(target)
     if not parts.path.startswith("/"):
         return text_response(HTTPStatus.BAD_REQUEST, "the target must be a path\n")
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    return HttpRequest(method, unquote(parts.path), query, headers)
+    return HttpRequest(method, unquote(parts.path), query, headers, body_length=length)
 
 
 def encode_response(response: HttpResponse, head_only: bool) -> bytes:
@@ -163,6 +179,18 @@ class HttpListener:
         if isinstance(request, HttpResponse):
             log.info("HTTP request from %s refused: %d", peer, request.status)
             return request, False
+        if request.body_length:
+            try:
+                body = await asyncio.wait_for(reader.readexactly(request.body_length),
+                                              HEAD_TIMEOUT_S)
+            except TimeoutError:
+                return text_response(HTTPStatus.REQUEST_TIMEOUT, "request body too slow\n"), False
+            try:
+                form = dict(parse_qsl(body.decode("ascii"), keep_blank_values=True))
+            except (UnicodeDecodeError, ValueError):
+                log.info("HTTP request from %s refused: malformed form", peer)
+                return text_response(HTTPStatus.BAD_REQUEST, "malformed form\n"), False
+            request = replace(request, form=form)
         try:
             result = self._handler(request)
             if inspect.isawaitable(result):

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
 from ads.broker import config as bconfig
+from ads.broker.context import BrokerContext
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.metadata.assignment import AssignmentError, assign_replicas, check_manual_assignment
 from ads.metadata.model import BrokerEndpoint, InvalidTopicError, TopicState, validate_topic_name
@@ -163,15 +164,23 @@ async def handle_delete_topics(ctx: RequestContext, req: m.DeleteTopicsRequest
             name = state.name
         res.name = name
         state = broker.metadata.topics.get(name or "")
-        if state is None:
-            res.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        elif not broker.config.get("delete.topic.enable"):
-            res.error_code = ErrorCode.TOPIC_DELETION_DISABLED
-        else:
+        res.error_code = await delete_topic(broker, name or "")
+        if state is not None and res.error_code == ErrorCode.NONE:
             res.topic_id = state.topic_id
-            await broker.delete_topic(state.name)
         results.append(res)
     return m.DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+
+async def delete_topic(broker: BrokerContext, name: str) -> ErrorCode:
+    """Deletes the topic if it exists and `delete.topic.enable` allows; DeleteTopics and
+    the console's delete button both come here."""
+    state = broker.metadata.topics.get(name)
+    if state is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if not broker.config.get("delete.topic.enable"):
+        return ErrorCode.TOPIC_DELETION_DISABLED
+    await broker.delete_topic(state.name)
+    return ErrorCode.NONE
 
 
 async def handle_create_partitions(ctx: RequestContext, req: m.CreatePartitionsRequest

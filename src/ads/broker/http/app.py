@@ -9,7 +9,10 @@
 | `/api/...` | the JSON the pages refresh themselves from |
 | `/static/...` | the console's script, style and the vendored uPlot |
 
-Anything else is 404. Nothing here changes the broker: the console is read-only.
+| POST `/topics/NAME/delete`, `/groups/ID/delete` | the console's actions (`actions.py`):
+403 unless `console.read.only=false` |
+
+Anything else is 404; a POST to a page is 405. Only the two actions change the broker.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from ads.broker.http import console
+from ads.broker.http.actions import ConsoleActions, action_target
 from ads.broker.http.collector import BrokerCollector
 from ads.broker.http.observed import ObservedBroker
 from ads.broker.http.samples import Sampler
@@ -42,8 +46,9 @@ class OpsHttp:
     """The HTTP endpoints of one broker (started after its Kafka listener)."""
 
     def __init__(self, broker: ObservedBroker, host: str, port: int,
-                 sample_interval_ms: int) -> None:
+                 sample_interval_ms: int, read_only: bool = True) -> None:
         self.broker = broker
+        self.actions = ConsoleActions(broker, read_only)
         self.registry = CollectorRegistry(auto_describe=False)
         self.listener = HttpListener(self.handle, host, port, MAX_HTTP_CONNECTIONS)
         self.registry.register(BrokerCollector(broker, lambda: self.listener.connection_count))
@@ -60,8 +65,17 @@ class OpsHttp:
     async def stop(self) -> None:
         await self.listener.stop()
 
-    def handle(self, request: HttpRequest) -> HttpResponse:
+    async def handle(self, request: HttpRequest) -> HttpResponse:
         path = request.path.rstrip("/") or "/"
+        target = action_target(path)
+        if target is not None:
+            if request.method != "POST":
+                return HttpResponse(HTTPStatus.METHOD_NOT_ALLOWED, b"POST only\n",
+                                    headers=(("Allow", "POST"),))
+            return await self.actions.post(request, *target)
+        if request.method == "POST":
+            return HttpResponse(HTTPStatus.METHOD_NOT_ALLOWED, b"GET and HEAD only\n",
+                                headers=(("Allow", "GET, HEAD"),))
         if path == "/metrics":
             return HttpResponse(HTTPStatus.OK, generate_latest(self.registry),
                                 CONTENT_TYPE_LATEST)
@@ -79,7 +93,7 @@ class OpsHttp:
             if data is None:
                 return text_response(HTTPStatus.NOT_FOUND, "not found\n")
             return json_response(data)
-        page = console.page(self.broker, path, request.query)
+        page = console.page(self.broker, path, request.query, self.actions.page_token)
         if page is None:
             return HttpResponse(HTTPStatus.NOT_FOUND, console.not_found(path),
                                 "text/html; charset=utf-8")
@@ -116,11 +130,11 @@ class OpsHttp:
         return response
 
 
-async def start_ops_http(broker: ObservedBroker, listener: str,
-                         sample_interval_ms: int) -> OpsHttp:
+async def start_ops_http(broker: ObservedBroker, listener: str, sample_interval_ms: int,
+                         read_only: bool = True) -> OpsHttp:
     """Starts the endpoints on `listener` (HOST:PORT, validated by the config)."""
     host, _, port = listener.rpartition(":")
-    ops = OpsHttp(broker, host.strip("[]"), int(port), sample_interval_ms)
+    ops = OpsHttp(broker, host.strip("[]"), int(port), sample_interval_ms, read_only)
     await ops.start()
     log.info("HTTP endpoints (metrics, health, console) on http://%s:%d/", *ops.address)
     return ops

@@ -152,6 +152,16 @@ class BrokerCollector(Collector):
                                 value=offline)
         yield GaugeMetricFamily("ads_brokers", "Live brokers in the metadata.",
                                 value=len(b.metadata.brokers))
+        # Counted by this broker's controller while it was the active one (read across
+        # threads: two integers the controller's thread only adds to).
+        ctl = b.controller
+        yield CounterMetricFamily(
+            "ads_leader_elections", "Partition leaders changed by this broker's controller.",
+            value=ctl.leader_elections if ctl else 0)
+        yield CounterMetricFamily(
+            "ads_unclean_leader_elections",
+            "Leaders this broker's controller elected from outside the ISR.",
+            value=ctl.unclean_leader_elections if ctl else 0)
         yield CounterMetricFamily("ads_isr_shrinks", "ISR shrinks recorded by this leader.",
                                   value=rm.isr_shrinks)
         yield CounterMetricFamily("ads_isr_expands", "ISR expansions recorded by this leader.",

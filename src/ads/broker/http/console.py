@@ -7,7 +7,8 @@ drawn by uPlot (vendored in `static/`, MIT licence beside it) from `/api/series`
 
 Every text taken from the broker's data (topic and group names, keys, values, headers,
 configs, client ids) passes through `html.escape`: a record holding `<script>` is shown as
-text. Pages never change anything.
+text. Pages change nothing; with `console.read.only=false` the topic and group pages carry
+forms that POST to the delete actions (`actions.py`), with the token those check.
 """
 
 from __future__ import annotations
@@ -62,8 +63,24 @@ def not_found(path: str) -> bytes:
                    refresh=False)
 
 
-def page(broker: ObservedBroker, path: str, query: Mapping[str, str]) -> bytes | None:
-    """The page at `path` (the whole document, or its `<main>` with `fragment=1`)."""
+def notice(title: str, message: str, back: str) -> bytes:
+    """The page answering a console action."""
+    return _layout(title, f'<h1>{_e(title)}</h1><p class="notice">{_e(message)}</p>'
+                          f"<p>{_link(back, 'Back')}</p>", refresh=False)
+
+
+def _delete_form(action: str, token: str, what: str) -> str:
+    """A POST form for a delete action; console.js asks to confirm it."""
+    return (f'<form method="post" action="{_e(action)}" class="danger" '
+            f'data-confirm="Delete {_e(what)}? This cannot be undone.">'
+            f'<input type="hidden" name="csrf_token" value="{_e(token)}">'
+            f'<button type="submit">Delete {_e(what)}</button></form>')
+
+
+def page(broker: ObservedBroker, path: str, query: Mapping[str, str],
+         token: str | None = None) -> bytes | None:
+    """The page at `path` (the whole document, or its `<main>` with `fragment=1`); `token`
+    (set when the console may write) puts delete buttons on the topic and group pages."""
     parts = [p for p in path.split("/") if p]
     rendered: tuple[str, str] | None
     extra = ""
@@ -74,13 +91,13 @@ def page(broker: ObservedBroker, path: str, query: Mapping[str, str]) -> bytes |
     elif parts == ["topics"]:
         rendered = ("Topics", _topics(broker))
     elif len(parts) == 2 and parts[0] == "topics":
-        rendered = _topic(broker, parts[1])
+        rendered = _topic(broker, parts[1], token)
     elif len(parts) == 3 and parts[0] == "topics" and parts[2] == "messages":
         rendered = _messages(broker, parts[1], query)
     elif parts == ["groups"]:
         rendered = ("Groups", _groups(broker))
     elif len(parts) == 2 and parts[0] == "groups":
-        rendered = _group(broker, parts[1])
+        rendered = _group(broker, parts[1], token)
     else:
         return None
     if rendered is None:
@@ -178,7 +195,7 @@ def _topics(broker: ObservedBroker) -> str:
          "under-replicated"), rows, "topics")
 
 
-def _topic(broker: ObservedBroker, name: str) -> tuple[str, str] | None:
+def _topic(broker: ObservedBroker, name: str, token: str | None) -> tuple[str, str] | None:
     state = broker.metadata.topics.get(name)
     if state is None:
         return None
@@ -195,7 +212,8 @@ def _topic(broker: ObservedBroker, name: str) -> tuple[str, str] | None:
 <h2>Partitions</h2>{_table(("partition", "leader", "replicas", "ISR", "size", "segments",
                             "log start", "log end", "high watermark", ""), rows, "partitions")}
 <h2>Configs set on the topic</h2>
-{configs if state.configs else '<p class="muted">none: broker defaults apply</p>'}"""
+{configs if state.configs else '<p class="muted">none: broker defaults apply</p>'}
+{_delete_form(f"/topics/{_quote(name)}/delete", token, f"topic {name}") if token else ""}"""
 
 
 def _int(query: Mapping[str, str], key: str) -> int | None:
@@ -278,7 +296,8 @@ def _members(broker: ObservedBroker, group_id: str) -> list[tuple[str, str, str,
     return out
 
 
-def _group(broker: ObservedBroker, group_id: str) -> tuple[str, str] | None:
+def _group(broker: ObservedBroker, group_id: str, token: str | None
+           ) -> tuple[str, str] | None:
     view = next((g for g in observed.groups(broker) if g.group_id == group_id), None)
     if view is None:
         return None
@@ -288,9 +307,15 @@ def _group(broker: ObservedBroker, group_id: str) -> tuple[str, str] | None:
              "—" if o.high_watermark is None else o.high_watermark,
              "—" if o.lag is None else f'<span class="lag">{o.lag:,}</span>')
             for o in view.offsets)
+    action = ""
+    if token and view.state in ("Empty", "Dead"):
+        action = _delete_form(f"/groups/{_quote(group_id)}/delete", token, f"group {group_id}")
+    elif token:
+        action = '<p class="muted">Only a group without members can be deleted.</p>'
     return group_id, f"""<h1>Group {_e(group_id)}</h1>
 <p class="muted">state {_e(view.state)} · type {_e(view.group_type)} ·
 total lag <span id="total-lag" class="lag">{view.total_lag:,}</span></p>
 <h2>Members</h2>{members}
 <h2>Committed offsets and lag</h2>{_table(("topic", "partition", "committed",
-                                           "high watermark", "lag"), rows, "offsets")}"""
+                                           "high watermark", "lag"), rows, "offsets")}
+{action}"""

@@ -1,5 +1,6 @@
 // ADS console: refreshes the page's <main> from the server every two seconds (the server
-// renders and escapes everything) and draws the overview's plots with uPlot.
+// renders and escapes everything), draws the overview's plots with uPlot and asks before
+// a delete form is sent.
 (function () {
   "use strict";
   var REFRESH_MS = 2000;
@@ -89,6 +90,13 @@
       if (el) { el.textContent = "update failed: " + err.message; }
     }).then(function () { window.setTimeout(tick, REFRESH_MS); });
   }
+
+  // The delete forms (console.read.only=false) ask first; listened for on the document
+  // because the refresh replaces the forms.
+  document.addEventListener("submit", function (event) {
+    var question = event.target.dataset && event.target.dataset.confirm;
+    if (question && !window.confirm(question)) { event.preventDefault(); }
+  });
 
   stamp();
   refreshPlots();
