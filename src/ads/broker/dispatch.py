@@ -68,7 +68,10 @@ class Dispatcher:
         self.handlers = {h.api_key: h for h in handlers}
         self.refusals = RefusalLog(log)
         # Requests per API and version and their latency, from the decoded header to the
-        # encoded response (Kafka's local plus remote time: waits in purgatory included).
+        # encoded response (Kafka's local plus remote time: waits in purgatory included),
+        # and their queue time: from the frame's arrival (`ConnectionInfo.received_s`, set
+        # by the network layer) to this call. Send time is the network layer's to measure:
+        # the broker hands `metrics.response_sent` to the listener.
         self.metrics = metrics or BrokerMetrics()
 
     def api_ranges(self) -> list[tuple[int, int, int]]:
@@ -120,14 +123,14 @@ class Dispatcher:
                           _api_name(header.api_key), header.api_version, conn.peer)
             raise CloseConnection from exc
         if inspect.isawaitable(result):
-            return self._finish(ctx, result, started)
+            return self._finish(ctx, result, started, started - conn.received_s)
         response = self._encode(ctx, result)
         self.metrics.request_done(header.api_key, header.api_version,
-                                  time.perf_counter() - started)
+                                  time.perf_counter() - started, started - conn.received_s)
         return response
 
     async def _finish(self, ctx: RequestContext, pending: Awaitable[Any],
-                      started: float) -> Response:
+                      started: float, queued_s: float) -> Response:
         try:
             body = await pending
         except CloseConnection:
@@ -137,7 +140,8 @@ class Dispatcher:
                           _api_name(ctx.api_key), ctx.api_version, ctx.connection.peer)
             raise CloseConnection from exc
         response = self._encode(ctx, body)
-        self.metrics.request_done(ctx.api_key, ctx.api_version, time.perf_counter() - started)
+        self.metrics.request_done(ctx.api_key, ctx.api_version,
+                                  time.perf_counter() - started, queued_s)
         return response
 
     @staticmethod

@@ -1,10 +1,12 @@
 """The counters the request path keeps for `/metrics`: plain integers, added to in place.
 
 Only what cannot be read from the broker's state later is counted here: requests per API
-and version, their latency, and per topic the bytes and records produced, the bytes
-fetched and the failed produces and fetches. Everything else (log sizes, offsets, ISR,
-groups, lag, purgatories, the cleaner) is read at scrape time by
-`ads.broker.http.collector`, so it costs the hot path nothing.
+and version, their latency in Kafka's phases (queue time: received until the dispatcher
+starts on it; local and remote time: decoded until the response is encoded, purgatory
+waits included; send time: handed to the transport until written), and per topic the
+bytes and records produced, the bytes fetched and the failed produces and fetches.
+Everything else (log sizes, offsets, ISR, groups, lag, purgatories, the cleaner) is read at
+scrape time by `ads.broker.http.collector`, so it costs the hot path nothing.
 
 Why not prometheus_client's Counter and Histogram here: each `labels(...).inc()` takes a
 lock and looks the label tuple up, several times the cost of a dict add, on every request
@@ -55,17 +57,22 @@ class BrokerMetrics:
     def __init__(self) -> None:
         # api_key << 16 | version -> requests answered (or failed) since start
         self.requests: dict[int, int] = {}
-        self.latency: dict[int, LatencyHistogram] = {}  # by api_key
+        # by api_key: decode to encoded response, received to decode, send
+        self.latency: dict[int, LatencyHistogram] = {}
+        self.queue_time: dict[int, LatencyHistogram] = {}
+        self.send_time: dict[int, LatencyHistogram] = {}
         self.topics: dict[str, list[int]] = {}  # by topic: the counters indexed above
 
-    def request_done(self, api_key: int, version: int, elapsed_s: float) -> None:
+    def request_done(self, api_key: int, version: int, elapsed_s: float,
+                     queued_s: float) -> None:
         key = api_key << 16 | version
         self.requests[key] = self.requests.get(key, 0) + 1
-        hist = self.latency.get(api_key)
-        if hist is None:
-            hist = self.latency[api_key] = LatencyHistogram()
-        hist.counts[bisect.bisect_left(LATENCY_BUCKETS_S, elapsed_s)] += 1
-        hist.sum_s += elapsed_s
+        _observe(self.latency, api_key, elapsed_s)
+        _observe(self.queue_time, api_key, queued_s)
+
+    def response_sent(self, api_key: int, elapsed_s: float) -> None:
+        """The network layer's `on_sent`: a response of `api_key` took this to send."""
+        _observe(self.send_time, api_key, elapsed_s)
 
     def topic(self, name: str) -> list[int]:
         """The topic's counters, made on first use; callers add to them in place."""
@@ -76,3 +83,11 @@ class BrokerMetrics:
 
     def forget_topic(self, name: str) -> None:
         self.topics.pop(name, None)
+
+
+def _observe(histograms: dict[int, LatencyHistogram], api_key: int, seconds: float) -> None:
+    hist = histograms.get(api_key)
+    if hist is None:
+        hist = histograms[api_key] = LatencyHistogram()
+    hist.counts[bisect.bisect_left(LATENCY_BUCKETS_S, seconds)] += 1
+    hist.sum_s += seconds

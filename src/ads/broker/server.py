@@ -143,7 +143,8 @@ class Broker:
         self.coordinator_deadlines = coordinators.start(self)
         host, port = self.config.listeners[0]
         self.listener = KafkaListener(
-            self.dispatcher, host, port, self.config.socket_request_max_bytes)
+            self.dispatcher, host, port, self.config.socket_request_max_bytes,
+            on_sent=self.dispatcher.metrics.response_sent)
         bound_host, bound_port = await self.listener.start()
         self.bound_address = (bound_host, bound_port)
         http_listener = self.config.get("http.listener")

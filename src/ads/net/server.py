@@ -13,6 +13,13 @@ chunks are file regions (objects with `fd`, `offset` and `length`) sent with sen
 record data goes from the page cache to the socket without passing through Python. Regions
 up to `SENDFILE_MIN_BYTES` are read and written with the response's other bytes instead:
 for them a sendfile costs more than the copy it spares.
+
+Timing, for Kafka's request phases: when a read completes frames, `time.perf_counter()` is
+taken once and kept beside each of them; the handler finds it in
+`ConnectionInfo.received_s` when it is called, so the wait of a pipelined request behind
+the ones before it (Kafka's queue time) is its start minus that. The listener's `on_sent`
+is told each response's API key and how long handing it to the transport took, sendfile
+and waiting for a full transport to drain included (Kafka's send time).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import itertools
 import logging
 import os
 import socket
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -33,6 +41,8 @@ log = logging.getLogger("ads.net")
 Chunk = Any  # bytes-like, or a file region with fd/offset/length
 Response = Sequence[Chunk] | None
 Handler = Callable[[memoryview, "ConnectionInfo"], "Response | Awaitable[Response]"]
+# Told the API key of each response written and the seconds its send took.
+SentCallback = Callable[[int, float], None]
 
 _MAX_READ_AHEAD = 8 << 20  # stop reading a connection that has this much unprocessed input
 _SCRATCH_BYTES = 256 << 10  # receive buffer of a connection, reused for small requests
@@ -61,6 +71,8 @@ class ConnectionInfo:
     connection_id: int
     peer: str
     closed: bool = False
+    # perf_counter() when the request being handled was fully received
+    received_s: float = 0.0
 
 
 _ids = itertools.count(1)
@@ -68,10 +80,12 @@ _ids = itertools.count(1)
 
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, handler: Handler, max_request_size: int,
-                 on_close: Callable[[ConnectionInfo], None] | None = None) -> None:
+                 on_close: Callable[[ConnectionInfo], None] | None = None,
+                 on_sent: SentCallback | None = None) -> None:
         self._handler = handler
         self._max_request_size = max_request_size
         self._on_close = on_close
+        self._on_sent = on_sent
         # Unparsed input is scratch[_start:_end], or a large request being received into
         # _frame (its first _frame_filled bytes are in).
         self._scratch = bytearray(_SCRATCH_BYTES)
@@ -80,6 +94,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._frame: bytearray | None = None
         self._frame_filled = 0
         self._pending: collections.deque[memoryview] = collections.deque()
+        self._received: collections.deque[float] = collections.deque()  # beside _pending
+        # API keys of the responses gathered for the next write
+        self._unsent_apis: list[int] = []
         self._pending_bytes = 0
         self._busy = False
         self._reading_paused = False
@@ -148,7 +165,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             # fields are hashable like any other.
             view = (memoryview(frame)
                     if int.from_bytes(frame[:2], "big") == _PRODUCE else memoryview(bytes(frame)))
-            self._queue(view)
+            self._queue(view, time.perf_counter())
         else:
             self._end += nbytes
             if not self._split_frames():
@@ -161,14 +178,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
             assert self._transport is not None
             self._transport.pause_reading()
 
-    def _queue(self, frame: memoryview) -> None:
+    def _queue(self, frame: memoryview, received_s: float) -> None:
         self._pending.append(frame)
+        self._received.append(received_s)
         self._pending_bytes += len(frame)
 
     def _split_frames(self) -> bool:
         """Queues the whole requests in the scratch buffer; False if the connection closed."""
         view = self._scratch_view
         pos, end = self._start, self._end
+        received_s = time.perf_counter()  # every frame completed by this read
         while end - pos >= 4:
             size = int.from_bytes(view[pos:pos + 4], "big", signed=True)
             if size <= 0 or size > self._max_request_size:
@@ -180,7 +199,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if end - pos - 4 >= size:
                 # A copy: the frame must outlive the scratch buffer, which is reused,
                 # because decoded fields are memoryview slices of it.
-                self._queue(memoryview(bytes(view[pos + 4:pos + 4 + size])))
+                self._queue(memoryview(bytes(view[pos + 4:pos + 4 + size])), received_s)
                 pos += 4 + size
                 continue
             if size > _DIRECT_MIN_BYTES:
@@ -208,6 +227,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         while self._pending and not self.info.closed:
             frame = self._pending.popleft()
             self._pending_bytes -= len(frame)
+            self.info.received_s = self._received.popleft()
+            api_key = frame[0] << 8 | frame[1]
             try:
                 result = self._handler(frame, self.info)
             except CloseConnection:
@@ -225,6 +246,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     return
                 if not large:
                     out.extend(result)
+                    self._unsent_apis.append(api_key)
                     out_bytes += sum(map(len, result))
                     result = None
                     if out_bytes < _HIGH_WATER:
@@ -234,28 +256,33 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if result is not None:
                 self._write_bytes(out)
                 self._busy = True
-                self._task = asyncio.ensure_future(self._finish_async(result))
+                self._task = asyncio.ensure_future(self._finish_async(result, api_key))
                 return
             if self._drain_waiter is not None and not self._drain_waiter.done():
                 self._busy = True
-                self._task = asyncio.ensure_future(self._finish_async(None))
+                self._task = asyncio.ensure_future(self._finish_async(None, -1))
                 return
         self._write_bytes(out)
         if (self._drain_waiter is not None and not self._drain_waiter.done()
                 and not self.info.closed):
             self._busy = True
-            self._task = asyncio.ensure_future(self._finish_async(None))
+            self._task = asyncio.ensure_future(self._finish_async(None, -1))
             return
         self._maybe_resume_reading()
 
-    async def _finish_async(self, result: Response | Awaitable[Response]) -> None:
+    async def _finish_async(self, result: Response | Awaitable[Response], api_key: int
+                            ) -> None:
         try:
             if inspect.isawaitable(result):
                 result = await result
-            if result is not None and not self.info.closed:
+            started = time.perf_counter()
+            written = result is not None and not self.info.closed
+            if result is not None and written:
                 await self._write(result)
             if self._drain_waiter is not None:
                 await self._drain_waiter
+            if written and self._on_sent is not None:
+                self._on_sent(api_key, time.perf_counter() - started)
         except CloseConnection:
             self._close()
             return
@@ -276,7 +303,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _write_bytes(self, chunks: Sequence[Chunk]) -> None:
         if chunks:
             assert self._transport is not None
+            started = time.perf_counter()
             self._transport.writelines(chunks)
+            if self._on_sent is not None and self._unsent_apis:
+                elapsed = time.perf_counter() - started
+                for api_key in self._unsent_apis:
+                    self._on_sent(api_key, elapsed)
+        self._unsent_apis.clear()
 
     async def _write(self, chunks: Sequence[Chunk]) -> None:
         transport = self._transport
@@ -336,6 +369,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _close(self) -> None:
         self.info.closed = True
         self._pending.clear()
+        self._received.clear()
+        self._unsent_apis.clear()
         self._pending_bytes = 0
         self._frame = None
         self._start = self._end = 0  # unread input is dropped; reads may still land
@@ -381,8 +416,10 @@ class KafkaListener:
     """Accepts connections on one host:port and hands their frames to `handler`."""
 
     def __init__(self, handler: Handler, host: str, port: int, max_request_size: int,
-                 on_close: Callable[[ConnectionInfo], None] | None = None) -> None:
+                 on_close: Callable[[ConnectionInfo], None] | None = None,
+                 on_sent: SentCallback | None = None) -> None:
         self._handler = handler
+        self._on_sent = on_sent
         self._host = host
         self._port = port
         self._max_request_size = max_request_size
@@ -402,7 +439,8 @@ class KafkaListener:
         return sockname[0], sockname[1]
 
     def _make_connection(self) -> KafkaConnection:
-        conn = KafkaConnection(self._handler, self._max_request_size, self._closed)
+        conn = KafkaConnection(self._handler, self._max_request_size, self._closed,
+                               self._on_sent)
         self._connections.add(conn)
         return conn
 

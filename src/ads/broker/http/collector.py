@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 from ads.broker import metrics as bm
 from ads.broker.http import observed
 from ads.broker.http.observed import ObservedBroker, PartitionView
+from ads.coordinator.transaction.state import TxnState
 from ads.protocol.messages import ApiKey
 
 _TOPIC_COUNTERS = (
@@ -60,6 +61,7 @@ class BrokerCollector(Collector):
         yield from self._replicas(parts)
         yield from self._groups()
         yield from self._cleaner()
+        yield from self._transactions()
 
     def _requests(self) -> Iterator[Metric]:
         m = self._broker.metrics
@@ -69,13 +71,19 @@ class BrokerCollector(Collector):
         for key, count in sorted(m.requests.items()):
             requests.add_metric([api_name(key >> 16), str(key & 0xFFFF)], count)
         yield requests
-        latency = HistogramMetricFamily(
-            "ads_request_duration_seconds",
-            "Time from a decoded request to its encoded response (local and purgatory time).",
-            labels=["request"])
-        for api_key, hist in sorted(m.latency.items()):
-            latency.add_metric([api_name(api_key)], hist.cumulative(), hist.sum_s)
-        yield latency
+        for name, doc, label, histograms in (
+                ("ads_request_duration_seconds", "Time from a decoded request to its encoded "
+                 "response (local and purgatory time).", "request", m.latency),
+                ("ads_request_queue_time_seconds", "Time from a request fully received to "
+                 "the start of its handling (waiting behind its connection's earlier "
+                 "requests).", "api", m.queue_time),
+                ("ads_request_send_time_seconds", "Time from a response handed to the "
+                 "transport to it written (sendfile of record data included).", "api",
+                 m.send_time)):
+            family = HistogramMetricFamily(name, doc, labels=[label])
+            for api_key, hist in sorted(histograms.items()):
+                family.add_metric([api_name(api_key)], hist.cumulative(), hist.sum_s)
+            yield family
 
     def _topics(self) -> Iterator[Metric]:
         topics = sorted(self._broker.metrics.topics.items())
@@ -229,3 +237,24 @@ class BrokerCollector(Collector):
                 ("last_dirty_ratio_after", "Dirty ratio of the last cleaned log, after.",
                  last.dirty_ratio_after if last else 0.0)):
             yield GaugeMetricFamily(f"ads_log_cleaner_{name}", doc, value=gauge)
+
+    def _transactions(self) -> Iterator[Metric]:
+        coordinator = self._broker.transaction_coordinator
+        states = dict.fromkeys((s.kafka_name for s in TxnState), 0)
+        for _, shard in coordinator.runtime.shards():
+            for meta in shard.txns.values():
+                states[meta.state.kafka_name] += 1
+        family = GaugeMetricFamily(
+            "ads_transactions", "Transactional ids coordinated here, per state.",
+            labels=["state"])
+        for state, n in states.items():
+            family.add_metric([state], n)
+        yield family
+        counts = coordinator.counts
+        yield CounterMetricFamily("ads_transactions_committed",
+                                  "Transactions this coordinator completed as committed.",
+                                  value=counts.committed)
+        yield CounterMetricFamily("ads_transactions_aborted",
+                                  "Transactions this coordinator completed as aborted (ended "
+                                  "by the producer, timed out or fenced).",
+                                  value=counts.aborted)

@@ -30,7 +30,7 @@ from ads.common.clock import Clock
 from ads.coordinator.runtime import CoordinatorRuntime, Write
 from ads.coordinator.timer import Timers
 from ads.coordinator.topic import InternalTopic, TopicMetadata
-from ads.coordinator.transaction.shard import Answer, TxnConfig, TxnShard
+from ads.coordinator.transaction.shard import Answer, TxnConfig, TxnCounts, TxnShard
 from ads.coordinator.transaction.state import (
     STATE_NAMES,
     Partition,
@@ -84,9 +84,11 @@ class TransactionCoordinator:
         self.runtime: CoordinatorRuntime[TxnShard] = CoordinatorRuntime(
             topic, clock, self._new_shard)
         self._tasks: set[asyncio.Task[None]] = set()
+        # Completed transactions, counted by the shards (for /metrics)
+        self.counts = TxnCounts()
 
     def _new_shard(self, partition: int, timers: Timers[Write]) -> TxnShard:
-        return TxnShard(partition, timers, self.config, self._send_markers)
+        return TxnShard(partition, timers, self.config, self._send_markers, self.counts)
 
     @property
     def topic(self) -> InternalTopic:

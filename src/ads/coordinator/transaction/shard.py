@@ -63,10 +63,19 @@ class Answer:
     producer_epoch: int = -1
 
 
+@dataclass(slots=True)
+class TxnCounts:
+    """Transactions completed by this broker's coordinator since it started."""
+
+    committed: int = 0
+    aborted: int = 0
+
+
 class TxnShard:
     def __init__(self, partition: int, timers: Timers[Write], config: TxnConfig,
-                 send_markers: SendMarkers) -> None:
+                 send_markers: SendMarkers, counts: TxnCounts | None = None) -> None:
         self.partition = partition
+        self.counts = counts or TxnCounts()
         self.timers = timers
         self.clock = timers.clock
         self.config = config
@@ -256,6 +265,10 @@ class TxnShard:
         def after(error: ErrorCode) -> Sequence[Write]:
             if error is not ErrorCode.NONE:  # moved or failed: the next leader completes it
                 log.warning("completing the transaction of %r failed: %s", txn_id, error.name)
+            elif done is S.COMPLETE_COMMIT:
+                self.counts.committed += 1
+            else:
+                self.counts.aborted += 1
             return ()
 
         return self._write(meta, target, after)
