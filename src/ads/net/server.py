@@ -228,7 +228,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
             frame = self._pending.popleft()
             self._pending_bytes -= len(frame)
             self.info.received_s = self._received.popleft()
-            api_key = frame[0] << 8 | frame[1]
             try:
                 result = self._handler(frame, self.info)
             except CloseConnection:
@@ -246,7 +245,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     return
                 if not large:
                     out.extend(result)
-                    self._unsent_apis.append(api_key)
+                    self._unsent_apis.append(_api_key(frame))
                     out_bytes += sum(map(len, result))
                     result = None
                     if out_bytes < _HIGH_WATER:
@@ -256,7 +255,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if result is not None:
                 self._write_bytes(out)
                 self._busy = True
-                self._task = asyncio.ensure_future(self._finish_async(result, api_key))
+                self._task = asyncio.ensure_future(self._finish_async(result, _api_key(frame)))
                 return
             if self._drain_waiter is not None and not self._drain_waiter.done():
                 self._busy = True
@@ -376,6 +375,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._start = self._end = 0  # unread input is dropped; reads may still land
         if self._transport is not None:
             self._transport.close()
+
+
+def _api_key(frame: memoryview) -> int:
+    """The request's API key, for `on_sent` (-1 for a frame too short to hold one; the
+    handler answers none of those)."""
+    return frame[0] << 8 | frame[1] if len(frame) > 1 else -1
 
 
 def _inline_small_regions(chunks: Sequence[Chunk]) -> tuple[Sequence[Chunk], bool]:
