@@ -83,6 +83,9 @@ async def test_coordinator_txn_commit_walks_the_states() -> None:
     # A retry of the same EndTxn is answered NONE; the other outcome is refused.
     assert (await coord.end_txn("t1", 1000, 0, commit=True)).error is ErrorCode.NONE
     assert (await coord.end_txn("t1", 1000, 0, commit=False)).error is ErrorCode.INVALID_TXN_STATE
+    await settle()
+    # Counted once, when COMPLETE_COMMIT was written; the retry adds nothing.
+    assert (coord.counts.committed, coord.counts.aborted) == (1, 0)
     # Every transition is one record in Kafka's layout, the last one COMPLETE_COMMIT.
     (partition,) = [p for p, b in mlog.batches.items() if b]
     records = [r for b in mlog.batches[partition]
@@ -134,6 +137,7 @@ async def test_coordinator_txn_new_instance_fences_and_aborts() -> None:
     assert first.error is ErrorCode.CONCURRENT_TRANSACTIONS
     await settle()
     assert markers.written == [(1000, 1, False, frozenset({("t", 2)}))]
+    assert (coord.counts.committed, coord.counts.aborted) == (0, 1)  # the fence's abort
     retry = await coord.init_producer_id("t1", 60_000)
     assert (retry.error, retry.producer_id, retry.producer_epoch) == (ErrorCode.NONE, 1000, 2)
     assert (await coord.end_txn("t1", 1000, 0, commit=True)).error is ErrorCode.PRODUCER_FENCED
@@ -185,6 +189,7 @@ async def test_coordinator_txn_timeout_aborts_and_expiry_forgets() -> None:
     assert markers.written == [(1000, 1, False, frozenset({("t", 4)}))]
     d = coord.describe("t1")
     assert (d.state, d.producer_epoch) == ("CompleteAbort", 1)
+    assert (coord.counts.committed, coord.counts.aborted) == (0, 1)  # the timeout's abort
     assert (await coord.end_txn("t1", 1000, 0, commit=True)).error is ErrorCode.PRODUCER_FENCED
     # KIP-360: the producer whose transaction timed out goes on with a new epoch.
     resumed = await coord.init_producer_id("t1", 1_000, 1000, 0)
