@@ -155,6 +155,7 @@ class Broker:
                     self.config.get_bool("console.read.only"))
             except OSError:
                 self.listener.stop_accepting()
+                await self.listener.drain(grace_s=0.0)
                 coordinators.stop(self, self.coordinator_deadlines)
                 self.log_manager.shutdown()
                 self.metadata.close()
@@ -172,6 +173,7 @@ class Broker:
         except Exception:
             self.started = False
             self.listener.stop_accepting()
+            await self.listener.drain(grace_s=0.0)
             if self.ops_http is not None:
                 await self.ops_http.stop()
             for task in self._tasks:

@@ -431,6 +431,7 @@ class KafkaListener:
         self._on_close = on_close
         self._server: asyncio.Server | None = None
         self._connections: set[KafkaConnection] = set()
+        self._stopping = False
 
     @property
     def connection_count(self) -> int:
@@ -446,6 +447,10 @@ class KafkaListener:
     def _make_connection(self) -> KafkaConnection:
         conn = KafkaConnection(self._handler, self._max_request_size, self._closed,
                                self._on_sent)
+        if self._stopping:
+            # Accepted by the kernel before the listener stopped, made into a connection
+            # after: aborted as soon as it is made (`connection_made`), never served.
+            conn.info.closed = True
         self._connections.add(conn)
         return conn
 
@@ -458,8 +463,17 @@ class KafkaListener:
             self._on_close(info)
 
     def stop_accepting(self) -> None:
+        """No new connection is served from now on; `drain` closes the listening socket.
+
+        The listening sockets stop being read here, but the server is closed only at the
+        end of `drain`: asyncio (3.11) makes the connections it already accepted a loop pass
+        later, and one made after the server is closed is left half-built, its socket to
+        the garbage collector. Made while stopping, they are aborted at once instead."""
+        self._stopping = True
         if self._server is not None:
-            self._server.close()
+            loop = asyncio.get_running_loop()
+            for sock in self._server.sockets:
+                loop.remove_reader(sock.fileno())
 
     async def drain(self, grace_s: float) -> None:
         """Answer the requests already received (bounded by `grace_s`), then close."""
@@ -482,5 +496,17 @@ class KafkaListener:
         lost = [c.lost for c in connections if not c.lost.done()]
         if lost:
             await asyncio.wait(lost, timeout=1.0)
+        # Connections accepted just before the listener stopped are made a loop pass or
+        # two later (asyncio's accept tasks) and aborted as they are made: let them come
+        # and go before the server closes (see `stop_accepting`).
+        for _ in range(3):
+            await asyncio.sleep(0)
+        late = [c for c in self._connections if c not in connections and not c.lost.done()]
+        for conn in late:
+            if conn._transport is not None:
+                conn._transport.abort()
+        if late:
+            await asyncio.wait([c.lost for c in late], timeout=1.0)
         if self._server is not None:
+            self._server.close()
             await self._server.wait_closed()
