@@ -199,3 +199,28 @@ async def test_replication_append_wakes_a_waiting_follower_fetch(tmp_path: Path,
     assert leader.partition("t", 0).high_watermark == 0
     result = await asyncio.wait_for(waiting, 5)  # long before its 30 s deadline
     assert result.bytes > 0
+
+
+async def test_replication_leader_that_wrote_nothing_follows_again(tmp_path: Path,
+                                                                  logs: list[Log]) -> None:
+    # Broker 2 leads at epoch 1 and writes nothing, then broker 1 leads again (a preferred
+    # election): broker 2's epoch 1 has no batch, so the leader answers a divergence at the
+    # end of epoch 0, which is broker 2's log end. Truncating there must drop the empty
+    # epoch, or every later fetch diverges again and broker 2 never catches up.
+    clock = ManualClock(T0)
+    leader, follower, _ = _pair(tmp_path, logs, clock)
+    leader.append("t", 0, _batch(3), -1, T0)
+    await _follower_fetch(leader, follower)
+    await _follower_fetch(leader, follower)
+    follower.become_leader("t", 0, 1, [FOLLOWER, LEADER], [LEADER, FOLLOWER])
+    leader.become_follower("t", 0, 1, FOLLOWER)
+    await _follower_fetch(follower, leader)
+    leader.become_leader("t", 0, 2, [LEADER, FOLLOWER], [LEADER, FOLLOWER])
+    follower.become_follower("t", 0, 2, LEADER)
+    first = await _follower_fetch(leader, follower)
+    assert (first.diverging_epoch, first.diverging_end_offset) == (0, 3)
+    leader.append("t", 0, _batch(2, "after"), 1, T0)
+    second = await _follower_fetch(leader, follower)
+    assert (second.diverging_epoch, second.diverging_end_offset) == (-1, -1)
+    assert follower.get("t", 0).log_end_offset == 5  # type: ignore[union-attr]
+    assert replica_batches(tmp_path / "n1", "t", 0) == replica_batches(tmp_path / "n2", "t", 0)

@@ -232,7 +232,17 @@ class ReplicaFetcher:
             if code == ErrorCode.NONE:
                 diverging = data.diverging_epoch
                 if diverging.epoch >= 0 or diverging.end_offset >= 0:
+                    before = (part.log.log_end_offset, part.log.latest_epoch)
                     part.truncate_to_leader(diverging.epoch, diverging.end_offset)
+                    if (part.log.log_end_offset, part.log.latest_epoch) != before:
+                        return
+                    # Nothing left to cut, yet the leader still sees a divergence: wait
+                    # rather than ask again at once.
+                    log.warning("%s-%d: the leader reports a divergence (epoch %d ends at %d) "
+                                "with nothing left to truncate", key[0], key[1],
+                                diverging.epoch, diverging.end_offset)
+                    self._delayed[key] = (asyncio.get_running_loop().time()
+                                          + self.config.backoff_ms / 1000.0)
                 else:
                     part.append_replicated(memoryview(data.records or b""),
                                            data.high_watermark, data.log_start_offset)

@@ -202,6 +202,8 @@ class ReplicaManager:
         if self.fetchers is not None:
             self.fetchers.unfollow(part.key)
         part.make_leader(leader_epoch, isr or [self.node_id], replicas, self.clock.time_ms())
+        log.info("%s-%d: leader from epoch %d at offset %d, ISR %s", topic, index, leader_epoch,
+                 part.log_end_offset, part.isr)
         self._wake(part.key)
         for listener in self._listeners:
             listener(topic, index, True, leader_epoch)
@@ -216,6 +218,8 @@ class ReplicaManager:
             raise PartitionError(ErrorCode.FENCED_LEADER_EPOCH,
                                  f"epoch {leader_epoch} is older than {part.leader_epoch}")
         part.make_follower(leader_epoch, leader_id)
+        log.info("%s-%d: follower of broker %d from epoch %d at offset %d", topic, index,
+                 leader_id, leader_epoch, part.log_end_offset)
         self._wake(part.key)
         if self.fetchers is not None:
             if leader_id < 0 or leader_id == self.node_id:
@@ -262,8 +266,9 @@ class ReplicaManager:
         async def record() -> None:
             try:
                 recorded = await writer(part.topic, part.index, epoch, isr)
-            except Exception:
-                log.exception("%s-%d: recording the ISR %s failed", part.topic, part.index, isr)
+            except Exception as exc:  # noqa: BLE001 - the store unreachable: tried again later
+                log.warning("%s-%d: recording the ISR %s failed: %r", part.topic, part.index,
+                            isr, exc)
                 recorded = False
             finally:
                 part.isr_change_pending = False

@@ -471,6 +471,9 @@ class Log:
             if offset < 0:
                 raise ValueError(f"cannot truncate to {offset}")
             if offset >= self._log_end_offset:
+                # No batch goes, but an epoch begun at the end (a leader's that wrote
+                # nothing) does: a follower's last fetched epoch must be one with batches.
+                self.epoch_cache.truncate_from_end(self._log_end_offset)
                 return False
             if offset < self._local.bases[0]:
                 self._truncate_fully_and_start_at(offset)
