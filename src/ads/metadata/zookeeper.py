@@ -405,33 +405,30 @@ class ZkMetadataStore:
 
     async def update_isr(self, name: str, partition: int, leader_epoch: int,
                          isr: list[int]) -> bool:
-        """The leader's ISR change: written only while the state znode still names this
-        broker as leader at `leader_epoch` (read and conditionally set, so a controller's
-        change in between wins). The change reaches every broker through the watches."""
-        if self.fenced:
+        """The leader's ISR change, written conditionally on the state znode's version in
+        this broker's view: only while that state names this broker as leader at
+        `leader_epoch`, and refused if anyone (the controller) wrote it since. A refused
+        change is dropped; the leader proposes again once the watch brings the newer state.
+        The change reaches every broker through the watches, this one at once."""
+        key = (name, partition)
+        state, version = self._states.get(key), self._state_versions.get(key, -1)
+        if (self.fenced or state is None or version < 0 or state.leader != self.node_id
+                or state.leader_epoch != leader_epoch):
             return False
+        new = zl.LeaderAndIsr(state.leader, leader_epoch, list(isr), state.controller_epoch)
         path = zl.state_path(name, partition)
 
-        def write() -> tuple[zl.LeaderAndIsr, int] | None:
+        def write() -> int | None:
             try:
-                data, stat = self.zk.get(path)
-            except NoNodeError:
-                return None
-            state = zl.decode_state(data)
-            if state.leader != self.node_id or state.leader_epoch != leader_epoch:
-                return None
-            new = zl.LeaderAndIsr(state.leader, leader_epoch, list(isr), state.controller_epoch)
-            try:
-                written = self.zk.set(path, zl.encode_state(new), version=stat.version)
+                return int(self.zk.set(path, zl.encode_state(new), version=version).version)
             except (BadVersionError, NoNodeError):
                 return None
-            return new, written.version
 
-        recorded: tuple[zl.LeaderAndIsr, int] | None = await self._write(write)
-        if recorded is None:
+        written: int | None = await self._write(write)
+        if written is None:
             return False
-        if name in self._assignments:  # this broker's view has the change at once
-            self._set_state(name, partition, *recorded)
+        if name in self._assignments:
+            self._set_state(name, partition, new, written)
         return True
 
     async def wait(self, ready: Callable[[], bool], timeout_s: float) -> bool:

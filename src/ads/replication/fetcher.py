@@ -100,10 +100,6 @@ class ReplicaFetcherManager:
         if fetcher is not None and fetcher.remove(key):
             del self._fetchers[slot]
 
-    def followed(self) -> dict[PartitionKey, int]:
-        """Partition -> the leader it is fetched from."""
-        return {key: slot[0] for key, slot in self._where.items()}
-
     async def shutdown(self) -> None:
         self._stopped = True
         fetchers = list(self._fetchers.values())

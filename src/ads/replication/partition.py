@@ -330,9 +330,9 @@ class Partition:
 
     # -- a follower's copy -----------------------------------------------------------------
     def append_replicated(self, records: memoryview, leader_high_watermark: int,
-                          leader_log_start_offset: int) -> int:
+                          leader_log_start_offset: int) -> None:
         """Appends batches fetched from the leader (CRC-checked, bytes and offsets kept) and
-        takes the leader's high watermark up to this log's end; returns the bytes kept."""
+        takes the leader's high watermark up to this log's end."""
         end, headers = rb.scan_valid_prefix(records)
         if end < len(records) and not headers:
             raise PartitionError(ErrorCode.CORRUPT_MESSAGE,
@@ -346,27 +346,27 @@ class Partition:
             raise PartitionError(ErrorCode[exc.kafka_error], str(exc)) from exc
         self.log.high_watermark = max(self.log.high_watermark,
                                       min(leader_high_watermark, self.log.log_end_offset))
-        return end
 
-    def truncate_to_leader(self, leader_epoch: int, leader_end_offset: int) -> int:
+    def truncate_to_leader(self, leader_epoch: int, leader_end_offset: int) -> None:
         """The leader says this log diverges after `leader_end_offset` of `leader_epoch`
-        (KIP-101/279): cut it where both agree; returns the new log end offset. With an
-        epoch this log does not know, it is cut to the end of its last smaller epoch and
-        the next fetch finds out whether that is far enough."""
-        log_ = self.log
-        if leader_end_offset < 0:
-            target = log_.high_watermark
+        (KIP-101/279): cut it where both agree. Where this log's largest epoch up to
+        `leader_epoch` is an older one, it is cut at that epoch's end and the next fetch
+        finds out whether that is far enough (Kafka's rule)."""
+        epoch, end = self.log.end_offset_for_epoch(leader_epoch)
+        if leader_end_offset < 0:  # the leader knows no end: keep what is committed
+            target = self.log.high_watermark
+        elif epoch < 0:  # this log knows no epoch that old: keep what the leader keeps
+            target = leader_end_offset
+        elif epoch == leader_epoch:
+            target = min(end, leader_end_offset)
         else:
-            epoch, end = log_.end_offset_for_epoch(leader_epoch)
-            target = min(leader_end_offset, log_.log_end_offset) if epoch < 0 else min(
-                end, leader_end_offset if epoch == leader_epoch else end)
+            target = end
         try:
-            if log_.truncate_to(target):
+            if self.log.truncate_to(target):
                 log.info("%s-%d: truncated to %d to match the leader (epoch %d ends at %d)",
                          self.topic, self.index, target, leader_epoch, leader_end_offset)
         except StorageError as exc:
             raise PartitionError(ErrorCode[exc.kafka_error], str(exc)) from exc
-        return log_.log_end_offset
 
     def read(self, fetch_offset: int, max_bytes: int, min_one_batch: bool,
              max_offset: int) -> tuple[FileRegion | None, int]:

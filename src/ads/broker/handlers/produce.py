@@ -148,16 +148,16 @@ def _append(ctx: RequestContext, req: m.ProduceRequest,
         if failed and ctx.api_version >= 10:
             _name_leaders(ctx, response)
         return response
-    return _after_commit(ctx, pending, entries, response)
+    return _after_commit(ctx, pending, entries, response, failed)
 
 
 async def _after_commit(ctx: RequestContext, pending: DelayedProduce,
                         entries: dict[tuple[str, int], PartResp],
-                        response: m.ProduceResponse) -> m.ProduceResponse:
+                        response: m.ProduceResponse, failed: bool) -> m.ProduceResponse:
     await pending.future
     for key, code in pending.errors.items():
         entries[key].error_code = code
-    if ctx.api_version >= 10:
+    if (failed or pending.errors) and ctx.api_version >= 10:
         _name_leaders(ctx, response)
     return response
 
