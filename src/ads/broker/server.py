@@ -142,9 +142,11 @@ class Broker:
             self._open_partitions(topic)
         self.coordinator_deadlines = coordinators.start(self)
         host, port = self.config.listeners[0]
+        first = self.config.listener_endpoints[0]
         self.listener = KafkaListener(
             self.dispatcher, host, port, self.config.socket_request_max_bytes,
-            on_sent=self.dispatcher.metrics.response_sent)
+            on_sent=self.dispatcher.metrics.response_sent, listener_name=first.listener_name,
+            security_protocol=first.security_protocol)
         bound_host, bound_port = await self.listener.start()
         self.bound_address = (bound_host, bound_port)
         http_listener = self.config.get("http.listener")

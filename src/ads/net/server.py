@@ -66,6 +66,9 @@ class CloseConnection(Exception):  # noqa: N818 - it is a request, not a failure
     """Raised by a handler to close the connection that sent the request."""
 
 
+ANONYMOUS = "User:ANONYMOUS"
+
+
 @dataclass(slots=True)
 class ConnectionInfo:
     connection_id: int
@@ -73,6 +76,16 @@ class ConnectionInfo:
     closed: bool = False
     # perf_counter() when the request being handled was fully received
     received_s: float = 0.0
+    # The listener that accepted the connection (Kafka's listener name, e.g. PLAINTEXT) and
+    # its security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL).
+    listener_name: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
+    # Kafka's principal, "type:name": User:ANONYMOUS until TLS client authentication or
+    # SASL names someone. ACLs and quotas are decided on it.
+    principal: str = ANONYMOUS
+    # False on a SASL listener until authentication succeeds: until then only ApiVersions
+    # and the SASL requests are served.
+    authenticated: bool = True
 
 
 _ids = itertools.count(1)
@@ -422,8 +435,11 @@ class KafkaListener:
 
     def __init__(self, handler: Handler, host: str, port: int, max_request_size: int,
                  on_close: Callable[[ConnectionInfo], None] | None = None,
-                 on_sent: SentCallback | None = None) -> None:
+                 on_sent: SentCallback | None = None, listener_name: str = "PLAINTEXT",
+                 security_protocol: str = "PLAINTEXT") -> None:
         self._handler = handler
+        self.listener_name = listener_name
+        self.security_protocol = security_protocol
         self._on_sent = on_sent
         self._host = host
         self._port = port
@@ -447,6 +463,9 @@ class KafkaListener:
     def _make_connection(self) -> KafkaConnection:
         conn = KafkaConnection(self._handler, self._max_request_size, self._closed,
                                self._on_sent)
+        conn.info.listener_name = self.listener_name
+        conn.info.security_protocol = self.security_protocol
+        conn.info.authenticated = not self.security_protocol.startswith("SASL_")
         if self._stopping:
             # Accepted by the kernel before the listener stopped, made into a connection
             # after: aborted as soon as it is made (`connection_made`), never served.
