@@ -535,9 +535,21 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
     # security
     ("authorizer.class.name", S, "", None, LOW,
      "Authorizer to use; empty allows every request."),
-    ("sasl.enabled.mechanisms", LI, "GSSAPI", None, MEDIUM, "SASL mechanisms offered."),
+    ("sasl.enabled.mechanisms", LI, "GSSAPI", None, MEDIUM,
+     "SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
     ("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", None, MEDIUM,
      "SASL mechanism brokers use with each other."),
+    ("sasl.jaas.config", P, None, None, MEDIUM,
+     "JAAS login module line; usually prefixed listener.name.<listener>.<mechanism>."),
+    ("sasl.server.max.receive.size", I, "524288", POS, LOW,
+     "Largest request frame accepted before a SASL connection has authenticated."),
+    ("connections.max.reauth.ms", L, "0", NONNEG, MEDIUM,
+     "SASL session lifetime: a connection must re-authenticate within it; 0: unlimited."),
+    ("connection.failed.authentication.delay.ms", I, "100", NONNEG, LOW,
+     "Delay before answering a failed authentication and closing the connection."),
+    # ADS's own: Kafka reads this JVM system property (-Djava.security.auth.login.config)
+    ("java.security.auth.login.config", S, None, None, LOW,
+     "JAAS file with KafkaServer / <listener>.KafkaServer sections (SASL users)."),
     ("ssl.client.auth", S, "none", OneOf(("required", "requested", "none")), MEDIUM,
      "Whether TLS listeners ask clients for a certificate."),
     ("ssl.enabled.protocols", LI, "TLSv1.2,TLSv1.3", None, MEDIUM, "TLS versions allowed."),
@@ -716,8 +728,8 @@ NO_EFFECT_BROKER_KEYS: dict[str, str] = {
                                                      "the recovery point, every "
                                                      "log.flush.offset.checkpoint.interval.ms",
     "authorizer.class.name": "no authorizer yet: every request is allowed",
-    "sasl.enabled.mechanisms": _TLS,
-    "sasl.mechanism.inter.broker.protocol": _TLS,
+    "sasl.mechanism.inter.broker.protocol": "brokers reach each other on the first listener "
+                                            "without SASL",
     "ssl.client.auth": _TLS,
     "ssl.enabled.protocols": _TLS,
     "ssl.endpoint.identification.algorithm": _TLS,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ads.broker import config as bconfig
 from ads.broker import coordinators
+from ads.broker.authentication import Authenticator
 from ads.broker.authorized_operations import ALLOW_ALL, OperationsAuthorizer
 from ads.broker.configdefs import DEPRECATED_TOPIC_KEYS
 from ads.broker.context import TxnRequests
@@ -86,6 +87,8 @@ class Broker:
         self.clock: Clock = clock or SystemClock()
         self.node_id: int = config.node_id
         self.log_dirs = [Path(d) for d in config.log_dirs]
+        # ConfigError for SASL settings it cannot serve (a bad JAAS line, GSSAPI, ...)
+        self.authenticator = Authenticator(config, lambda: self.metadata.entity_configs)
         self.metadata: MetadataStore = _metadata_store(config, self.log_dirs[0])
         self.metadata.add_listener(self._metadata_changed)
         self.controller: Controller | None = None
@@ -146,7 +149,8 @@ class Broker:
         self.listener = KafkaListener(
             self.dispatcher, host, port, self.config.socket_request_max_bytes,
             on_sent=self.dispatcher.metrics.response_sent, listener_name=first.listener_name,
-            security_protocol=first.security_protocol)
+            security_protocol=first.security_protocol,
+            sasl_max_receive_size=self.config.get_int("sasl.server.max.receive.size"))
         bound_host, bound_port = await self.listener.start()
         self.bound_address = (bound_host, bound_port)
         http_listener = self.config.get("http.listener")

@@ -2,7 +2,12 @@
 
 Framing: every Kafka request is `int32 size` followed by `size` bytes. The size is checked
 against `socket.request.max.bytes` before anything is allocated; a negative or oversized
-size closes that connection (Kafka does the same) and nothing else.
+size closes that connection (Kafka does the same) and nothing else. Until a SASL
+listener's connection has authenticated, the limit is `sasl.server.max.receive.size`
+instead, so an unauthenticated peer cannot make the broker hold more than that.
+
+A handler that sets `ConnectionInfo.close_after_response` has its response written, then
+the connection closed (a failed authentication is answered, then the peer is gone).
 
 Requests of one connection are answered strictly in order, one at a time, as Kafka does by
 muting a channel while its request is in flight; clients pipeline several requests and we
@@ -84,8 +89,16 @@ class ConnectionInfo:
     # SASL names someone. ACLs and quotas are decided on it.
     principal: str = ANONYMOUS
     # False on a SASL listener until authentication succeeds: until then only ApiVersions
-    # and the SASL requests are served.
+    # and the SASL requests are served, and frames are limited to the pre-authentication
+    # size.
     authenticated: bool = True
+    # The SASL exchange of this connection (the broker's authenticator owns it).
+    sasl: object = None
+    # perf_counter() after which an authenticated SASL session has expired and must
+    # re-authenticate before anything else is served (KIP-368); 0.0: never.
+    session_deadline: float = 0.0
+    # Set by a handler: close the connection once this request's response is written.
+    close_after_response: bool = False
 
 
 _ids = itertools.count(1)
@@ -94,9 +107,12 @@ _ids = itertools.count(1)
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, handler: Handler, max_request_size: int,
                  on_close: Callable[[ConnectionInfo], None] | None = None,
-                 on_sent: SentCallback | None = None) -> None:
+                 on_sent: SentCallback | None = None,
+                 pre_auth_max_size: int | None = None) -> None:
         self._handler = handler
         self._max_request_size = max_request_size
+        self._pre_auth_max_size = (max_request_size if pre_auth_max_size is None
+                                   else min(pre_auth_max_size, max_request_size))
         self._on_close = on_close
         self._on_sent = on_sent
         # Unparsed input is scratch[_start:_end], or a large request being received into
@@ -203,10 +219,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         received_s = time.perf_counter()  # every frame completed by this read
         while end - pos >= 4:
             size = int.from_bytes(view[pos:pos + 4], "big", signed=True)
-            if size <= 0 or size > self._max_request_size:
+            limit = (self._max_request_size if self.info.authenticated
+                     else self._pre_auth_max_size)
+            if size <= 0 or size > limit:
                 log.warning(
-                    "closing connection from %s: request size %d outside 1..%d "
-                    "(socket.request.max.bytes)", self.info.peer, size, self._max_request_size)
+                    "closing connection from %s: request size %d outside 1..%d (%s)",
+                    self.info.peer, size, limit,
+                    "socket.request.max.bytes" if self.info.authenticated
+                    else "sasl.server.max.receive.size, before authentication")
                 self._close()
                 return False
             if end - pos - 4 >= size:
@@ -261,6 +281,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self._unsent_apis.append(_api_key(frame))
                     out_bytes += sum(map(len, result))
                     result = None
+                    if self.info.close_after_response:
+                        self._write_bytes(out)
+                        self._close()
+                        return
                     if out_bytes < _HIGH_WATER:
                         continue
                     self._write_bytes(out)
@@ -295,6 +319,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 await self._drain_waiter
             if written and self._on_sent is not None:
                 self._on_sent(api_key, time.perf_counter() - started)
+            if self.info.close_after_response:
+                self._close()
+                return
         except CloseConnection:
             self._close()
             return
@@ -436,8 +463,12 @@ class KafkaListener:
     def __init__(self, handler: Handler, host: str, port: int, max_request_size: int,
                  on_close: Callable[[ConnectionInfo], None] | None = None,
                  on_sent: SentCallback | None = None, listener_name: str = "PLAINTEXT",
-                 security_protocol: str = "PLAINTEXT") -> None:
+                 security_protocol: str = "PLAINTEXT",
+                 sasl_max_receive_size: int | None = None) -> None:
+        """`sasl_max_receive_size`: the frame size limit of a connection that has not
+        authenticated yet (SASL listeners)."""
         self._handler = handler
+        self._sasl_max_receive_size = sasl_max_receive_size
         self.listener_name = listener_name
         self.security_protocol = security_protocol
         self._on_sent = on_sent
@@ -462,7 +493,7 @@ class KafkaListener:
 
     def _make_connection(self) -> KafkaConnection:
         conn = KafkaConnection(self._handler, self._max_request_size, self._closed,
-                               self._on_sent)
+                               self._on_sent, self._sasl_max_receive_size)
         conn.info.listener_name = self.listener_name
         conn.info.security_protocol = self.security_protocol
         conn.info.authenticated = not self.security_protocol.startswith("SASL_")

@@ -16,6 +16,8 @@ from ads.broker.handlers import (
     produce,
     producer_id,
     reassignments,
+    sasl,
+    scram_users,
     topics,
     transactions,
 )
@@ -25,6 +27,7 @@ def all_handlers(cluster: bool = False) -> list[ApiHandler]:
     """`cluster`: the broker runs on ZooKeeper, and also takes the controller's requests
     from other brokers."""
     modules = [api_versions, metadata, produce, fetch, offsets, topics, configs, producer_id,
-               groups, group_offsets, consumer_groups, leadership, transactions]
+               groups, group_offsets, consumer_groups, leadership, transactions, sasl,
+               scram_users]
     extra = [*leadership.CLUSTER_HANDLERS, *reassignments.CLUSTER_HANDLERS] if cluster else []
     return [h for module in modules for h in module.HANDLERS] + extra
