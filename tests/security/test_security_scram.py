@@ -105,6 +105,23 @@ def test_scram_server_rejects_a_changed_client_nonce() -> None:
     assert "nonce" in exc.value.reason
 
 
+def test_scram_server_accepts_a_nonce_ending_with_the_full_one() -> None:
+    """Kafka's rule (old librdkafka repeats its client nonce in front)."""
+    cred = _credential(SHA256, "pw", base64.b64encode(b"salt").decode(), 4096)
+    server = ScramServer(SHA256, {"bob": cred}.get, SECRET)
+    server_first = server.evaluate(b"n,,n=bob,r=abc").decode()
+    full = server_first.split(",")[0][2:]
+    final = _client_final(SHA256, "pw", "n=bob,r=abc", server_first, nonce="abc" + full)
+    server.evaluate(final.encode())
+    assert server.complete
+    truncated = ScramServer(SHA256, {"bob": cred}.get, SECRET)
+    server_first = truncated.evaluate(b"n,,n=bob,r=abc").decode()
+    short = server_first.split(",")[0][3:]
+    with pytest.raises(SaslAuthenticationError):
+        truncated.evaluate(_client_final(SHA256, "pw", "n=bob,r=abc", server_first,
+                                         nonce=short).encode())
+
+
 def test_scram_server_rejects_channel_binding_mismatch() -> None:
     cred = _credential(SHA256, "pw", base64.b64encode(b"salt").decode(), 4096)
     server = ScramServer(SHA256, {"bob": cred}.get, SECRET)

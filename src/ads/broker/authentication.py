@@ -20,16 +20,25 @@ Every `*sasl.jaas.config` key given is parsed at start-up; a malformed one is a 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ads.broker.config import LISTENER_PREFIX, BrokerConfig, ConfigError
 from ads.metadata.entity_config import entity_path
+from ads.net.server import ConnectionInfo, Response
 from ads.security.jaas import JaasError, LoginModule, parse_jaas_config, parse_jaas_file
-from ads.security.sasl import PLAIN, SUPPORTED_MECHANISMS, PlainServer, SaslServer
+from ads.security.sasl import (
+    PLAIN,
+    SUPPORTED_MECHANISMS,
+    PlainServer,
+    SaslAuthenticationError,
+    SaslServer,
+)
 from ads.security.scram import MECHANISMS, ScramCredential, ScramServer
 
 log = logging.getLogger("ads.broker.sasl")
@@ -55,13 +64,16 @@ class SaslExchange:
     authenticated with SaslAuthenticate v1+, which KIP-368 re-authentication requires;
     `reauthenticating` whether the exchange under way renews an authenticated session."""
 
-    __slots__ = ("mechanism", "server", "reauth_supported", "reauthenticating")
+    __slots__ = ("mechanism", "server", "reauth_supported", "reauthenticating", "raw_tokens")
 
     def __init__(self) -> None:
         self.mechanism: str | None = None
         self.server: SaslServer | None = None
         self.reauth_supported = False
         self.reauthenticating = False
+        # After SaslHandshake v0 the tokens come as bare size-prefixed frames, without
+        # Kafka headers, and are answered the same way.
+        self.raw_tokens = False
 
 
 def _prefix(listener: str) -> str:
@@ -142,6 +154,12 @@ def listener_settings(config: BrokerConfig, listener: str) -> ListenerSasl:
     return ListenerSasl(listener, mechanisms, users, reauth)
 
 
+def _check_same_principal(old: str, new: str) -> None:
+    if new != old:
+        raise SaslAuthenticationError("Cannot change principals during re-authentication from "
+                                      f"{old.replace(':', '.')}: {new.replace(':', '.')}")
+
+
 class Authenticator:
     """The broker's SASL settings and the factory of mechanism exchanges.
 
@@ -168,6 +186,53 @@ class Authenticator:
         scram = MECHANISMS[mechanism]
         return ScramServer(scram, lambda user: self.scram_credential(scram.name, user),
                            self._secret)
+
+    def step(self, conn: ConnectionInfo, ex: SaslExchange, token: bytes,
+             reauth_supported: bool) -> tuple[bytes, int]:
+        """Feeds the client's token to the exchange under way; returns the answer token and,
+        once the client is authenticated, its session lifetime in ms (0: unlimited, and
+        while the exchange goes on). Raises SaslAuthenticationError, logged, when it fails:
+        the exchange is over and the connection must be answered and closed."""
+        server = ex.server
+        assert server is not None and ex.mechanism is not None
+        what = "re-authentication" if ex.reauthenticating else "authentication"
+        try:
+            answer = server.evaluate(token)
+            principal = f"User:{server.username}"
+            if server.complete and ex.reauthenticating:
+                _check_same_principal(conn.principal, principal)
+        except SaslAuthenticationError as exc:
+            log.info("failed %s of %s (listener %s, %s): %s", what, conn.peer,
+                     conn.listener_name, ex.mechanism, exc.reason)
+            ex.server = None
+            raise
+        if not server.complete:
+            return answer, 0
+        lifetime_ms = self.listeners[conn.listener_name].reauth_ms.get(ex.mechanism, 0)
+        ex.server = None
+        ex.reauth_supported = reauth_supported
+        conn.principal = principal
+        conn.authenticated = True
+        conn.session_deadline = time.perf_counter() + lifetime_ms / 1e3 if lifetime_ms else 0.0
+        log.debug("%s: %s of %s as %s with %s", conn.listener_name, what, conn.peer,
+                  principal, ex.mechanism)
+        return answer, lifetime_ms
+
+    def raw_token(self, frame: memoryview, conn: ConnectionInfo, ex: SaslExchange
+                  ) -> Response | Awaitable[Response]:
+        """A bare token after SaslHandshake v0: answered bare; a failure closes the
+        connection without an answer, after the failure delay (as Kafka does for v0)."""
+        try:
+            answer, _ = self.step(conn, ex, bytes(frame), reauth_supported=False)
+        except SaslAuthenticationError:
+            conn.close_after_response = True
+            return self._closing_after_delay()
+        return [len(answer).to_bytes(4, "big"), answer]
+
+    async def _closing_after_delay(self) -> Response:
+        if self.failure_delay_s > 0:
+            await asyncio.sleep(self.failure_delay_s)
+        return []
 
     def scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
         text = self._entity_configs().get(entity_path(user=user), {}).get(mechanism)

@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ads.broker.authentication import SaslExchange
 from ads.broker.authorized_operations import ResourceType, authorized_operations
 from ads.broker.context import BrokerContext
 from ads.broker.metrics import BrokerMetrics
@@ -89,6 +90,10 @@ class Dispatcher:
 
     def __call__(self, frame: memoryview, conn: ConnectionInfo) -> Response | Awaitable[Response]:
         started = time.perf_counter()
+        if not conn.authenticated:
+            ex = conn.sasl
+            if isinstance(ex, SaslExchange) and ex.raw_tokens and ex.server is not None:
+                return self._broker.authenticator.raw_token(frame, conn, ex)
         try:
             header, body_offset = codec.decode_request_header(frame)
         except UnsupportedVersionError as exc:

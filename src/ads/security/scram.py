@@ -16,6 +16,9 @@ StoredKey, ServerKey and i: it recovers ClientKey from the proof and checks its 
 Credentials are stored as Kafka stores them (the user's entity config, key = mechanism
 name): `salt=<base64>,stored_key=<base64>,server_key=<base64>,iterations=<n>`.
 
+The client-final nonce must end with the server-first one (the client's nonce, then the
+server's); Kafka accepts a longer one too, and old librdkafka versions send one.
+
 An unknown user gets a server-first message like anyone else's (a salt derived from the
 name, so it is the same each time) and fails at the proof, with the same message as a wrong
 password: the exchange does not tell who exists. Comparisons of secrets are constant-time.
@@ -205,8 +208,13 @@ class ScramServer:
         expected_cbind = base64.b64encode(self._gs2_header.encode()).decode()
         if not hmac.compare_digest(attrs[0][2:].encode(), expected_cbind.encode()):
             raise _invalid(self.mechanism, "channel binding differs from the GS2 header")
-        # The nonce must be the client's own followed by ours, exactly.
-        if not hmac.compare_digest(attrs[1][2:].encode(), self._nonce.encode()):
+        # The nonce must end with the client's own followed by ours. As Kafka, more may come
+        # before it: librdkafka before 1.x sends its client nonce twice.
+        nonce = attrs[1][2:].encode()
+        expected_nonce = self._nonce.encode()
+        if not (len(nonce) >= len(expected_nonce)
+                and hmac.compare_digest(nonce[len(nonce) - len(expected_nonce):],
+                                        expected_nonce)):
             raise _invalid(self.mechanism, "invalid nonce in the client-final message")
         try:
             proof = base64.b64decode(proof_b64, validate=True)

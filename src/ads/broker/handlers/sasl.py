@@ -20,15 +20,16 @@ mechanism or principal fails the connection. On a listener without SASL, and aft
 authentication by a v0 client, SaslHandshake and SaslAuthenticate are answered
 ILLEGAL_SASL_STATE and the connection stays (Kafka's request handlers do the same).
 
-Not supported: SaslHandshake v0, whose tokens follow without Kafka headers (clients older
-than Kafka 1.0 use it); GSSAPI and OAUTHBEARER.
+SaslHandshake v0 (clients older than Kafka 1.0, and those that pick it): the mechanism's
+tokens then follow as bare size-prefixed frames without Kafka headers, answered the same
+way (`Authenticator.raw_token`); a failure closes the connection without an answer, after
+the delay. Such a client cannot re-authenticate. GSSAPI and OAUTHBEARER are not supported.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable
 from typing import TypeVar
 
@@ -87,18 +88,8 @@ def handle_handshake(ctx: RequestContext, req: m.SaslHandshakeRequest
     ex.mechanism = req.mechanism
     ex.server = ctx.broker.authenticator.new_server(listener, req.mechanism)
     ex.reauthenticating = conn.authenticated
+    ex.raw_tokens = ctx.api_version == 0
     return m.SaslHandshakeResponse(error_code=ErrorCode.NONE, mechanisms=offered)
-
-
-def _failed(ctx: RequestContext, ex: SaslExchange, message: str, reason: str
-            ) -> Awaitable[m.SaslAuthenticateResponse]:
-    conn = ctx.connection
-    what = "re-authentication" if ex.reauthenticating else "authentication"
-    log.info("failed %s of %s (listener %s, %s): %s", what, conn.peer, conn.listener_name,
-             ex.mechanism, reason)
-    ex.server = None
-    return _after_delay(ctx, m.SaslAuthenticateResponse(
-        error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=message))
 
 
 def handle_authenticate(ctx: RequestContext, req: m.SaslAuthenticateRequest
@@ -114,33 +105,17 @@ def handle_authenticate(ctx: RequestContext, req: m.SaslAuthenticateRequest
             error_code=ErrorCode.ILLEGAL_SASL_STATE,
             error_message="SaslAuthenticate request received after successful authentication"
             if conn.authenticated else "SaslAuthenticate request received before SaslHandshake")
-    server = ex.server
     try:
-        token = server.evaluate(bytes(req.auth_bytes))
+        token, lifetime_ms = ctx.broker.authenticator.step(
+            conn, ex, bytes(req.auth_bytes), reauth_supported=ctx.api_version >= 1)
     except SaslAuthenticationError as exc:
-        return _failed(ctx, ex, str(exc), exc.reason)
-    if not server.complete:
-        return m.SaslAuthenticateResponse(error_code=ErrorCode.NONE, auth_bytes=token)
-    principal = f"User:{server.username}"
-    if ex.reauthenticating and principal != conn.principal:
-        old, new = conn.principal.replace(":", "."), principal.replace(":", ".")
-        message = f"Cannot change principals during re-authentication from {old}: {new}"
-        return _failed(ctx, ex, message, message)
-    listener = ctx.broker.authenticator.listeners[conn.listener_name]
-    assert ex.mechanism is not None
-    lifetime_ms = listener.reauth_ms.get(ex.mechanism, 0)
-    ex.server = None
-    ex.reauth_supported = ctx.api_version >= 1
-    conn.principal = principal
-    conn.authenticated = True
-    conn.session_deadline = time.perf_counter() + lifetime_ms / 1e3 if lifetime_ms else 0.0
-    log.debug("%s authenticated %s as %s with %s", conn.listener_name, conn.peer, principal,
-              ex.mechanism)
+        return _after_delay(ctx, m.SaslAuthenticateResponse(
+            error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(exc)))
     return m.SaslAuthenticateResponse(error_code=ErrorCode.NONE, auth_bytes=token,
                                       session_lifetime_ms=lifetime_ms)
 
 
 HANDLERS = [
-    ApiHandler(m.ApiKey.SASL_HANDSHAKE, 1, 1, handle_handshake),
+    ApiHandler(m.ApiKey.SASL_HANDSHAKE, 0, 1, handle_handshake),
     ApiHandler(m.ApiKey.SASL_AUTHENTICATE, 0, 2, handle_authenticate),
 ]
