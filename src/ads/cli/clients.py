@@ -1,5 +1,5 @@
 """The client commands of `ads`: `topics`, `produce`, `consume`, `groups`,
-`transactions`, `bench` and `pipeline`, plus `log`, which reads a broker's data directory,
+`transactions`, `users`, `bench` and `pipeline`, plus `log`, which reads a broker's data directory,
 `top`, which reads a broker's `/metrics`, and `cluster`, which runs a local cluster and
 shows any cluster's state.
 
@@ -23,6 +23,7 @@ from ads.cli import (
     top,
     topics,
     transactions,
+    users,
 )
 
 
@@ -37,3 +38,4 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     pipeline.add_parser(sub)
     logdump.add_parser(sub)
     top.add_parser(sub)
+    users.add_parser(sub)
