@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ads.common.files import atomic_write
+from ads.metadata import acl
 from ads.metadata.model import BrokerEndpoint, PartitionState, TopicState
 from ads.metadata.store import MetadataListener
 
@@ -50,6 +51,8 @@ class EmbeddedMetadataStore:
         self.controller_id = node_id  # the one broker decides everything
         self.fenced = False
         self._listeners: list[MetadataListener] = []
+        # ACLs by resource pattern, kept in the same file (`ads.metadata.acl_stores`).
+        self.acls: dict[acl.ResourcePattern, frozenset[acl.AccessControlEntry]] = {}
 
     def load(self) -> None:
         if not self._path.exists():
@@ -61,6 +64,7 @@ class EmbeddedMetadataStore:
             self.cluster_id = str(data["cluster_id"])
             self.producer_id_block_end = int(data.get("producer_id_block_end", 0))
             topics = [TopicState.from_json(t) for t in data["topics"]]
+            self.acls = acl.view_from_json(data.get("acls", []))
         except (ValueError, KeyError, TypeError) as exc:
             raise MetadataCorruptError(f"cannot read {self._path}: {exc}") from exc
         self.topics = {t.name: t for t in topics}
@@ -80,6 +84,10 @@ class EmbeddedMetadataStore:
         for listener in self._listeners:
             listener(name)
 
+    def save(self) -> None:
+        """Writes the file after a change made to a public attribute (`acls`)."""
+        self._save()
+
     def _save(self) -> None:
         self.version += 1  # every change goes through here: caches compare it
         data = {
@@ -87,6 +95,7 @@ class EmbeddedMetadataStore:
             "cluster_id": self.cluster_id,
             "producer_id_block_end": self.producer_id_block_end,
             "topics": [t.to_json() for t in self.topics.values()],
+            "acls": acl.view_to_json(self.acls),
         }
         atomic_write(self._path, json.dumps(data, indent=1, sort_keys=True).encode())
 
