@@ -8,17 +8,25 @@ import json
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Producer
 from kafka import KafkaAdminClient
 from kafka.admin import UserScramCredentialDeletion as Deletion
 from kafka.admin import UserScramCredentialUpsertion as Upsertion
+from kafka.errors import ClusterAuthorizationFailedError
 
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 from ads.testing import EmbeddedBroker
 from cluster_support import Cluster
 from kafka_wire import RawConnection
-from sasl_support import add_scram_user, confluent_conf, sasl_broker_config
+from sasl_support import (
+    PLAIN_USERS,
+    add_scram_user,
+    admin,
+    confluent_conf,
+    sasl_broker,
+    sasl_broker_config,
+)
 
 
 def test_scram_admin_errors_kafka_python(bootstrap: str) -> None:
@@ -104,3 +112,32 @@ def test_scram_credentials_in_zookeeper(tmp_path: Path) -> None:
         cluster.wait_for(seen_by_broker_2, "broker 2 sees the credential")
     finally:
         cluster.stop()
+
+
+def test_sasl_principal_decides_with_an_authorizer() -> None:
+    """The SASL user is the principal ACLs judge: the super user may manage credentials,
+    alice may not, and alice's produce is denied until an ACL allows it."""
+    with sasl_broker(**{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                        "super.users": "User:admin"}) as b:
+        bootstrap = b.bootstrap_servers
+        add_scram_user(bootstrap, "bob", "bob-pw")  # as User:admin
+        root = admin(bootstrap)
+        assert "bob" in root.describe_user_scram_credentials().result(15)
+        # kafka-python's admin: librdkafka 2.16 crashes on a DescribeUserScramCredentials
+        # answer with a top-level error (CLUSTER_AUTHORIZATION_FAILED, as Kafka answers)
+        alice = KafkaAdminClient(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT",
+                                 sasl_mechanism="PLAIN", sasl_plain_username="alice",
+                                 sasl_plain_password=PLAIN_USERS["alice"])
+        try:
+            with pytest.raises(ClusterAuthorizationFailedError):
+                alice.describe_user_scram_credentials()
+            assert alice.alter_user_scram_credentials([Deletion("bob", "SCRAM-SHA-256")]) == {
+                "bob": "Cluster authorization failed."}
+        finally:
+            alice.close()
+        codes: list[int] = []
+        producer = Producer(confluent_conf(bootstrap, "SCRAM-SHA-256", "bob", "bob-pw"))
+        producer.produce("bobs-topic", b"x",
+                         on_delivery=lambda err, _: codes.append(err.code() if err else 0))
+        producer.flush(10)
+        assert codes == [KafkaError.TOPIC_AUTHORIZATION_FAILED]

@@ -14,9 +14,12 @@ few iterations" / "Too many iterations"), the same user and mechanism twice in o
 describing a credential that does not exist (RESOURCE_NOT_FOUND). A user with any error
 has none of its alterations applied.
 
+With an authorizer, describing needs DESCRIBE and altering ALTER on the cluster
+(`ads.broker.permissions`); denied, every user named gets CLUSTER_AUTHORIZATION_FAILED (and
+describe's top-level error too), as Kafka answers.
+
 Gap: Kafka's ZooKeeper-mode brokers answer NOT_CONTROLLER unless they are the controller;
-every ADS broker answers (admin clients send these to the controller anyway). Who may call
-them is the authorizer's business (ALTER / DESCRIBE on the cluster in Kafka).
+every ADS broker answers (admin clients send these to the controller anyway).
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
+from ads.broker import permissions as P
 from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.metadata.acl import CLUSTER_NAME
 from ads.metadata.entity_config import USERS, entity_path, parse_entity_path
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
@@ -36,6 +41,7 @@ log = logging.getLogger("ads.broker")
 AlterResult = m.AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
 DescribeResult = m.DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
 CredentialInfo = DescribeResult.CredentialInfo
+DENIED = "Cluster authorization failed."
 
 
 def _upsertion_problem(u: m.AlterUserScramCredentialsRequest.ScramCredentialUpsertion
@@ -55,6 +61,11 @@ def _upsertion_problem(u: m.AlterUserScramCredentialsRequest.ScramCredentialUpse
 
 async def handle_alter(ctx: RequestContext, req: m.AlterUserScramCredentialsRequest
                        ) -> m.AlterUserScramCredentialsResponse:
+    rule = P.CLUSTER_ALTER
+    if not ctx.authorize(rule.resource, CLUSTER_NAME, rule.operation):
+        users = sorted({x.name for x in req.upsertions} | {x.name for x in req.deletions})
+        return m.AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
+            AlterResult(user=u, error_code=rule.error, error_message=DENIED) for u in users])
     results: list[AlterResult] = []
     invalid: dict[str, tuple[ErrorCode, str]] = {}
     for d in req.deletions:
@@ -129,6 +140,12 @@ def _described(user: str, configs: dict[str, str] | None, explicit: bool
 
 def handle_describe(ctx: RequestContext, req: m.DescribeUserScramCredentialsRequest
                     ) -> m.DescribeUserScramCredentialsResponse:
+    rule = P.CLUSTER_DESCRIBE
+    if not ctx.authorize(rule.resource, CLUSTER_NAME, rule.operation):
+        return m.DescribeUserScramCredentialsResponse(
+            throttle_time_ms=0, error_code=rule.error, error_message=DENIED,
+            results=[DescribeResult(user=u.name, error_code=rule.error, error_message=DENIED)
+                     for u in req.users or []])
     view = ctx.broker.metadata.entity_configs
     results: list[DescribeResult] = []
     if not req.users:
