@@ -7,8 +7,10 @@ import hashlib
 import hmac
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from ads.security.sasl import SaslAuthenticationError
+from ads.security.sasl import PlainServer, SaslAuthenticationError
 from ads.security.scram import MECHANISMS, ScramCredential, ScramMechanism, ScramServer
 
 SHA1 = ScramMechanism("SCRAM-SHA-1", "sha1", 0)
@@ -178,3 +180,26 @@ def test_scram_credential_stored_form_round_trips() -> None:
     assert ScramCredential.from_config(text) == cred
     with pytest.raises(ValueError, match="not a SCRAM credential"):
         ScramCredential.from_config("salt=x")
+
+
+@given(first=st.binary(max_size=200), final=st.binary(max_size=300))
+@settings(max_examples=300, deadline=None)
+def test_scram_server_any_bytes_fail_cleanly(first: bytes, final: bytes) -> None:
+    """Whatever a client sends, the exchange either goes on or fails with
+    SaslAuthenticationError (which the broker answers), never another exception."""
+    cred = _credential(SHA256, "pw", base64.b64encode(b"salt").decode(), 4096)
+    server = ScramServer(SHA256, {"bob": cred}.get, SECRET)
+    for token in (first, b"n,,n=bob,r=" + first, final):
+        try:
+            server.evaluate(token)
+        except SaslAuthenticationError:
+            return
+
+
+@given(token=st.binary(max_size=100))
+@settings(max_examples=300, deadline=None)
+def test_plain_server_any_bytes_fail_cleanly(token: bytes) -> None:
+    try:
+        PlainServer({"bob": "pw"}).evaluate(token)
+    except SaslAuthenticationError:
+        pass
