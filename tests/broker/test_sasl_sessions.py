@@ -226,3 +226,35 @@ def test_sasl_session_lifetime_reported(broker: EmbeddedBroker) -> None:
         again = conn.request(36, 1, m.SaslAuthenticateRequest(auth_bytes=b"x"))
         assert again.error_code == ErrorCode.ILLEGAL_SASL_STATE
         assert conn.request(3, 1, m.MetadataRequest(topics=[])).brokers
+
+
+def _authenticated(bootstrap: str) -> RawConnection:
+    conn = RawConnection(bootstrap)
+    assert conn.request(17, 1, m.SaslHandshakeRequest(mechanism="PLAIN")).error_code == 0
+    answer = conn.request(36, 1, m.SaslAuthenticateRequest(
+        auth_bytes=f"\0alice\0{ALICE}".encode()))
+    assert answer.error_code == ErrorCode.NONE
+    return conn
+
+
+def test_sasl_reauthentication_must_keep_mechanism_and_principal(
+        broker: EmbeddedBroker) -> None:
+    with _authenticated(broker.bootstrap_servers) as conn:
+        # the same principal again: accepted, the connection goes on
+        assert conn.request(17, 1, m.SaslHandshakeRequest(mechanism="PLAIN")).error_code == 0
+        again = conn.request(36, 1, m.SaslAuthenticateRequest(
+            auth_bytes=f"\0alice\0{ALICE}".encode()))
+        assert again.error_code == ErrorCode.NONE
+        assert conn.request(3, 1, m.MetadataRequest(topics=[])).brokers
+    with _authenticated(broker.bootstrap_servers) as conn:
+        answer = conn.request(17, 1, m.SaslHandshakeRequest(mechanism="SCRAM-SHA-256"))
+        assert answer.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+        assert conn.is_closed()
+    with _authenticated(broker.bootstrap_servers) as conn:
+        assert conn.request(17, 1, m.SaslHandshakeRequest(mechanism="PLAIN")).error_code == 0
+        answer = conn.request(36, 1, m.SaslAuthenticateRequest(
+            auth_bytes=f"\0admin\0{PLAIN_USERS['admin']}".encode()))
+        assert answer.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+        assert answer.error_message == ("Cannot change principals during re-authentication "
+                                        "from User.alice: User.admin")
+        assert conn.is_closed()

@@ -63,7 +63,10 @@ def handle_handshake(ctx: RequestContext, req: m.SaslHandshakeRequest
     conn = ctx.connection
     listener = ctx.broker.authenticator.listeners.get(conn.listener_name)
     ex = _exchange(ctx)
-    if listener is None or (conn.authenticated and (ex is None or not ex.reauth_supported)):
+    # Re-authentication needs a client that authenticated with SaslAuthenticate v1+, and
+    # Kafka headers: v0's bare tokens only ever start a connection.
+    if listener is None or (conn.authenticated and (ex is None or not ex.reauth_supported
+                                                    or ctx.api_version == 0)):
         return m.SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE)
     offered = list(listener.mechanisms)
     if ex is not None and ex.server is not None:
