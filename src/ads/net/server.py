@@ -20,6 +20,12 @@ taken once and kept beside each of them; the handler finds it in
 the ones before it (Kafka's queue time) is its start minus that. The listener's `on_sent`
 is told each response's API key and how long handing it to the transport took, sendfile
 and waiting for a full transport to drain included (Kafka's send time).
+
+Limits and quotas: a listener given `ConnectionLimits` (`ads.net.limits`, shared by every
+listener of the broker) admits each new connection through them and lets them close idle
+ones. A handler that sets `ConnectionInfo.throttle_ms` (a client over its quota) has its
+response written first, then the connection muted for that long: no request of it is
+read or answered until then (KIP-219, as Kafka's channel muting).
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from ads.net.limits import ConnectionLimits
 
 log = logging.getLogger("ads.net")
 
@@ -86,6 +94,9 @@ class ConnectionInfo:
     # False on a SASL listener until authentication succeeds: until then only ApiVersions
     # and the SASL requests are served.
     authenticated: bool = True
+    # Set by a handler whose client is over a quota: once the response is written, the
+    # connection is muted this long (then reset to 0).
+    throttle_ms: int = 0
 
 
 _ids = itertools.count(1)
@@ -94,8 +105,13 @@ _ids = itertools.count(1)
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, handler: Handler, max_request_size: int,
                  on_close: Callable[[ConnectionInfo], None] | None = None,
-                 on_sent: SentCallback | None = None) -> None:
+                 on_sent: SentCallback | None = None,
+                 limits: ConnectionLimits | None = None) -> None:
         self._handler = handler
+        self._limits = limits
+        self._ip = "?"
+        self._last_active = time.perf_counter()  # a request received or a response written
+        self._unmute: asyncio.TimerHandle | None = None
         self._max_request_size = max_request_size
         self._on_close = on_close
         self._on_sent = on_sent
@@ -131,6 +147,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         peer = transport.get_extra_info("peername")
         self.info.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if self._limits is not None:
+            self._ip = str(peer[0]) if peer else "?"
+            if not self._limits.admit(self, self._ip):
+                self.info.closed = True
+                transport.abort()
+                return
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -140,6 +162,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.info.closed = True
+        if self._limits is not None:
+            self._limits.release(self, self._ip)
+        if self._unmute is not None:
+            self._unmute.cancel()
+            self._unmute = None
         if not self.lost.done():
             self.lost.set_result(None)
         if self._task is not None and not self._task.done():
@@ -192,6 +219,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._transport.pause_reading()
 
     def _queue(self, frame: memoryview, received_s: float) -> None:
+        self._last_active = received_s
         self._pending.append(frame)
         self._received.append(received_s)
         self._pending_bytes += len(frame)
@@ -261,6 +289,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self._unsent_apis.append(_api_key(frame))
                     out_bytes += sum(map(len, result))
                     result = None
+                    if self.info.throttle_ms:
+                        self._write_bytes(out)
+                        self._mute()
+                        return
                     if out_bytes < _HIGH_WATER:
                         continue
                     self._write_bytes(out)
@@ -269,6 +301,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._write_bytes(out)
                 self._busy = True
                 self._task = asyncio.ensure_future(self._finish_async(result, _api_key(frame)))
+                return
+            if self.info.throttle_ms:  # a request answered with nothing (acks=0)
+                self._write_bytes(out)
+                self._mute()
                 return
             if self._drain_waiter is not None and not self._drain_waiter.done():
                 self._busy = True
@@ -308,9 +344,45 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.exception("connection %s: unexpected error; closing it", self.info.peer)
             self._close()
             return
-        self._busy = False
         self._task = None
+        self._last_active = time.perf_counter()
+        if self.info.throttle_ms:
+            self._mute()
+            return
+        self._busy = False
         self._process()
+
+    def _mute(self) -> None:
+        """Reads and answers nothing more for `info.throttle_ms` (the response before it
+        is written): Kafka's channel muting for a client over its quota."""
+        delay_s = self.info.throttle_ms / 1000.0
+        self.info.throttle_ms = 0
+        if self.info.closed:
+            return
+        self._busy = True
+        if not self._reading_paused:
+            self._reading_paused = True
+            assert self._transport is not None
+            self._transport.pause_reading()
+        self._unmute = asyncio.get_running_loop().call_later(delay_s, self._unmuted)
+
+    def _unmuted(self) -> None:
+        self._unmute = None
+        self._last_active = time.perf_counter()
+        self._busy = False
+        if not self.info.closed:
+            self._process()
+
+    # -- what the connection limits ask (ads.net.limits) --------------------------------
+    def idle_since(self) -> float | None:
+        if self._busy or self._pending or self._frame is not None or self.info.closed:
+            return None
+        return self._last_active
+
+    def close_idle(self) -> None:
+        log.info("closing connection from %s: no request for longer than "
+                 "connections.max.idle.ms", self.info.peer)
+        self._close()
 
     def _write_bytes(self, chunks: Sequence[Chunk]) -> None:
         if chunks:
@@ -436,8 +508,10 @@ class KafkaListener:
     def __init__(self, handler: Handler, host: str, port: int, max_request_size: int,
                  on_close: Callable[[ConnectionInfo], None] | None = None,
                  on_sent: SentCallback | None = None, listener_name: str = "PLAINTEXT",
-                 security_protocol: str = "PLAINTEXT") -> None:
+                 security_protocol: str = "PLAINTEXT",
+                 limits: ConnectionLimits | None = None) -> None:
         self._handler = handler
+        self._limits = limits
         self.listener_name = listener_name
         self.security_protocol = security_protocol
         self._on_sent = on_sent
@@ -462,7 +536,7 @@ class KafkaListener:
 
     def _make_connection(self) -> KafkaConnection:
         conn = KafkaConnection(self._handler, self._max_request_size, self._closed,
-                               self._on_sent)
+                               self._on_sent, self._limits)
         conn.info.listener_name = self.listener_name
         conn.info.security_protocol = self.security_protocol
         conn.info.authenticated = not self.security_protocol.startswith("SASL_")
