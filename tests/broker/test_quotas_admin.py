@@ -51,7 +51,8 @@ def test_quotas_describe_filters(ads_broker: EmbeddedBroker) -> None:
         default_user: {"consumer_byte_rate": 2000.0}})
     assert describe(bootstrap, [("user", SPECIFIED, None), ("client-id", SPECIFIED, None)]
                     ) == (0, {alice_app: {"producer_byte_rate": 3000.0,
-                                          "consumer_byte_rate": 4000.0}})
+                                          "consumer_byte_rate": 4000.0},
+                              defaults: {"producer_byte_rate": 5000.0}})
     assert describe(bootstrap, [("client-id", EXACT, "app")], strict=True) == (0, {
         app: {"request_percentage": 12.5}})
 
@@ -60,7 +61,8 @@ def test_quotas_describe_filters(ads_broker: EmbeddedBroker) -> None:
     assert alter(bootstrap, {"user": "alice", "client-id": "app"},
                  {"consumer_byte_rate": None}) == (0, None)
     code, entries = describe(bootstrap, [("client-id", SPECIFIED, None)])
-    assert entries == {alice_app: {"producer_byte_rate": 3000.0}}
+    assert entries == {alice_app: {"producer_byte_rate": 3000.0},
+                       defaults: {"producer_byte_rate": 5000.0}}
     # validate_only changes nothing
     assert alter(bootstrap, {"client-id": "other"}, {"producer_byte_rate": 10},
                  validate_only=True) == (0, None)

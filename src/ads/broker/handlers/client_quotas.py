@@ -15,7 +15,8 @@ nothing; the others are applied. Gaps: `ip` entities (`connection_creation_rate`
 `controller_mutation_rate` are refused (INVALID_REQUEST saying so), not stored.
 
 Describe filters as KIP-546: per entity type, EXACT (that name), DEFAULT (`<default>`)
-or SPECIFIED (any name but the default); `strict` leaves out entities with a type the
+or SPECIFIED (any entity of the type, `<default>` included, as Kafka's ZooKeeper mode
+matches it); `strict` leaves out entities with a type the
 filter does not name. A bad filter answers INVALID_REQUEST for the whole request; an
 entity type other than user, client-id or ip UNSUPPORTED_VERSION, as Kafka does.
 """
@@ -167,7 +168,7 @@ def _matches(component: tuple[int, str | None] | None, name: str | None, strict:
         return name == match
     if match_type == MATCH_DEFAULT:
         return name == DEFAULT
-    return name != DEFAULT
+    return True  # SPECIFIED: any entity of the type, <default> too, as Kafka's ZooKeeper mode
 
 
 def describe(entity_configs: Mapping[str, Mapping[str, str]],
