@@ -10,6 +10,7 @@ import time
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from test_http_metrics import scrape, value
 
 from ads.client import ClientError
 from ads.protocol import messages as m
@@ -54,7 +55,7 @@ def _client_lists_topics(bootstrap: str, timeout_s: float = 5.0) -> bool:
 def test_connection_limits_refuse_the_excess_and_serve_the_others(
         config: dict[str, str], caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="ads.net")
-    with EmbeddedBroker(config=config) as broker:
+    with EmbeddedBroker(config={**config, "http.listener": "127.0.0.1:0"}) as broker:
         bootstrap = broker.bootstrap_servers
         held = [RawConnection(bootstrap) for _ in range(3)]
         try:
@@ -65,6 +66,7 @@ def test_connection_limits_refuse_the_excess_and_serve_the_others(
             assert all(_served(c) for c in held), "the admitted connections are still served"
             refusals = [r for r in caplog.records if "closing a new connection" in r.message]
             assert len(refusals) == 1, "refusals are logged once per address and interval"
+            assert value(scrape(broker), "ads_connections_refused_total") >= 3
             held.pop().close()
             deadline = time.monotonic() + 10
             while not _client_lists_topics(bootstrap) and time.monotonic() < deadline:

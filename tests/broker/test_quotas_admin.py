@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from confluent_kafka import Producer
+from test_http_metrics import scrape, value
 
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
@@ -112,10 +113,15 @@ def test_quotas_survive_a_restart(tmp_path) -> None:  # type: ignore[no-untyped-
         assert broker.broker is not None and broker.broker.quotas.produce.enabled
 
 
-def test_quotas_request_percentage_throttles_a_client(ads_broker: EmbeddedBroker) -> None:
+def test_quotas_request_percentage_throttles_a_client() -> None:
     """A client id allowed a hundredth of a percent of a thread is throttled by its first
-    requests; librdkafka reports each throttle it is told of."""
-    bootstrap = ads_broker.bootstrap_servers
+    requests; librdkafka reports each throttle it is told of, /metrics counts them."""
+    with EmbeddedBroker(config={"http.listener": "127.0.0.1:0"}) as broker:
+        _request_percentage_throttles(broker)
+
+
+def _request_percentage_throttles(broker: EmbeddedBroker) -> None:
+    bootstrap = broker.bootstrap_servers
     create_topic(bootstrap, "t")
     assert alter(bootstrap, {"client-id": "busy"}, {"request_percentage": 0.01}) == (0, None)
     throttled: list[int] = []
@@ -127,3 +133,8 @@ def test_quotas_request_percentage_throttles_a_client(ads_broker: EmbeddedBroker
         producer.produce("t", b"v")
         producer.flush(5)
     assert any(throttled)
+    samples = scrape(broker)
+    assert value(samples, "ads_quota_throttled_requests_total", quota="request_percentage") > 0
+    assert value(samples, "ads_quota_throttled_requests_total", quota="producer_byte_rate") == 0
+    assert value(samples, "ads_quota_throttle_time_seconds_total",
+                 quota="request_percentage") > 0
