@@ -21,11 +21,9 @@ the ones before it (Kafka's queue time) is its start minus that. The listener's 
 is told each response's API key and how long handing it to the transport took, sendfile
 and waiting for a full transport to drain included (Kafka's send time).
 
-Limits and quotas: a listener given `ConnectionLimits` (`ads.net.limits`, shared by every
-listener of the broker) admits each new connection through them and lets them close idle
-ones. A handler that sets `ConnectionInfo.throttle_ms` (a client over its quota) has its
-response written first, then the connection muted for that long: no request of it is
-read or answered until then (KIP-219, as Kafka's channel muting).
+Limits: connections are admitted and closed when idle by `ads.net.limits`. A handler that
+sets `ConnectionInfo.throttle_ms` (a client over its quota) has its response written, then
+the connection muted that long: nothing of it is read or answered (KIP-219).
 """
 
 from __future__ import annotations
@@ -147,12 +145,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         peer = transport.get_extra_info("peername")
         self.info.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        if self._limits is not None:
-            self._ip = str(peer[0]) if peer else "?"
-            if not self._limits.admit(self, self._ip):
-                self.info.closed = True
-                transport.abort()
-                return
+        self._ip = str(peer[0]) if peer else "?"
+        if self._limits is not None and not self._limits.admit(self, self._ip):
+            self.info.closed = True
+            transport.abort()
+            return
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -166,7 +163,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._limits.release(self, self._ip)
         if self._unmute is not None:
             self._unmute.cancel()
-            self._unmute = None
         if not self.lost.done():
             self.lost.set_result(None)
         if self._task is not None and not self._task.done():
@@ -353,8 +349,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._process()
 
     def _mute(self) -> None:
-        """Reads and answers nothing more for `info.throttle_ms` (the response before it
-        is written): Kafka's channel muting for a client over its quota."""
+        """Kafka's channel muting: nothing is read or answered for `info.throttle_ms`."""
         delay_s = self.info.throttle_ms / 1000.0
         self.info.throttle_ms = 0
         if self.info.closed:
@@ -373,8 +368,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not self.info.closed:
             self._process()
 
-    # -- what the connection limits ask (ads.net.limits) --------------------------------
-    def idle_since(self) -> float | None:
+    def idle_since(self) -> float | None:  # for ads.net.limits
         if self._busy or self._pending or self._frame is not None or self.info.closed:
             return None
         return self._last_active
