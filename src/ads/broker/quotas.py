@@ -52,6 +52,8 @@ QUOTA_KEYS: dict[str, bool] = {
     REQUEST_PERCENTAGE: False,
 }
 _CACHE_LIMIT = 10_000  # (principal, client id) pairs remembered before starting afresh
+# A rate nobody added to for this long is forgotten once there are many (Kafka: 1 hour).
+_INACTIVE_MS = 3_600_000
 Entity = tuple[str | None, str | None]  # (user, client id); DEFAULT for <default>
 
 
@@ -68,6 +70,10 @@ class Rate:
         self.window_ms = window_ms
         self._samples: list[list[float]] = [[now_ms, now_ms, 0.0]]
         self._current = 0
+
+    @property
+    def last_ms(self) -> float:
+        return max(s[1] for s in self._samples)
 
     def record(self, value: float, now_ms: int) -> None:
         sample = self._samples[self._current]
@@ -149,12 +155,22 @@ class ClientQuotaManager:
         tags = self._tags(user, client_id or "")
         sensor = self._sensors.get(tags)
         if sensor is None:
+            if len(self._sensors) > _CACHE_LIMIT:
+                self._expire(now_ms)
             bound = self._limit(tags)
             if bound is not None:
                 sensor = self._sensors[tags] = _Sensor(
                     Rate(self.samples, self.window_ms, now_ms), bound)
         self._resolved[key] = sensor
         return sensor
+
+    def _expire(self, now_ms: int) -> None:
+        """Forgets the rates of clients gone for an hour (each client id with a
+        `<default>` quota has its own, so made-up client ids must not pile up)."""
+        for tags, sensor in list(self._sensors.items()):
+            if now_ms - sensor.rate.last_ms > _INACTIVE_MS:
+                del self._sensors[tags]
+        self._resolved.clear()
 
     def _tags(self, user: str, client: str) -> Entity:
         """Kafka's metric tags: the (user, client id) whose rate this client shares; ""

@@ -369,7 +369,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._process()
 
     def idle_since(self) -> float | None:  # for ads.net.limits
-        if self._busy or self._pending or self._frame is not None or self.info.closed:
+        if (self._busy or self._pending or self._frame is not None or self._end > self._start
+                or self.info.closed):
             return None
         return self._last_active
 
