@@ -14,8 +14,9 @@ and it is not a tombstone whose delete horizon has passed. What is written for t
   goes loses bit 6 the same way (base timestamp back to its first record's);
 - nothing survives: the batch goes, unless it must be kept as an empty batch (records count
   0, same offsets and producer fields, base and max timestamp the old max timestamp,
-  uncompressed): the last batch of a producer that still has state, so its sequence and epoch
-  survive a rebuild of producer state from the log; and the last batch of a cleaned group, so
+  uncompressed): the last batch and the last data batch of a producer that still has state,
+  so its epoch and sequence survive a rebuild of producer state from the log (a marker may
+  follow the batch holding the last sequence); and the last batch of a cleaned group, so
   the cleaned segment ends where the group ended (recovery of an interrupted swap deletes the
   old segments inside the swap file's offset range).
 
@@ -25,8 +26,7 @@ a producer's state needs them; the offset map never holds their keys, so they ne
 supersede a committed value). Control batches (transaction markers) are kept until their
 transaction has no data left and ``delete.retention.ms`` has passed since a pass found that
 (``txn_markers``): a removable marker gets a delete horizon the way a tombstone's batch
-does, and goes after it. The batches a producer's state needs are the producer's last batch
-and its last data batch (the sequence numbers); both stay, empty if need be.
+does, and goes after it.
 
 Byte layouts are ``ads.records.batch``'s; the header struct is repeated here because the
 cleaner splices record bytes into a new header instead of re-encoding records.
