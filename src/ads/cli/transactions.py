@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from ads.broker.markers import by_topics
 from ads.cli.common import (
     CommandError,
     UsageError,
@@ -142,8 +143,9 @@ def _list_transactions(args: argparse.Namespace, states: list[str], producer_ids
     return found
 
 
-def describe(args: argparse.Namespace) -> int:
-    txn_id = args.transactional_id
+def _describe(args: argparse.Namespace, txn_id: str
+              ) -> m.DescribeTransactionsResponse.TransactionState:
+    """DescribeTransactions at the id's coordinator; the caller checks its error code."""
     with coordinator_connection(args, txn_id, 1) as conn:
         try:
             resp = conn.request(m.ApiKey.DESCRIBE_TRANSACTIONS, 0,
@@ -151,7 +153,12 @@ def describe(args: argparse.Namespace) -> int:
         except ClientError as exc:
             raise CommandError(f"describing '{txn_id}' failed: {exc}") from exc
     assert isinstance(resp, m.DescribeTransactionsResponse)
-    state = resp.transaction_states[0]
+    return resp.transaction_states[0]
+
+
+def describe(args: argparse.Namespace) -> int:
+    txn_id = args.transactional_id
+    state = _describe(args, txn_id)
     if state.error_code != ErrorCode.NONE:
         raise CommandError(f"describing '{txn_id}' failed: "
                            f"{ErrorCode(state.error_code).name}")
@@ -183,9 +190,7 @@ def _describe_producers(args: argparse.Namespace, node: int, address: tuple[str,
     out: list[tuple[str, int, ProducerState]] = []
     with connect_broker(*address) as conn:
         for start in range(0, len(partitions), _BATCH):
-            by_topic: dict[str, list[int]] = {}
-            for topic, index in partitions[start:start + _BATCH]:
-                by_topic.setdefault(topic, []).append(index)
+            by_topic = by_topics(partitions[start:start + _BATCH])
             req = DP(topics=[DP.TopicRequest(name=t, partition_indexes=i)
                              for t, i in by_topic.items()])
             try:
@@ -244,14 +249,7 @@ def _known_to_coordinator(args: argparse.Namespace, producer_ids: Iterable[int]
     ids = _list_transactions(args, [], sorted(set(producer_ids)), -1)
     known: set[tuple[int, str, int]] = set()
     for txn_id, _, producer_id, _ in ids:
-        with coordinator_connection(args, txn_id, 1) as conn:
-            try:
-                resp = conn.request(m.ApiKey.DESCRIBE_TRANSACTIONS, 0,
-                                    m.DescribeTransactionsRequest(transactional_ids=[txn_id]))
-            except ClientError as exc:
-                raise CommandError(f"describing '{txn_id}' failed: {exc}") from exc
-        assert isinstance(resp, m.DescribeTransactionsResponse)
-        state = resp.transaction_states[0]
+        state = _describe(args, txn_id)
         if state.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
             continue  # expired meanwhile: nobody will end its transactions
         if state.error_code != ErrorCode.NONE:
