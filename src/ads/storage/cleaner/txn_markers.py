@@ -53,6 +53,7 @@ class CleanedTransactions:
         self._by_marker = {a.last_offset: a for a in entries}
         # Producer id -> (the aborted transaction reached, whether a batch of it was seen).
         self._open_aborted: dict[int, tuple[AbortedTxn, bool]] = {}
+        # Producers with a batch seen of a transaction no aborted entry covers (committed).
         self._committed: set[int] = set()
 
     def _reach(self, offset: int) -> None:
@@ -81,16 +82,17 @@ class CleanedTransactions:
         producer_id = header.producer_id
         if kind is None:
             return True, None
+        data_seen = producer_id in self._committed
+        self._committed.discard(producer_id)
         if kind == ControlRecordType.ABORT:
             found = self._open_aborted.pop(producer_id, None)
             if found is not None and found[1]:
                 return False, found[0]
-            return True, None
+            # Its data was seen but no index entry covers it (an index lost with its disk):
+            # the marker stays while the data does, so replaying the log rebuilds the entry.
+            return not data_seen, None
         if kind == ControlRecordType.COMMIT:
-            if producer_id in self._committed:
-                self._committed.discard(producer_id)
-                return False, None
-            return True, None
+            return not data_seen, None
         return False, None  # a control record of a type this broker does not know
 
     def entry_at(self, marker_offset: int) -> AbortedTxn | None:
