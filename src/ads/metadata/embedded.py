@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ads.common.files import atomic_write
+from ads.metadata import acl
 from ads.metadata.entity_config import apply_changes
 from ads.metadata.model import BrokerEndpoint, PartitionState, TopicState
 from ads.metadata.store import EntityListener, MetadataListener
@@ -54,6 +55,8 @@ class EmbeddedMetadataStore:
         # User and client-id configs by entity path (`ads.metadata.entity_config`).
         self.entity_configs: dict[str, dict[str, str]] = {}
         self._entity_listeners: list[EntityListener] = []
+        # ACLs by resource pattern, kept in the same file (`ads.metadata.acl_stores`).
+        self.acls: dict[acl.ResourcePattern, frozenset[acl.AccessControlEntry]] = {}
 
     def load(self) -> None:
         if not self._path.exists():
@@ -67,6 +70,7 @@ class EmbeddedMetadataStore:
             topics = [TopicState.from_json(t) for t in data["topics"]]
             self.entity_configs = {str(path): {str(k): str(v) for k, v in configs.items()}
                                    for path, configs in data.get("entity_configs", {}).items()}
+            self.acls = acl.view_from_json(data.get("acls", []))
         except (ValueError, KeyError, TypeError) as exc:
             raise MetadataCorruptError(f"cannot read {self._path}: {exc}") from exc
         self.topics = {t.name: t for t in topics}
@@ -99,6 +103,10 @@ class EmbeddedMetadataStore:
         for listener in self._listeners:
             listener(name)
 
+    def save(self) -> None:
+        """Writes the file after a change made to a public attribute (`acls`)."""
+        self._save()
+
     def _save(self) -> None:
         self.version += 1  # every change goes through here: caches compare it
         data = {
@@ -107,6 +115,7 @@ class EmbeddedMetadataStore:
             "producer_id_block_end": self.producer_id_block_end,
             "topics": [t.to_json() for t in self.topics.values()],
             "entity_configs": self.entity_configs,
+            "acls": acl.view_to_json(self.acls),
         }
         atomic_write(self._path, json.dumps(data, indent=1, sort_keys=True).encode())
 

@@ -19,6 +19,10 @@ or SPECIFIED (any entity of the type, `<default>` included, as Kafka's ZooKeeper
 matches it); `strict` leaves out entities with a type the
 filter does not name. A bad filter answers INVALID_REQUEST for the whole request; an
 entity type other than user, client-id or ip UNSUPPORTED_VERSION, as Kafka does.
+
+With an authorizer, describing needs DESCRIBE_CONFIGS and altering ALTER_CONFIGS on the
+cluster (`ads.broker.permissions`); denied, the request gets CLUSTER_AUTHORIZATION_FAILED
+(every entry of an alter).
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Mapping
 
+from ads.broker import permissions as P  # noqa: N812
 from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.broker.permissions import CLUSTER_NAME
 from ads.broker.quotas import QUOTA_KEYS
 from ads.metadata.entity_config import DEFAULT, entity_path, parse_entity_path
 from ads.protocol import messages as m
@@ -114,10 +120,16 @@ async def _alter(ctx: RequestContext, req: m.AlterClientQuotasRequest
                  ) -> m.AlterClientQuotasResponse:
     results = []
     seen: set[tuple[str | None, str | None]] = set()  # Kafka applies an entity once
+    rule = P.CLUSTER_ALTER_CONFIGS
+    allowed = ctx.authorize(rule.resource, CLUSTER_NAME, rule.operation)
     for entry in req.entries:
         echo = [AQR.EntryData.EntityData(entity_type=e.entity_type, entity_name=e.entity_name)
                 for e in entry.entity]
         code, message = ErrorCode.NONE, None
+        if not allowed:
+            results.append(AQR.EntryData(error_code=rule.error, error_message=None,
+                                         entity=echo))
+            continue
         try:
             entity = _entity(entry)
             changes = _changes(entry)
@@ -205,6 +217,10 @@ def _number(text: str) -> bool:
 
 def handle_describe(ctx: RequestContext, req: m.DescribeClientQuotasRequest
                     ) -> m.DescribeClientQuotasResponse:
+    rule = P.CLUSTER_DESCRIBE_CONFIGS
+    if not ctx.authorize(rule.resource, CLUSTER_NAME, rule.operation):
+        return DQR(throttle_time_ms=0, error_code=rule.error, error_message=None,
+                   entries=None)
     try:
         components = _filter(req)
     except _Invalid as exc:
