@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from test_http_metrics import scrape, value
 
+from ads.broker.config import ConfigError, load_broker_config
 from ads.client import ClientError
 from ads.protocol import messages as m
 from ads.testing import EmbeddedBroker
@@ -91,3 +92,14 @@ def test_connection_limits_close_idle_connections(caplog: pytest.LogCaptureFixtu
             assert closed
             assert _served(busy)
         assert any("connections.max.idle.ms" in r.message for r in caplog.records)
+
+
+def test_connection_limits_overrides_must_be_host_counts() -> None:
+    with pytest.raises(ConfigError, match="`b` is not host:count"):
+        load_broker_config(None, {}, ["max.connections.per.ip.overrides=a:1,b"])
+    config, _ = load_broker_config(None, {}, [
+        "max.connections.per.ip.overrides=localhost:3, 10.0.0.1:0"])
+    with EmbeddedBroker(config={"max.connections.per.ip.overrides": "localhost:3"}) as b:
+        assert b.broker is not None
+        assert b.broker.connection_limits.overrides == {"127.0.0.1": 3}
+    assert config.get("max.connections.per.ip.overrides") == "localhost:3, 10.0.0.1:0"

@@ -149,7 +149,18 @@ class HostPort:
         return f"`{value}` is not HOST:PORT"
 
 
-Validator = Range | OneOf | ListOf | KafkaVersion | HostPort
+class HostCounts:
+    """`host:count,...` (`max.connections.per.ip.overrides`); hosts are resolved at start."""
+
+    def check(self, value: object) -> str | None:
+        for item in filter(None, (i.strip() for i in str(value).split(","))):
+            host, sep, count = item.rpartition(":")
+            if not (sep and host and count.strip().isdigit()):
+                return f"`{item}` is not host:count"
+        return None
+
+
+Validator = Range | OneOf | ListOf | KafkaVersion | HostPort | HostCounts
 
 
 def _num(x: float) -> str:
@@ -334,7 +345,7 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
      "false lets the web console delete topics and empty consumer groups."),
     ("max.connections.per.ip", I, IMAX, NONNEG, MEDIUM,
      "Cap on open connections from one address."),
-    ("max.connections.per.ip.overrides", S, "", None, MEDIUM,
+    ("max.connections.per.ip.overrides", S, "", HostCounts(), MEDIUM,
      "Per-address caps overriding max.connections.per.ip, as host:count pairs."),
     # client quotas (docs/security.md)
     ("quota.window.num", I, "11", POS, LOW,
