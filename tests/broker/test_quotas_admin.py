@@ -138,3 +138,22 @@ def _request_percentage_throttles(broker: EmbeddedBroker) -> None:
     assert value(samples, "ads_quota_throttled_requests_total", quota="producer_byte_rate") == 0
     assert value(samples, "ads_quota_throttle_time_seconds_total",
                  quota="request_percentage") > 0
+
+
+def test_quotas_user_quota_applies_to_the_principal(ads_broker: EmbeddedBroker) -> None:
+    """Until TLS or SASL name someone, a connection's user is ANONYMOUS; a quota on that
+    user comes before one on the client id (Kafka's order), and throttles."""
+    bootstrap = ads_broker.bootstrap_servers
+    create_topic(bootstrap, "t")
+    assert alter_many(bootstrap, [({"user": "ANONYMOUS"}, {"producer_byte_rate": 100}),
+                                  ({"client-id": "app"}, {"producer_byte_rate": 10**12})]
+                      ) == [(0, None), (0, None)]
+    throttled: list[int] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": "app",
+                         "linger.ms": 0,
+                         "throttle_cb": lambda e: throttled.append(e.throttle_time)})
+    deadline = time.monotonic() + 20
+    while not any(throttled) and time.monotonic() < deadline:
+        producer.produce("t", b"v" * 1000)
+        producer.flush(5)
+    assert any(throttled)
