@@ -27,6 +27,7 @@ from ads.broker.handlers import all_handlers
 from ads.broker.http.app import OpsHttp, start_ops_http
 from ads.broker.markers import BrokerMarkerWriter
 from ads.broker.metrics import BrokerMetrics
+from ads.broker.quotas import ClientQuotas
 from ads.broker.settings import cleaner_config_from, fetcher_config, log_config_from
 from ads.broker.shutdown import controlled_shutdown
 from ads.common.clock import Clock, SystemClock
@@ -39,6 +40,7 @@ from ads.metadata.embedded import EmbeddedMetadataStore
 from ads.metadata.model import BrokerEndpoint, PartitionState, TopicState
 from ads.metadata.store import MetadataStore
 from ads.metadata.zookeeper import ZkMetadataStore
+from ads.net.limits import ConnectionLimits, parse_overrides
 from ads.net.server import KafkaListener
 from ads.protocol.messages import MetadataResponse
 from ads.replication.fetcher import ReplicaFetcherManager
@@ -82,6 +84,18 @@ def _metadata_store(config: bconfig.BrokerConfig, first_dir: Path) -> MetadataSt
                            timeout if isinstance(timeout, int) else None)
 
 
+def _connection_limits(config: bconfig.BrokerConfig) -> ConnectionLimits:
+    try:
+        overrides = parse_overrides(str(config.get("max.connections.per.ip.overrides") or ""))
+    except ValueError as exc:
+        raise bconfig.ConfigError(
+            f"Invalid value for max.connections.per.ip.overrides: {exc}",
+            "max.connections.per.ip.overrides") from exc
+    return ConnectionLimits(config.get_int("max.connections"),
+                            config.get_int("max.connections.per.ip"), overrides,
+                            config.get_int("connections.max.idle.ms"))
+
+
 class Broker:
     def __init__(self, config: bconfig.BrokerConfig, clock: Clock | None = None,
                  file_io: FileIO = OS_FILE_IO) -> None:
@@ -104,6 +118,11 @@ class Broker:
         self.replica_manager.isr_writer = self.metadata.update_isr
         self.fetchers: ReplicaFetcherManager | None = None
         self.metrics = BrokerMetrics()
+        self.quotas = ClientQuotas(config.get_int("quota.window.num"),
+                                   config.get_int("quota.window.size.seconds"))
+        self.metadata.add_entity_listener(
+            lambda _path: self.quotas.update(self.metadata.entity_configs))
+        self.connection_limits = _connection_limits(config)
         self.dispatcher = Dispatcher(self, all_handlers(config.zookeeper_connect is not None),
                                      self.metrics)
         self.group_coordinator = coordinators.create_group_coordinator(self)
@@ -143,6 +162,7 @@ class Broker:
             d.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(self.metadata.load)
         await self._start_authorizer()
+        self.quotas.update(self.metadata.entity_configs)
         self.log_manager.startup()
         self.fetchers = ReplicaFetcherManager(self.node_id, fetcher_config(self.config),
                                               self._endpoint_of)
@@ -155,7 +175,7 @@ class Broker:
         self.listener = KafkaListener(
             self.dispatcher, host, port, self.config.socket_request_max_bytes,
             on_sent=self.dispatcher.metrics.response_sent, listener_name=first.listener_name,
-            security_protocol=first.security_protocol,
+            security_protocol=first.security_protocol, limits=self.connection_limits,
             sasl_max_receive_size=self.config.get_int("sasl.server.max.receive.size"))
         bound_host, bound_port = await self.listener.start()
         self.bound_address = (bound_host, bound_port)
@@ -259,6 +279,7 @@ class Broker:
         if self.ops_http is not None:
             await self.ops_http.stop()
         await self.listener.drain(grace_s=5.0)
+        self.connection_limits.stop()
         for task in [*self._tasks, *self._opening.values()]:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._opening.values(), return_exceptions=True)

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 async def _serve(config: BrokerConfig) -> int:
     try:
         broker = Broker(config)
-    except ConfigError as exc:
+    except ConfigError as exc:  # what only start-up can check (host names, SASL settings)
         print(f"ads broker: invalid configuration: {exc}", file=sys.stderr)
         return 2
     stop = asyncio.Event()
