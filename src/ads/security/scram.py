@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import hmac
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ads.client.sasl import ScramHash
 from ads.security.sasl import SCRAM_SHA_256, SCRAM_SHA_512, SaslAuthenticationError
 
 # AlterUserScramCredentials' bounds on iterations (Kafka: 4096 ≤ i ≤ 16384).
@@ -42,20 +42,8 @@ MAX_ITERATIONS = 16384
 
 
 @dataclass(frozen=True, slots=True)
-class ScramMechanism:
-    name: str
-    hash_name: str
+class ScramMechanism(ScramHash):
     type_id: int  # the mechanism number of the SCRAM credential APIs
-
-    def h(self, data: bytes) -> bytes:
-        return hashlib.new(self.hash_name, data).digest()
-
-    def hmac(self, key: bytes, data: bytes) -> bytes:
-        return hmac.new(key, data, self.hash_name).digest()
-
-    def salted_password(self, password: bytes, salt: bytes, iterations: int) -> bytes:
-        """Hi(password, salt, i) of RFC 5802: PBKDF2 with this hash, one block long."""
-        return hashlib.pbkdf2_hmac(self.hash_name, password, salt, iterations)
 
     def credential(self, salt: bytes, salted_password: bytes, iterations: int
                    ) -> ScramCredential:
