@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -159,21 +160,68 @@ def test_spark_copy_refuses_what_cannot_work(spark: SparkSession, broker: Embedd
     assert not checkpoint.exists()
 
 
-def run_copy(*args: str) -> subprocess.Popen[str]:
-    """The command in a process group of its own, so that SIGKILL takes the driver, its
-    JVM and Spark's Python workers down at once, as a lost machine would."""
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
-    return subprocess.Popen([sys.executable, "-m", "ads.cli.main", "pipeline", "copy", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env, start_new_session=True)
+class CopyJob:
+    """``ads pipeline copy`` in a process group of its own, so that SIGKILL takes the
+    driver, its JVM and Spark's Python workers down at once, as a lost machine would. Its
+    output goes to a file (a pipe nobody reads would stall Spark's logging)."""
+
+    def __init__(self, log: Path, *args: str) -> None:
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable,
+                   PYSPARK_DRIVER_PYTHON=sys.executable,
+                   PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+        self.log = log
+        with log.open("w") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "ads.cli.main", "pipeline", "copy", *args],
+                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def wait(self, timeout_s: float) -> int:
+        try:
+            return self.process.wait(timeout=timeout_s)
+        finally:
+            self.kill()
 
 
-def kill_mid_batch(job: subprocess.Popen[str], checkpoint: Path, after: int,
-                   limit_s: float = 120.0) -> int:
-    """SIGKILLs the job's process group once at least ``after`` micro-batches are committed
-    and the next one is running (logged in offsets/, not yet in commits/); returns the
-    number of committed batches then."""
+class OpenTransaction:
+    """Called: whether a transaction holds written records of ``topic`` uncommitted (its
+    high watermark is past its last stable offset)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.tps = [KafkaTopicPartition(topic, p) for p in range(partitions)]
+        self.consumers = {
+            level: Consumer({"bootstrap.servers": bootstrap, "group.id": f"lso-{level}",
+                             "isolation.level": level})
+            for level in ("read_committed", "read_uncommitted")}
+
+    def __call__(self) -> bool:
+        for tp in self.tps:
+            ends = {level: c.get_watermark_offsets(tp, timeout=5, cached=False)[1]
+                    for level, c in self.consumers.items()}
+            if ends["read_uncommitted"] > ends["read_committed"]:
+                return True
+        return False
+
+    def __enter__(self) -> OpenTransaction:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for c in self.consumers.values():
+            c.close()
+
+
+def kill_mid_batch(job: CopyJob, checkpoint: Path, after: int,
+                   inside: Callable[[], bool] = lambda: True, limit_s: float = 60.0) -> int:
+    """SIGKILLs the job once at least ``after`` micro-batches are committed, the next one
+    is running (logged in offsets/, not yet in commits/) and ``inside()`` holds; returns
+    the number of committed batches then."""
     offsets, commits = checkpoint / "offsets", checkpoint / "commits"
 
     def logged(d: Path) -> set[str]:
@@ -181,28 +229,28 @@ def kill_mid_batch(job: subprocess.Popen[str], checkpoint: Path, after: int,
 
     deadline = time.monotonic() + limit_s
     try:
-        while time.monotonic() < deadline and job.poll() is None:
+        while time.monotonic() < deadline and job.process.poll() is None:
             done = logged(commits)
-            if len(done) >= after and logged(offsets) - done:
+            if len(done) >= after and logged(offsets) - done and inside():
                 return len(done)
             time.sleep(0.01)
-        raise AssertionError(f"no running batch after {after} commits: "
-                             f"{job.poll()} {job.stdout.read() if job.poll() else ''}")
     finally:
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-        job.communicate(timeout=30)
+        job.kill()
+    raise AssertionError(f"no batch running after {after} commits:\n{job.output()}")
 
 
+@pytest.mark.timeout(240)
 def test_spark_copy_sigkill_and_restart(broker: EmbeddedBroker, tmp_path: Path) -> None:
     bootstrap = broker.bootstrap_servers
     create_topic(bootstrap, "feed-in", 3)
     create_topic(bootstrap, "feed-out", 3)
     checkpoint = tmp_path / "checkpoint"
     args = ["--bootstrap-server", bootstrap, "--from-topic", "feed-in", "--to-topic",
-            "feed-out", "--checkpoint", str(checkpoint), "--transform", "copy_transforms:tag",
-            "--master", "local[2]", "--max-records-per-batch", "150",
-            "--spark-conf", "spark.ui.enabled=false"]
+            "feed-out", "--checkpoint", str(checkpoint),
+            "--transform", "copy_transforms:tag_slowly", "--master", "local[2]",
+            "--max-records-per-batch", "150",
+            "--spark-conf", "spark.ui.enabled=false",
+            "--spark-conf", "spark.sql.execution.arrow.maxRecordsPerBatch=10"]
     committed: dict[int, list[Record]] = {}
     stop = threading.Event()
 
@@ -213,8 +261,12 @@ def test_spark_copy_sigkill_and_restart(broker: EmbeddedBroker, tmp_path: Path) 
     feeder = threading.Thread(target=producer, name="feeder")
     feeder.start()
     try:
-        first = kill_mid_batch(run_copy(*args, "--trigger", "200ms"), checkpoint, after=2)
-        kill_mid_batch(run_copy(*args, "--trigger", "200ms"), checkpoint, after=first + 2)
+        first = kill_mid_batch(CopyJob(tmp_path / "run-1.log", *args, "--trigger", "200ms"),
+                               checkpoint, after=2)
+        # The second kill lands inside a sink transaction that has written records.
+        with OpenTransaction(bootstrap, "feed-out", 3) as open_transaction:
+            kill_mid_batch(CopyJob(tmp_path / "run-2.log", *args, "--trigger", "200ms"),
+                           checkpoint, after=first + 1, inside=open_transaction)
     finally:
         feeder.join(timeout=120)
         stop.set()
@@ -222,8 +274,9 @@ def test_spark_copy_sigkill_and_restart(broker: EmbeddedBroker, tmp_path: Path) 
     expected = sum(len(r) for r in committed.values())
     assert expected == 2400  # 30 transactions of 100, every 5th aborted
 
-    last = run_copy(*args)  # available-now: what the killed runs left, then the rest
-    output, _ = last.communicate(timeout=180)
-    assert last.returncode == 0, output
-    assert "copied" in output and "records/s" in output
+    last = CopyJob(tmp_path / "run-3.log", *args)  # available-now: the rest, then stop
+    assert last.wait(timeout_s=90) == 0, last.output()
+    assert "copied" in last.output() and "records/s" in last.output()
     assert read_committed(bootstrap, "feed-out", 3, expected) == tagged(committed)
+    with OpenTransaction(bootstrap, "feed-out", 3) as still_open:
+        assert not still_open()  # the killed transaction was aborted, the LSO moved on
