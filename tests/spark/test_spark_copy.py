@@ -1,7 +1,7 @@
 """`ads pipeline copy`: a topic copied into another through a transform, exactly once and
 in order per partition, skipping aborted input; the job killed with SIGKILL mid-batch
 while a transactional producer feeds the input, and started again, still leaves every
-committed input record exactly once in the output."""
+committed input record exactly once in the output; SIGTERM stops it cleanly."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
+from pyspark.sql.utils import AnalysisException
 
 from ads.spark.copy import CopyError, CopyOptions, copy
 from ads.testing import EmbeddedBroker
@@ -158,6 +160,24 @@ def test_spark_copy_refuses_what_cannot_work(spark: SparkSession, broker: Embedd
         copy(spark, options(bootstrap, "r-in", "r-out", checkpoint, partitioning="key",
                             transform="copy_transforms:not_a_frame"))
     assert not checkpoint.exists()
+    with pytest.raises((PySparkException, AnalysisException),
+                       match=r"Invalid kafka\.\* option.*no\.such\.setting"):
+        copy(spark, options(bootstrap, "r-in", "r-out", checkpoint, partitioning="key",
+                            producer_config=(("no.such.setting", "1"),)))
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--to-topic", "a"], "--from-topic and --to-topic must differ"),
+    (["--to-topic", "b", "--trigger", "soon"], "--trigger"),
+    (["--to-topic", "b", "--max-records-per-batch", "0"], "must be positive"),
+    (["--to-topic", "b", "--producer-conf", "linger.ms"], "expected KEY=VALUE"),
+])
+def test_spark_copy_cli_usage_errors(args: list[str], message: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "ads.cli.main", "pipeline", "copy",
+                           "--from-topic", "a", *args], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
 
 
 class CopyJob:
@@ -274,8 +294,15 @@ def test_spark_copy_sigkill_and_restart(broker: EmbeddedBroker, tmp_path: Path) 
     expected = sum(len(r) for r in committed.values())
     assert expected == 2400  # 30 transactions of 100, every 5th aborted
 
-    last = CopyJob(tmp_path / "run-3.log", *args)  # available-now: the rest, then stop
-    assert last.wait(timeout_s=90) == 0, last.output()
+    # A third run catches up, and stops cleanly on SIGTERM between micro-batches.
+    last = CopyJob(tmp_path / "run-3.log", *args, "--trigger", "200ms")
+    try:
+        caught_up = read_committed(bootstrap, "feed-out", 3, expected, settle_s=0, limit_s=90)
+        assert sum(len(r) for r in caught_up.values()) >= expected, last.output()
+        last.process.send_signal(signal.SIGTERM)
+        assert last.wait(timeout_s=90) == 0, last.output()
+    finally:
+        last.kill()
     assert "copied" in last.output() and "records/s" in last.output()
     assert read_committed(bootstrap, "feed-out", 3, expected) == tagged(committed)
     with OpenTransaction(bootstrap, "feed-out", 3) as still_open:
