@@ -18,7 +18,7 @@ import pyspark
 from broker_process import free_port
 
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
-_START_S = 60.0
+_START_S = 120.0
 _STOP_S = 20.0
 
 

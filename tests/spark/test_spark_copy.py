@@ -150,6 +150,8 @@ def test_spark_copy_refuses_what_cannot_work(spark: SparkSession, broker: Embedd
         copy(spark, options(bootstrap, "r-in", "r-none", checkpoint))
     with pytest.raises(CopyError, match="has 1 partitions, fewer than the 2"):
         copy(spark, options(bootstrap, "r-in", "r-out", checkpoint))
+    with pytest.raises(CopyError, match="partitioning must be one of same, key"):
+        copy(spark, options(bootstrap, "r-in", "r-out", checkpoint, partitioning="random"))
     with pytest.raises(CopyError, match="MODULE:FUNCTION"):
         copy(spark, options(bootstrap, "r-in", "r-out", checkpoint, partitioning="key",
                             transform="copy_transforms"))
@@ -238,7 +240,7 @@ class OpenTransaction:
 
 
 def kill_mid_batch(job: CopyJob, checkpoint: Path, after: int,
-                   inside: Callable[[], bool] = lambda: True, limit_s: float = 60.0) -> int:
+                   inside: Callable[[], bool] = lambda: True, limit_s: float = 150.0) -> int:
     """SIGKILLs the job once at least ``after`` micro-batches are committed, the next one
     is running (logged in offsets/, not yet in commits/) and ``inside()`` holds; returns
     the number of committed batches then."""
@@ -259,7 +261,7 @@ def kill_mid_batch(job: CopyJob, checkpoint: Path, after: int,
     raise AssertionError(f"no batch running after {after} commits:\n{job.output()}")
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(480)  # about 2 minutes; more when other work shares the cores
 def test_spark_copy_sigkill_and_restart(broker: EmbeddedBroker, tmp_path: Path) -> None:
     bootstrap = broker.bootstrap_servers
     create_topic(bootstrap, "feed-in", 3)
@@ -282,7 +284,7 @@ def test_spark_copy_sigkill_and_restart(broker: EmbeddedBroker, tmp_path: Path) 
     feeder.start()
     try:
         first = kill_mid_batch(CopyJob(tmp_path / "run-1.log", *args, "--trigger", "200ms"),
-                               checkpoint, after=2)
+                               checkpoint, after=1)
         # The second kill lands inside a sink transaction that has written records.
         with OpenTransaction(bootstrap, "feed-out", 3) as open_transaction:
             kill_mid_batch(CopyJob(tmp_path / "run-2.log", *args, "--trigger", "200ms"),
@@ -297,10 +299,11 @@ def test_spark_copy_sigkill_and_restart(broker: EmbeddedBroker, tmp_path: Path) 
     # A third run catches up, and stops cleanly on SIGTERM between micro-batches.
     last = CopyJob(tmp_path / "run-3.log", *args, "--trigger", "200ms")
     try:
-        caught_up = read_committed(bootstrap, "feed-out", 3, expected, settle_s=0, limit_s=90)
+        caught_up = read_committed(bootstrap, "feed-out", 3, expected, settle_s=0,
+                                   limit_s=150)
         assert sum(len(r) for r in caught_up.values()) >= expected, last.output()
         last.process.send_signal(signal.SIGTERM)
-        assert last.wait(timeout_s=90) == 0, last.output()
+        assert last.wait(timeout_s=120) == 0, last.output()
     finally:
         last.kill()
     assert "copied" in last.output() and "records/s" in last.output()

@@ -118,6 +118,9 @@ def load_transform(spec: str) -> tuple[Transform, Path | None]:
 
 
 def check_topics(o: CopyOptions) -> None:
+    if o.partitioning not in PARTITIONINGS:
+        raise CopyError(f"partitioning must be one of {', '.join(PARTITIONINGS)}, got "
+                        f"{o.partitioning!r}")
     with Cluster(o.bootstrap_servers) as cluster:
         cluster.refresh([o.from_topic, o.to_topic])
         counts = {t: len(cluster.partitions(t)) for t in (o.from_topic, o.to_topic)}
