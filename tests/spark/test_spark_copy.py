@@ -121,6 +121,18 @@ def test_spark_copy_transform_keeps_order_and_skips_aborted(
     assert read_committed(bootstrap, "c-out", 3, expected + 30) == tagged(whole)
 
 
+def test_spark_copy_without_transform_copies_records_as_they_are(
+        spark: SparkSession, broker: EmbeddedBroker, tmp_path: Path) -> None:
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, "p-in", 2)
+    create_topic(bootstrap, "p-out", 4)  # more partitions than the input is fine
+    committed = feed(bootstrap, "p-in", 2, 0, 40, txn_size=40)
+    result = copy(spark, options(bootstrap, "p-in", "p-out", tmp_path / "checkpoint"),
+                  report=lambda _: None)
+    assert result.records == 40
+    assert read_committed(bootstrap, "p-out", 4, 40) == {**committed, 2: [], 3: []}
+
+
 def test_spark_copy_by_key_into_fewer_partitions(spark: SparkSession, broker: EmbeddedBroker,
                                                  tmp_path: Path) -> None:
     bootstrap = broker.bootstrap_servers
