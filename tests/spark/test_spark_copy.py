@@ -290,7 +290,7 @@ def test_spark_copy_sigkill_and_restart(broker: EmbeddedBroker, tmp_path: Path) 
 
     def producer() -> None:
         committed.update(feed(bootstrap, "feed-in", 3, 0, 3000, txn_size=100,
-                              abort_every=5, pause_s=0.4, stop=stop))
+                              abort_every=5, pause_s=0.8, stop=stop))
 
     feeder = threading.Thread(target=producer, name="feeder")
     feeder.start()
@@ -301,9 +301,11 @@ def test_spark_copy_sigkill_and_restart(broker: EmbeddedBroker, tmp_path: Path) 
         with OpenTransaction(bootstrap, "feed-out", 3) as open_transaction:
             kill_mid_batch(CopyJob(tmp_path / "run-2.log", *args, "--trigger", "200ms"),
                            checkpoint, after=first + 1, inside=open_transaction)
+    except BaseException:
+        stop.set()
+        raise
     finally:
         feeder.join(timeout=120)
-        stop.set()
     assert not feeder.is_alive()
     expected = sum(len(r) for r in committed.values())
     assert expected == 2400  # 30 transactions of 100, every 5th aborted
