@@ -1,5 +1,6 @@
 """`ads pipeline load` and `ads pipeline status`: exactly-once loading of topics into a
-Parquet dataset on Spark (see `ads.spark.pipeline`).
+Parquet dataset on Spark (see `ads.spark.pipeline`); `ads pipeline copy`: a streaming copy
+of one topic into another through an optional transform, exactly once (`ads.spark.copy`).
 
 PySpark is an optional extra (`pip install ads[spark]`); it is imported only when a
 pipeline command runs, so the rest of the command line works without it.
@@ -18,13 +19,15 @@ from ads.cli.common import DEFAULT_BOOTSTRAP, CommandError, UsageError, parse_as
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from ads.spark.copy import CopyOptions
     from ads.spark.pipeline import LoadOptions
 
 _NEEDS_SPARK = "needs the spark extra: pip install 'ads[spark]'"
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("pipeline", help="load topics into Parquet with Spark, exactly once")
+    p = sub.add_parser("pipeline",
+                       help="load topics into Parquet, or copy a topic, with Spark, exactly once")
     verbs = p.add_subparsers(dest="pipeline_command", required=True)
 
     load = verbs.add_parser("load", help="copy topics into a Parquet dataset, exactly once")
@@ -53,6 +56,40 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                       help="extra Spark configuration (repeatable)")
     load.set_defaults(func=_load)
 
+    copy = verbs.add_parser(
+        "copy", help="copy a topic into another through an optional transform, exactly once")
+    copy.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
+                      help=f"broker(s) of both topics (default {DEFAULT_BOOTSTRAP})")
+    copy.add_argument("--from-topic", required=True, metavar="TOPIC",
+                      help="input topic, read read_committed")
+    copy.add_argument("--to-topic", required=True, metavar="TOPIC",
+                      help="output topic, written in transactions")
+    copy.add_argument("--transform", metavar="MODULE:FUNC",
+                      help="function DataFrame -> DataFrame applied to the input stream")
+    copy.add_argument("--checkpoint", metavar="DIR",
+                      help="Spark checkpoint; keep it to resume exactly once "
+                           "(default ./ads-checkpoints/copy-FROM-TO)")
+    copy.add_argument("--master", default="local[*]",
+                      help="Spark master: local[*] (default), local[N], spark://host:port")
+    copy.add_argument("--trigger", default="available-now", metavar="WHEN",
+                      help="available-now (default): copy what exists and stop; an interval "
+                           "such as 1s or 5m keeps copying until stopped")
+    copy.add_argument("--max-records-per-batch", type=int, default=100_000, metavar="N",
+                      help="input records per micro-batch (default 100000)")
+    copy.add_argument("--starting-offsets", default="earliest",
+                      choices=["earliest", "latest"],
+                      help="where a new checkpoint starts reading (default earliest)")
+    copy.add_argument("--fail-on-data-loss", default="true", choices=["true", "false"],
+                      help="fail when input records were deleted before they were copied")
+    copy.add_argument("--partitioning", default="same", choices=["same", "key"],
+                      help="same (default): a record keeps its partition number; key: "
+                           "murmur2 of the key")
+    copy.add_argument("--producer-conf", action="append", default=[], metavar="KEY=VALUE",
+                      help="producer setting for the output, librdkafka names (repeatable)")
+    copy.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                      help="extra Spark configuration (repeatable)")
+    copy.set_defaults(func=_copy)
+
     stat = verbs.add_parser("status", help="what a dataset holds and its lag per partition")
     stat.add_argument("--output", required=True, metavar="PATH")
     stat.add_argument("--bootstrap-server", metavar="HOST:PORT",
@@ -60,13 +97,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     stat.set_defaults(func=_status)
 
 
-def _session(master: str, conf: dict[str, str]) -> SparkSession:
+def _session(master: str, conf: dict[str, str], app: str) -> SparkSession:
     # Executors must run this interpreter, which has ads installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    builder = (SparkSession.builder.master(master).appName("ads pipeline load")
+    builder = (SparkSession.builder.master(master).appName(app)
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.session.timeZone", "UTC"))
     for key, value in conf.items():
@@ -92,7 +129,7 @@ def _load(args: argparse.Namespace) -> int:
     except (UsageError, SourceOptionError) as exc:
         print(f"ads pipeline load: {exc}", file=sys.stderr)
         return 2
-    spark = _session(args.master, conf)
+    spark = _session(args.master, conf, "ads pipeline load")
     try:
         result = load(spark, options, report=lambda line: print(line, flush=True))
     except (OutputError, DataLossError, KafkaWireError, SourceOptionError,
@@ -123,6 +160,59 @@ def _load_options(args: argparse.Namespace) -> tuple[LoadOptions, dict[str, str]
         max_records_per_batch=args.max_records_per_batch,
         starting=args.starting_offsets, fail_on_data_loss=args.fail_on_data_loss == "true",
         min_partitions=args.min_partitions)
+    return options, parse_assignments(args.spark_conf, "--spark-conf")
+
+
+def _copy(args: argparse.Namespace) -> int:
+    try:
+        from pyspark.errors import PySparkException, StreamingQueryException
+
+        from ads.spark.copy import CopyError, copy
+    except ImportError as exc:
+        print(f"ads pipeline: {_NEEDS_SPARK} ({exc})", file=sys.stderr)
+        return 1
+    from ads.spark.options import SourceOptionError
+    from ads.spark.wire import KafkaWireError
+
+    try:
+        options, conf = _copy_options(args)
+    except (UsageError, SourceOptionError) as exc:
+        print(f"ads pipeline copy: {exc}", file=sys.stderr)
+        return 2
+    spark = _session(args.master, conf, "ads pipeline copy")
+    try:
+        result = copy(spark, options, report=lambda line: print(line, flush=True))
+    except (CopyError, KafkaWireError, SourceOptionError, StreamingQueryException,
+            PySparkException) as exc:
+        print(f"ads pipeline copy: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        spark.stop()
+    rate = result.records / result.seconds if result.seconds else 0.0
+    print(f"copied {result.records} records in {result.batches} batches, "
+          f"{result.seconds:.1f} s ({rate:,.0f} records/s)", flush=True)
+    return 0
+
+
+def _copy_options(args: argparse.Namespace) -> tuple[CopyOptions, dict[str, str]]:
+    from ads.spark.copy import CopyOptions
+    from ads.spark.options import duration_ms
+
+    if args.trigger != "available-now":
+        duration_ms(args.trigger, "--trigger")
+    if args.max_records_per_batch <= 0:
+        raise UsageError("--max-records-per-batch must be positive")
+    if args.from_topic == args.to_topic:
+        raise UsageError("--from-topic and --to-topic must differ")
+    checkpoint = (Path(args.checkpoint) if args.checkpoint else
+                  Path("ads-checkpoints") / f"copy-{args.from_topic}-{args.to_topic}")
+    producer = parse_assignments(args.producer_conf, "--producer-conf")
+    options = CopyOptions(
+        bootstrap_servers=args.bootstrap_server, from_topic=args.from_topic,
+        to_topic=args.to_topic, checkpoint=checkpoint.absolute(), transform=args.transform,
+        trigger=args.trigger, max_records_per_batch=args.max_records_per_batch,
+        starting=args.starting_offsets, fail_on_data_loss=args.fail_on_data_loss == "true",
+        partitioning=args.partitioning, producer_config=tuple(sorted(producer.items())))
     return options, parse_assignments(args.spark_conf, "--spark-conf")
 
 

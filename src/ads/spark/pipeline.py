@@ -42,7 +42,8 @@ from ads.spark.wire import Cluster, TopicPartition
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["LoadOptions", "LoadResult", "PartitionStatus", "load", "status"]
+__all__ = ["LoadOptions", "LoadResult", "PartitionStatus", "Report", "install_stop_handlers",
+           "load", "restore_stop_handlers", "status"]
 
 _CONCURRENT_WRITERS = 16
 
@@ -198,7 +199,7 @@ def load(spark: SparkSession, o: LoadOptions, report: Report = print) -> LoadRes
     log = OutputLog(o.output)
     result = LoadResult()
     stopping = threading.Event()
-    previous = _install_stop_handlers(stopping)
+    previous = install_stop_handlers(stopping)
     began = time.monotonic()
     try:
         with log.lock(), Cluster(o.bootstrap_servers) as cluster:
@@ -229,7 +230,7 @@ def load(spark: SparkSession, o: LoadOptions, report: Report = print) -> LoadRes
                 if o.trigger == "once":
                     break
     finally:
-        _restore_stop_handlers(previous)
+        restore_stop_handlers(previous)
     result.seconds = time.monotonic() - began
     return result
 
@@ -266,7 +267,7 @@ def _run_batch(spark: SparkSession, log: OutputLog, o: LoadOptions, last: Commit
 StopHandler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
-def _install_stop_handlers(stopping: threading.Event) -> dict[int, StopHandler]:
+def install_stop_handlers(stopping: threading.Event) -> dict[int, StopHandler]:
     if threading.current_thread() is not threading.main_thread():
         return {}
 
@@ -281,7 +282,7 @@ def _install_stop_handlers(stopping: threading.Event) -> dict[int, StopHandler]:
     return previous
 
 
-def _restore_stop_handlers(previous: dict[int, StopHandler]) -> None:
+def restore_stop_handlers(previous: dict[int, StopHandler]) -> None:
     for sig, handler in previous.items():
         signal.signal(sig, handler)
 

@@ -1,0 +1,129 @@
+"""`ads pipeline load` and `ads pipeline copy` with `--master spark://...` on a Spark
+standalone cluster of one master and two workers (separate JVMs on loopback, started from
+the pyspark package's own scripts): the results are those of local mode, and executors on
+both workers ran tasks of each job."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+from standalone_support import StandaloneCluster
+from test_spark_copy import PREFIX, read_committed
+from test_spark_pipeline import dataset_rows
+from test_spark_read import produce
+
+from ads.testing import EmbeddedBroker
+from conftest import create_topic
+
+HERE = Path(__file__).parent
+
+
+def pipeline(cluster: StandaloneCluster, events: Path, *args: str) -> str:
+    conf = {"spark.executor.memory": "512m", "spark.executor.cores": "1",
+            "spark.cores.max": str(cluster.workers),
+            # Tasks start once both executors are up, so each worker can get some.
+            "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+            "spark.scheduler.maxRegisteredResourcesWaitingTime": "60s",
+            "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+            "spark.ui.enabled": "false", "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": str(events), "spark.eventLog.compress": "false"}
+    command = [sys.executable, "-m", "ads.cli.main", "pipeline", *args,
+               "--master", cluster.url]
+    for key, value in conf.items():
+        command += ["--spark-conf", f"{key}={value}"]
+    # The driver finds the transform module here; the executors only through the job.
+    env = dict(cluster.env(), PYSPARK_PYTHON=sys.executable,
+               PYSPARK_DRIVER_PYTHON=sys.executable,
+               PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def finished_app(cluster: StandaloneCluster, name: str) -> str:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        apps = [a for a in cluster.master_state()["completedapps"] if a["name"] == name]
+        if apps:
+            return str(apps[0]["id"])
+        time.sleep(0.5)
+    raise AssertionError(f"the master lists no finished application {name!r}")
+
+
+def tasks_per_worker(events: Path, app_id: str) -> Counter[int]:
+    """Successful tasks per worker (by its web UI port), from the application's event log:
+    an executor's log URLs are served by the worker that runs it."""
+    worker_of: dict[str, int | None] = {}
+    tasks: Counter[str] = Counter()
+    for path in sorted(events.rglob(f"*{app_id}*")):
+        if not path.is_file() or path.name.startswith((".", "appstatus")):
+            continue
+        for line in path.read_text().splitlines():
+            event: dict[str, Any] = json.loads(line)
+            if event["Event"] == "SparkListenerExecutorAdded":
+                url = event["Executor Info"]["Log Urls"]["stdout"]
+                worker_of[event["Executor ID"]] = urlparse(url).port
+            elif (event["Event"] == "SparkListenerTaskEnd"
+                  and event["Task End Reason"]["Reason"] == "Success"):
+                tasks[event["Task Info"]["Executor ID"]] += 1
+    out: Counter[int] = Counter()
+    for executor, n in tasks.items():
+        port = worker_of[executor]
+        assert port is not None
+        out[port] += n
+    return out
+
+
+def assert_both_workers_ran(cluster: StandaloneCluster, events: Path, name: str) -> None:
+    app_id = finished_app(cluster, name)
+    per_worker = tasks_per_worker(events, app_id)
+    assert set(per_worker) == set(cluster.worker_ui_ports), per_worker
+    assert all(n > 0 for n in per_worker.values())
+    for worker in cluster.worker_states():
+        ran = worker["executors"] + worker["finishedexecutors"]
+        assert any(e["appid"] == app_id for e in ran), worker
+
+
+@pytest.mark.timeout(720)  # about 1.5 to 2 minutes; more when other work shares the cores
+def test_spark_standalone_pipeline_load_and_copy(broker: EmbeddedBroker,
+                                                 tmp_path: Path) -> None:
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, "sa-in", 4)
+    create_topic(bootstrap, "sa-out", 4)
+    produced = produce(bootstrap, "sa-in", 800, 4)
+    events = tmp_path / "events"
+    events.mkdir()
+    cluster = StandaloneCluster(tmp_path / "spark").start()
+    try:
+        out = tmp_path / "lake"
+        printed = pipeline(cluster, events, "load", "--bootstrap-server", bootstrap,
+                           "--topic", "sa-in", "--output", str(out), "--trigger", "once")
+        assert "loaded 800 records in 1 batches" in printed
+        assert dataset_rows(out) == sorted(("sa-in", p, o) for p in range(4)
+                                           for o in range(200))
+        assert_both_workers_ran(cluster, events, "ads pipeline load")
+
+        printed = pipeline(cluster, events, "copy", "--bootstrap-server", bootstrap,
+                           "--from-topic", "sa-in", "--to-topic", "sa-out",
+                           "--transform", "copy_transforms:tag",
+                           "--checkpoint", str(tmp_path / "checkpoint"))
+        assert "copied 800 records" in printed
+        expected = {p: [(r["key"], PREFIX + r["value"],
+                         [(h["key"], h["value"]) for h in r["headers"]] if r["headers"]
+                         else None) for r in produced if r["partition"] == p]
+                    for p in range(4)}
+        assert read_committed(bootstrap, "sa-out", 4, 800) == expected
+        assert_both_workers_ran(cluster, events, "ads pipeline copy")
+    finally:
+        cluster.stop()
+    assert cluster.alive_groups() == []  # no JVM of the cluster is left, executors included
