@@ -106,8 +106,10 @@ class Dispatcher:
             request = codec.decode_request_body(
                 header.api_key, header.api_version, frame, body_offset)
         except DecodeError as exc:
+            # The client id is quoted (%r): it is the sender's text, and a line break in it
+            # would forge log lines.
             log.warning(
-                "closing connection from %s (client %s): malformed %s v%d request: %s",
+                "closing connection from %s (client %r): malformed %s v%d request: %s",
                 conn.peer, header.client_id, _api_name(header.api_key), header.api_version, exc)
             raise CloseConnection from exc
 
@@ -116,15 +118,17 @@ class Dispatcher:
             header.client_id, conn)
         try:
             result = handler.fn(ctx, request)
+            if inspect.isawaitable(result):
+                return self._finish(ctx, result, started, started - conn.received_s)
+            # Encoding is part of handling: a response the handler built wrongly is the
+            # handler's bug, logged as one, and closes only this connection.
+            response = self._encode(ctx, result)
         except CloseConnection:
             raise
         except Exception as exc:
             log.exception("error handling %s v%d from %s; closing the connection",
                           _api_name(header.api_key), header.api_version, conn.peer)
             raise CloseConnection from exc
-        if inspect.isawaitable(result):
-            return self._finish(ctx, result, started, started - conn.received_s)
-        response = self._encode(ctx, result)
         self.metrics.request_done(header.api_key, header.api_version,
                                   time.perf_counter() - started, started - conn.received_s)
         return response
@@ -132,14 +136,13 @@ class Dispatcher:
     async def _finish(self, ctx: RequestContext, pending: Awaitable[Any],
                       started: float, queued_s: float) -> Response:
         try:
-            body = await pending
+            response = self._encode(ctx, await pending)
         except CloseConnection:
             raise
         except Exception as exc:
             log.exception("error handling %s v%d from %s; closing the connection",
                           _api_name(ctx.api_key), ctx.api_version, ctx.connection.peer)
             raise CloseConnection from exc
-        response = self._encode(ctx, body)
         self.metrics.request_done(ctx.api_key, ctx.api_version,
                                   time.perf_counter() - started, queued_s)
         return response
