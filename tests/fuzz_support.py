@@ -17,7 +17,7 @@ import struct
 import uuid
 from typing import Any
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
 from ads.protocol import codec
@@ -30,11 +30,14 @@ FUZZ_EXAMPLES = int(os.environ.get("ADS_FUZZ_EXAMPLES", "0")) or None
 DERANDOMIZE = FUZZ_EXAMPLES is None
 
 
-def fuzz_settings(default_examples: int) -> Any:
-    """Hypothesis settings of a fuzz property: `default_examples` in the suite, reproducible."""
+def fuzz_settings(default_examples: int, *, shrink: bool = True) -> Any:
+    """Hypothesis settings of a fuzz property: `default_examples` in the suite, reproducible.
+
+    `shrink=False` where a failure cannot be replayed (a broker whose state moved on)."""
+    phases = [Phase.explicit, Phase.generate] + ([Phase.shrink] if shrink else [])
     return settings(
         max_examples=FUZZ_EXAMPLES or default_examples, derandomize=DERANDOMIZE,
-        database=None, deadline=None, print_blob=True,
+        database=None, deadline=None, print_blob=True, phases=phases,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                HealthCheck.filter_too_much])
 
@@ -122,8 +125,10 @@ def request_frames(draw: st.DrawFn, api_key: int, version: int) -> bytes:
 
 
 @st.composite
-def any_request_frame(draw: st.DrawFn) -> bytes:
-    api_key, version = draw(st.sampled_from(REQUEST_VERSIONS))
+def any_request_frame(draw: st.DrawFn,
+                      versions: list[tuple[int, int]] | None = None) -> bytes:
+    """A valid request of one of `versions` ((api key, version) pairs; default: all)."""
+    api_key, version = draw(st.sampled_from(versions or REQUEST_VERSIONS))
     return draw(request_frames(api_key, version))
 
 
