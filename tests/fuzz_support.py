@@ -188,3 +188,42 @@ def hostile_frames() -> st.SearchStrategy[bytes]:
         st.binary(max_size=200),
         any_request_frame().flatmap(hostile),
     )
+
+
+def bomb_body(codec: int, inflated: int) -> bytes:
+    """`inflated` zero bytes compressed with `codec` (gzip, lz4 or zstd), compressed a chunk
+    at a time so the test never holds the inflated bytes. zstd's streaming frame declares no
+    content size, so the reader cannot refuse it from the header."""
+    import zlib  # noqa: PLC0415
+
+    import cramjam  # noqa: PLC0415
+
+    chunk = bytes(1 << 20)
+    if codec == 1:
+        gz = zlib.compressobj(9, zlib.DEFLATED, 31)
+        parts = [gz.compress(chunk) for _ in range(inflated >> 20)]
+        return b"".join(parts) + gz.flush()
+    if codec == 3:
+        compressor: Any = cramjam.lz4.Compressor(level=1, content_checksum=False,
+                                                 block_linked=False)
+    elif codec == 4:
+        compressor = cramjam.zstd.Compressor(level=1)
+    else:
+        raise ValueError(f"no bomb for codec {codec}")
+    for _ in range(inflated >> 20):
+        compressor.compress(chunk)
+    return bytes(compressor.finish())
+
+
+def bomb_batch(codec: int, inflated: int, timestamp: int = 1000) -> bytes:
+    """A RecordBatch v2 with a valid CRC whose body inflates to `inflated` zero bytes."""
+    from ads.records import batch as rb  # noqa: PLC0415
+    from ads.records.crc import crc32c  # noqa: PLC0415
+
+    out = bytearray(rb.build_batch([(b"k", b"v")], timestamp=timestamp))
+    del out[rb.RECORDS_OFFSET:]
+    out += bomb_body(codec, inflated)
+    struct.pack_into(">i", out, rb.LENGTH_OFFSET, len(out) - rb.LOG_OVERHEAD)
+    struct.pack_into(">h", out, rb.ATTRIBUTES_OFFSET, codec)
+    struct.pack_into(">I", out, rb.CRC_OFFSET, crc32c(memoryview(out)[rb.ATTRIBUTES_OFFSET:]))
+    return bytes(out)

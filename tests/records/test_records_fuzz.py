@@ -156,3 +156,51 @@ def test_records_fuzz_lying_record_count_costs_nothing() -> None:
             tracemalloc.stop()
         assert bad is None or len(bad) <= 1
         assert peak < 1 << 20, peak
+
+
+BOMB_BOUND = 8 << 20  # the inflation bound in these tests; the bombs inflate to 32 times it
+
+
+def _bombs() -> dict[str, bytes]:
+    from fuzz_support import bomb_batch  # noqa: PLC0415
+
+    bombs = {name: bomb_batch(codec, 256 << 20) for name, codec in
+             [("gzip", CompressionType.GZIP), ("lz4", CompressionType.LZ4),
+              ("zstd", CompressionType.ZSTD)]}
+    # Raw snappy whose preamble claims 4 GiB: refused before anything is allocated.
+    lying = bytearray(rb.build_batch([(b"k", b"v")], compression=CompressionType.SNAPPY))
+    del lying[rb.RECORDS_OFFSET:]
+    lying += b"\xff\xff\xff\xff\x0f" + b"\x00" * 16
+    struct.pack_into(">i", lying, rb.LENGTH_OFFSET, len(lying) - rb.LOG_OVERHEAD)
+    _fix_crc(lying)
+    bombs["snappy-lying-length"] = bytes(lying)
+    return bombs
+
+
+def test_records_fuzz_bombs_refused_within_the_bound() -> None:
+    # Every place that reads inside a produced batch: the key and timestamp checks, the
+    # recompression into the topic's codec, and record decoding. Each refuses the bomb with
+    # CorruptRecordError, holding at most about twice the bound (Python allocations).
+    from ads.records.errors import CorruptRecordError  # noqa: PLC0415
+
+    for name, bomb in _bombs().items():
+        [(_, header)] = rb.validate_batches(bomb, max_batch_bytes=4 << 20)
+        readers = {
+            "checks": lambda: bad_records(bomb, 0, header, _RULES[1], 0, BOMB_BOUND),  # noqa: B023
+            "recompress": lambda: recompress_batch(bomb, 0, header,  # noqa: B023
+                                                   CompressionType.NONE, None, BOMB_BOUND),
+            "decode": lambda: rb.decode_records(bomb, max_uncompressed_bytes=BOMB_BOUND),  # noqa: B023
+        }
+        for reader, read in readers.items():
+            tracemalloc.start()
+            try:
+                try:
+                    read()
+                except CorruptRecordError:
+                    pass
+                else:
+                    raise AssertionError(f"{name} bomb accepted by {reader}")
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            assert peak < 2.5 * BOMB_BOUND, (name, reader, peak)
