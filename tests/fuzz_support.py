@@ -30,13 +30,15 @@ FUZZ_EXAMPLES = int(os.environ.get("ADS_FUZZ_EXAMPLES", "0")) or None
 DERANDOMIZE = FUZZ_EXAMPLES is None
 
 
-def fuzz_settings(default_examples: int, *, shrink: bool = True) -> Any:
+def fuzz_settings(default_examples: int, *, shrink: bool = True, share: int = 1) -> Any:
     """Hypothesis settings of a fuzz property: `default_examples` in the suite, reproducible.
 
-    `shrink=False` where a failure cannot be replayed (a broker whose state moved on)."""
+    `shrink=False` where a failure cannot be replayed (a broker whose state moved on).
+    `share`: a property run once per API version gets 1/share of `ADS_FUZZ_EXAMPLES`."""
     phases = [Phase.explicit, Phase.generate] + ([Phase.shrink] if shrink else [])
+    scaled = max(FUZZ_EXAMPLES // share, default_examples) if FUZZ_EXAMPLES else None
     return settings(
-        max_examples=FUZZ_EXAMPLES or default_examples, derandomize=DERANDOMIZE,
+        max_examples=scaled or default_examples, derandomize=DERANDOMIZE,
         database=None, deadline=None, print_blob=True, phases=phases,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                HealthCheck.filter_too_much])

@@ -213,7 +213,7 @@ def test_fuzz_broker_survives_hostile_frames(tmp_path: Path) -> None:
         client = FuzzClient(proc.bootstrap, advertised)
 
         # No shrinking: the broker's state moves on, so a replay would not be the same run.
-        @fuzz_settings(400, shrink=False)
+        @fuzz_settings(300, shrink=False)
         @given(_frames(advertised))
         def fuzz(case: tuple[str, bytes]) -> None:
             note(f"frame {case!r}")
