@@ -94,3 +94,18 @@ def _frame(api_key: int, version: int, body: m.Message, client_id: str | None = 
     from ads.protocol import codec  # noqa: PLC0415
 
     return codec.encode_request(api_key, version, 7, client_id, body)
+
+
+def test_hostile_acks0_produce_failure_closes_with_a_line(
+        broker: EmbeddedBroker, caplog: pytest.LogCaptureFixture) -> None:
+    # acks=0 has no response to carry an error: the connection is closed, as Kafka does,
+    # and the log says which partitions failed and why.
+    P = m.ProduceRequest  # noqa: N806
+    req = P(acks=0, timeout_ms=1000, topic_data=[P.TopicProduceData(
+        name="missing", partition_data=[P.TopicProduceData.PartitionProduceData(
+            index=0, records=build_batch([(b"k", b"v")]))])])
+    with RawConnection(broker.bootstrap_servers) as conn, caplog.at_level(logging.INFO):
+        conn.send_raw(_frame(m.ApiKey.PRODUCE, 9, req))
+        assert conn.is_closed()
+    assert "acks=0 produce failed (missing-0: UNKNOWN_TOPIC_OR_PARTITION)" in caplog.text
+    _still_serves(broker.bootstrap_servers)
