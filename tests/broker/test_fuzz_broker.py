@@ -113,7 +113,8 @@ class FuzzClient:
         self.advertised = advertised
         self.sock: socket.socket | None = None
         self.answered = 0
-        self.closed: list[tuple[int, str]] = []  # (local port, why we expect it closed)
+        # (local port, the bytes the broker took as the closing frame's size and body)
+        self.closed: list[tuple[int, bytes]] = []
 
     def _connect(self) -> socket.socket:
         if self.sock is None:
@@ -151,7 +152,7 @@ class FuzzClient:
         try:
             head = self._recv_exactly(sock, 4)
             if head is None:
-                self.closed.append((port, prefix))
+                self.closed.append((port, struct.pack(">i", size) + frame[:max(size, 0)]))
                 self._drop()
                 return
             body = self._recv_exactly(sock, struct.unpack(">i", head)[0])
@@ -159,7 +160,7 @@ class FuzzClient:
             self._drop()  # a long poll, a rebalance, or acks=0: nothing to see
             return
         except ConnectionResetError:
-            self.closed.append((port, prefix))
+            self.closed.append((port, struct.pack(">i", size) + frame[:max(size, 0)]))
             self._drop()
             return
         assert body is not None and len(body) >= 4
@@ -233,14 +234,39 @@ def test_fuzz_broker_survives_hostile_frames(tmp_path: Path) -> None:
         proc.stop()
 
 
-def _check_log(log: str, closed: list[tuple[int, str]]) -> None:
+def _check_log(log: str, closed: list[tuple[int, bytes]]) -> None:
     assert "Traceback" not in log, log[-5000:]
     # One line per event: nothing a client sends (a client id with a line break) splits one.
     stray = [line for line in log.splitlines() if not _LOG_LINE.match(line)]
     assert stray == [], stray[:5]
     assert "unexpected error" not in log and "error handling" not in log, log[-5000:]
-    refusals = "refused a request" in log
-    for port, _ in closed:
-        # Closed for a reason of its own (a line naming the connection), or refused for an
-        # unsupported version, which is logged once per client and reason.
-        assert re.search(rf"127\.0\.0\.1:{port}\b", log) or refusals, port
+    for port, sent in closed:
+        if re.search(rf"127\.0\.0\.1:{port}\b", log):
+            continue  # a warning naming this connection and why it was closed
+        # Otherwise a request the broker does not serve: its refusal is logged once per
+        # client and reason (INFO), naming the API and version.
+        api_key, version = struct.unpack_from(">hh", sent, 4)
+        name = m.ApiKey(api_key).name if api_key in m.API_KEYS else f"api {api_key}"
+        assert re.search(rf"refused a request .*{name} v{version} is not supported", log), (
+            port, sent[:16])
+
+
+def test_fuzz_broker_log_lines_cannot_be_forged(tmp_path: Path) -> None:
+    # A group id is the client's text and the coordinator logs it: a line break in it is
+    # escaped, so it cannot start a line that looks like the broker's.
+    proc = BrokerProcess(tmp_path / "d", None, "group.initial.rebalance.delay.ms=0").start()
+    forged = "g\n2099-01-01 00:00:00,000 ERROR ads: forged"
+    consumer = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": forged,
+                         "auto.offset.reset": "earliest"})
+    try:
+        create_topic(proc.bootstrap, "t")
+        consumer.subscribe(["t"])
+        deadline = time.monotonic() + 30
+        while "preparing to rebalance" not in proc.log() and time.monotonic() < deadline:
+            consumer.poll(0.1)
+        log = proc.log()
+        assert "group g\\n2099-01-01 00:00:00,000 ERROR ads: forged preparing" in log, log
+        assert [line for line in log.splitlines() if not _LOG_LINE.match(line)] == []
+    finally:
+        consumer.close()
+        proc.stop()
