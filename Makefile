@@ -6,7 +6,7 @@ STAMP := $(VENV)/.ads-installed
 TEST_STAMP := $(VENV)/.ads-test-installed
 JS_STAMP := tests/js/node_modules/.ads-installed
 
-.PHONY: install run test test-deps system-deps lint clean
+.PHONY: install run test test-deps system-deps lint fuzz clean
 
 install: $(STAMP)
 
@@ -66,6 +66,11 @@ test: test-deps
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
+
+# The fuzz properties with many more examples than `make test` runs (ADS_FUZZ_EXAMPLES,
+# default 5000 per property; docs/security.md, "Hostile input").
+fuzz: test-deps
+	tools/fuzz.sh
 
 clean:
 	rm -rf $(VENV) data bench-results tests/js/node_modules

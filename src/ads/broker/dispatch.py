@@ -169,8 +169,10 @@ class Dispatcher:
             request = codec.decode_request_body(
                 header.api_key, header.api_version, frame, body_offset)
         except DecodeError as exc:
+            # The client id is quoted (%r): it is the sender's text, and a line break in it
+            # would forge log lines.
             log.warning(
-                "closing connection from %s (client %s): malformed %s v%d request: %s",
+                "closing connection from %s (client %r): malformed %s v%d request: %s",
                 conn.peer, header.client_id, _api_name(header.api_key), header.api_version, exc)
             raise CloseConnection from exc
 
@@ -179,18 +181,20 @@ class Dispatcher:
             header.client_id, conn, len(frame))
         try:
             result = handler.fn(ctx, request)
+            if inspect.isawaitable(result):
+                return self._finish(ctx, result, started, started - conn.received_s,
+                                    time.perf_counter() - started)
+            if self._quotas.request.enabled and header.api_key not in _REQUEST_QUOTA_EXEMPT:
+                self._request_quota(ctx, result, time.perf_counter() - started)
+            # Encoding is part of handling: a response the handler built wrongly is the
+            # handler's bug, logged as one, and closes only this connection.
+            response = self._encode(ctx, result)
         except CloseConnection:
             raise
         except Exception as exc:
             log.exception("error handling %s v%d from %s; closing the connection",
                           _api_name(header.api_key), header.api_version, conn.peer)
             raise CloseConnection from exc
-        if inspect.isawaitable(result):
-            return self._finish(ctx, result, started, started - conn.received_s,
-                                time.perf_counter() - started)
-        if self._quotas.request.enabled and header.api_key not in _REQUEST_QUOTA_EXEMPT:
-            self._request_quota(ctx, result, time.perf_counter() - started)
-        response = self._encode(ctx, result)
         self.metrics.request_done(header.api_key, header.api_version,
                                   time.perf_counter() - started, started - conn.received_s)
         return response
@@ -199,16 +203,16 @@ class Dispatcher:
                       started: float, queued_s: float, handler_s: float) -> Response:
         try:
             body = await pending
+            if self._quotas.request.enabled and ctx.api_key not in _REQUEST_QUOTA_EXEMPT:
+                # Only the handler's own time counts: waiting in purgatory uses no thread.
+                self._request_quota(ctx, body, handler_s)
+            response = self._encode(ctx, body)
         except CloseConnection:
             raise
         except Exception as exc:
             log.exception("error handling %s v%d from %s; closing the connection",
                           _api_name(ctx.api_key), ctx.api_version, ctx.connection.peer)
             raise CloseConnection from exc
-        if self._quotas.request.enabled and ctx.api_key not in _REQUEST_QUOTA_EXEMPT:
-            # Only the handler's own time counts: waiting in purgatory uses no thread.
-            self._request_quota(ctx, body, handler_s)
-        response = self._encode(ctx, body)
         self.metrics.request_done(ctx.api_key, ctx.api_version,
                                   time.perf_counter() - started, queued_s)
         return response

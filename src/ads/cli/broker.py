@@ -46,10 +46,27 @@ def _flags(args: argparse.Namespace) -> dict[str, str]:
     return flags
 
 
+# Line breaks and other control characters a message may carry, as escapes. Messages quote
+# names clients choose (group ids, member ids, transactional ids): one with a line break
+# would otherwise start a line of its own, which a reader could take for the broker's.
+_ESCAPES = {c: f"\\x{c:02x}" for c in [*range(32), 0x7F, 0x85]} | {
+    0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+class OneLineFormatter(logging.Formatter):
+    """One line per log record: the message's control characters are escaped (a traceback
+    that follows it keeps its lines)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        record.message = record.message.translate(_ESCAPES)
+        return super().formatMessage(record)
+
+
 def run(args: argparse.Namespace) -> int:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO), stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO), handlers=[handler])
     try:
         config, warnings = load_broker_config(args.config, _flags(args), args.set)
     except ConfigError as exc:

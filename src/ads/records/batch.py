@@ -66,14 +66,14 @@ from ads.records.errors import (
     UnsupportedCompressionError,
     UnsupportedMagicError,
 )
-from ads.records.record import Header, Record, decode_record_body, encode_record
+from ads.records.record import Header, Record, encode_record, iter_record_body
 
 __all__ = [
     "BATCH_OVERHEAD", "LOG_OVERHEAD", "MAGIC", "NO_PARTITION_LEADER_EPOCH", "NO_PRODUCER_EPOCH",
     "NO_PRODUCER_ID", "NO_SEQUENCE", "NO_TIMESTAMP", "BatchHeader", "ControlRecordType",
     "Record", "RecordSpec", "TimestampType", "build_batch", "build_control_batch",
     "control_record_type", "decode_records", "iter_batch_headers", "iter_batches",
-    "parse_control_record",
+    "iter_records", "parse_control_record",
     "patch_base_offset", "read_batch_header", "scan_valid_prefix", "set_log_append_time",
     "validate_batches",
 ]
@@ -498,6 +498,14 @@ def decode_records(
     malformed batch, a CRC mismatch (unless ``check_crc`` is false), or a body that would
     decompress to more than ``max_uncompressed_bytes``.
     """
+    return list(iter_records(batch, max_uncompressed_bytes=max_uncompressed_bytes,
+                             check_crc=check_crc))
+
+
+def iter_records(
+    batch: Buffer, *, max_uncompressed_bytes: int, check_crc: bool = True
+) -> Iterator[Record]:
+    """``decode_records`` one record at a time, for readers that stop at the one they want."""
     header = read_batch_header(batch, 0)
     if header.size > len(batch):
         raise CorruptRecordError(f"batch needs {header.size} bytes, {len(batch)} present")
@@ -520,7 +528,7 @@ def decode_records(
         if header.timestamp_type == TimestampType.LOG_APPEND_TIME
         else None
     )
-    return decode_record_body(
+    return iter_record_body(
         body, header.records_count, header.base_offset, header.base_timestamp, log_append_time
     )
 

@@ -19,7 +19,9 @@ would put a per-record scan on every batch of a topic with a finite bound.
 
 A batch that claims LogAppendTime gives every record its ``maxTimestamp``, so it is decided
 from the header alone, as Kafka decides it: checked against the bounds on a CreateTime
-topic, refused (INVALID_TIMESTAMP) on a LogAppendTime topic or without a timestamp.
+topic, refused (INVALID_TIMESTAMP) on a LogAppendTime topic or without a timestamp. Its
+records are still scanned before they are listed as refused: the header's record count is
+believed only once the records back it.
 
 Sans-io, and nothing here is stored, so there is no layout or crash rule of its own.
 """
@@ -79,27 +81,22 @@ def bad_records(buf: Buffer, pos: int, header: BatchHeader, rules: RecordRules,
     Raises ``CorruptRecordError`` when the records do not parse (or inflate beyond
     ``max_uncompressed_bytes``).
     """
-    count = header.records_count
     claims_append_time = header.timestamp_type == TimestampType.LOG_APPEND_TIME
-    keys: list[Buffer | None] | None = None
-    deltas: list[int] | None = None
-    stamps: list[int] | None = None
-    if rules.require_key or not claims_append_time:
-        body, start, end = batch_body(buf, pos, header, max_uncompressed_bytes)
-        scan = scan_records(body, start, end, count)
-        keys, deltas, stamps = scan.keys, scan.offset_deltas, scan.timestamp_deltas
+    # Scanned even when the header decides every record's fate: the header's record count
+    # is not backed by anything until the records are parsed, and a hostile batch claims
+    # 2^31-1 records over a few bytes, which a loop over the count would never finish.
+    body, start, end = batch_body(buf, pos, header, max_uncompressed_bytes)
+    scan = scan_records(body, start, end, header.records_count)
+    keys, deltas, stamps = scan.keys, scan.offset_deltas, scan.timestamp_deltas
     out: list[BadRecord] = []
-    for i in range(count):
-        if keys is not None and rules.require_key and keys[i] is None:
+    for i, key in enumerate(keys):
+        if rules.require_key and key is None:
             out.append(BadRecord(i, "Compacted topic cannot accept message without key in "
                                     f"topic partition {rules.topic_partition}.", False))
             continue
-        offset = header.base_offset + (i if deltas is None else deltas[i])
-        if claims_append_time:
-            timestamp = header.max_timestamp
-        else:
-            assert stamps is not None
-            timestamp = header.base_timestamp + stamps[i]
+        offset = header.base_offset + deltas[i]
+        timestamp = (header.max_timestamp if claims_append_time
+                     else header.base_timestamp + stamps[i])
         problem = _timestamp_problem(rules, claims_append_time, timestamp, offset, now_ms)
         if problem is not None:
             out.append(BadRecord(i, problem, True))

@@ -65,6 +65,7 @@ _GUESS_RATIO = 8
 _MIN_GUESS = 64 * 1024
 _GROWTH = 4
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
+_GZIP_CHUNK = 1 << 20
 
 
 def compress(codec: int, data: Buffer, level: int | None = None) -> bytes:
@@ -121,8 +122,11 @@ def _gzip_decompress(data: Buffer, max_size: int) -> bytes:
     inflater = zlib.decompressobj(_GZIP_WBITS)
     try:
         while True:
-            # max_length caps each call's output, so a bomb never inflates past the bound.
-            chunk = inflater.decompress(pending, max_size - total + 1)
+            # max_length caps each call's output, so a bomb never inflates past the bound;
+            # one call's output is also capped at a chunk, as zlib builds it in pieces and
+            # joins them, holding twice what it returns.
+            limit = min(max_size - total + 1, _GZIP_CHUNK)
+            chunk = inflater.decompress(pending, limit)
             total += len(chunk)
             if total > max_size:
                 raise CorruptRecordError(f"gzip body inflates beyond {max_size} bytes")
@@ -132,8 +136,8 @@ def _gzip_decompress(data: Buffer, max_size: int) -> bytes:
                     break
                 pending = inflater.unused_data  # another gzip member follows
                 inflater = zlib.decompressobj(_GZIP_WBITS)
-            elif inflater.unconsumed_tail:
-                pending = inflater.unconsumed_tail
+            elif inflater.unconsumed_tail or len(chunk) == limit:
+                pending = inflater.unconsumed_tail  # may be empty: output was still pending
             else:
                 raise CorruptRecordError("gzip body is truncated")
     except zlib.error as exc:
@@ -212,6 +216,7 @@ def _decompress_growing(
         try:
             written = into(data, out)
         except cramjam.DecompressionError as exc:
+            del out  # freed before the next, larger buffer: the peak stays one buffer
             if size >= max_size:
                 raise CorruptRecordError(
                     f"body is malformed or inflates beyond {max_size} bytes: {exc}"

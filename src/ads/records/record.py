@@ -28,7 +28,7 @@ call it; it serves compaction, control records, internal topics and tests.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ads.records.errors import CorruptRecordError
@@ -39,6 +39,7 @@ __all__ = [
     "decode_record_body",
     "encode_record",
     "encode_varint",
+    "iter_record_body",
     "read_varint",
 ]
 
@@ -145,7 +146,19 @@ def decode_record_body(
     ``log_append_time``, when given, replaces every record's timestamp, as Kafka readers do
     for batches whose timestamp type is LogAppendTime.
     """
-    records: list[Record] = []
+    return list(iter_record_body(buf, count, base_offset, base_timestamp, log_append_time))
+
+
+def iter_record_body(
+    buf: bytes,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+) -> Iterator[Record]:
+    """``decode_record_body`` one record at a time, for a reader that may stop early: a
+    batch of millions of tiny records (a few kilobytes compressed) then costs one record's
+    memory, not millions of objects. The errors are raised when the reader reaches them."""
     pos = 0
     limit = len(buf)
     try:
@@ -174,13 +187,10 @@ def decode_record_body(
             timestamp = (
                 base_timestamp + timestamp_delta if log_append_time is None else log_append_time
             )
-            records.append(
-                Record(base_offset + offset_delta, timestamp, key, value, tuple(headers))
-            )
+            yield Record(base_offset + offset_delta, timestamp, key, value, tuple(headers))
     except IndexError:
         raise CorruptRecordError("record runs past the end of the batch") from None
     except UnicodeDecodeError:
         raise CorruptRecordError("header key is not UTF-8") from None
     if pos != limit:
         raise CorruptRecordError(f"{limit - pos} bytes after the last record")
-    return records

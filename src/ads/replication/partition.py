@@ -62,9 +62,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ads.replication")
 
-# Bound on a compressed batch's decompressed size when its keys are checked.
-_MAX_INFLATED_BYTES = 64 << 20
-
 _RECORD_ERRORS: list[tuple[type[RecordError], ErrorCode]] = [
     (RecordTooLargeError, ErrorCode.MESSAGE_TOO_LARGE),
     (UnsupportedMagicError, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT),
@@ -306,7 +303,7 @@ class Partition:
         try:
             out = recompress_batch(records, 0, header, self._codec,
                                    self.config.compression_level,
-                                   max(_MAX_INFLATED_BYTES, 16 * self.config.max_message_bytes))
+                                   self.config.max_inflated_bytes)
         except RecordError as exc:
             raise PartitionError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
         if len(out) > self.config.max_message_bytes:
@@ -322,7 +319,7 @@ class Partition:
         # bounds. The one place produce decodes records.
         try:
             bad = bad_records(records, 0, header, self._rules, now_ms,
-                              max(_MAX_INFLATED_BYTES, 16 * self.config.max_message_bytes))
+                              self.config.max_inflated_bytes)
         except RecordError as exc:
             raise PartitionError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
         if bad:

@@ -14,6 +14,7 @@ from typing import Any
 __all__ = ["LONG_MAX", "LogConfig"]
 
 LONG_MAX = 9223372036854775807
+_MIN_INFLATED_BYTES = 64 << 20
 _TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 _CLEANUP_POLICIES = frozenset({"delete", "compact"})
 
@@ -77,6 +78,14 @@ class LogConfig:
             raise ValueError(f"invalid cleanup.policy {self.cleanup_policy!r}")
         if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
             raise ValueError("min.cleanable.dirty.ratio must be between 0 and 1")
+
+    @property
+    def max_inflated_bytes(self) -> int:
+        """How far a compressed batch may inflate where the broker must read inside it
+        (keys of a compacted topic, recompression, the cleaner, a timestamp lookup): 16
+        times ``max.message.bytes``, at least 64 MiB. Past it the batch counts as corrupt,
+        so a decompression bomb costs a bounded amount of memory."""
+        return max(_MIN_INFLATED_BYTES, 16 * self.max_message_bytes)
 
     @property
     def log_append_time(self) -> bool:

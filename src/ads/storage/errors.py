@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "CheckpointError",
     "CorruptIndexError",
+    "CorruptRecordsError",
     "InvalidProducerEpochError",
     "KafkaStorageError",
     "OffsetOutOfRangeError",
@@ -65,6 +66,13 @@ class KafkaStorageError(StorageError):
     """A file operation failed; the log may be unusable until restart."""
 
     kafka_error = "KAFKA_STORAGE_ERROR"
+
+
+class CorruptRecordsError(StorageError):
+    """A stored batch whose records had to be read does not decode (or would inflate past
+    the bound of a read); the batch stays as it is, the read fails."""
+
+    kafka_error = "CORRUPT_MESSAGE"
 
 
 class CorruptIndexError(StorageError):

@@ -393,7 +393,8 @@ class Log:
         """``(offset, timestamp, leader_epoch)`` for ListOffsets (``ads.storage.timestamps``)."""
         with self._lock:
             return offset_for_timestamp(self._local.segments, timestamp, self.log_start_offset,
-                                        self._log_end_offset, self.epoch_cache)
+                                        self._log_end_offset, self.epoch_cache,
+                                        self.config.max_inflated_bytes)
 
     # ------------------------------------------------------------------- deletion, retention
 

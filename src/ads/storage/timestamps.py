@@ -12,10 +12,12 @@ record. ListOffsets is rare, so this is the one lookup allowed to look inside a 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
-from ads.records.batch import BatchHeader, Record, decode_records
+from ads.records.batch import BatchHeader, Record, iter_records
+from ads.records.errors import RecordError
 from ads.storage.epoch_cache import LeaderEpochCache
+from ads.storage.errors import CorruptRecordsError
 from ads.storage.segment import LogSegment
 
 __all__ = [
@@ -32,9 +34,6 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 
-# Bound on a batch decoded for a timestamp lookup (a compressed batch may inflate).
-_MAX_DECODED_BATCH = 256 << 20
-
 
 def offset_for_timestamp(
     segments: Sequence[LogSegment],
@@ -42,9 +41,11 @@ def offset_for_timestamp(
     log_start_offset: int,
     log_end_offset: int,
     epoch_cache: LeaderEpochCache,
+    max_inflated_bytes: int = 64 << 20,
 ) -> tuple[int, int, int] | None:
     """``(offset, timestamp, leader_epoch)``, ``None`` if nothing matches; the caller holds
-    the log's lock."""
+    the log's lock. A batch read inside may inflate to ``max_inflated_bytes`` at most
+    (``CorruptRecordsError`` past it)."""
     if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         return log_start_offset, -1, epoch_cache.epoch_for_offset(log_start_offset)
     if timestamp == LATEST_TIMESTAMP:
@@ -53,11 +54,12 @@ def offset_for_timestamp(
     if timestamp == MAX_TIMESTAMP:
         best = max(segments, key=lambda s: s.max_timestamp, default=None)
         if best is not None:
-            found = _first_with_max_timestamp(best, log_start_offset)
+            found = _first_with_max_timestamp(best, log_start_offset, max_inflated_bytes)
     elif timestamp >= 0:
         for segment in segments:
             if segment.max_timestamp >= timestamp:
-                found = first_at_or_after(segment, timestamp, log_start_offset)
+                found = first_at_or_after(segment, timestamp, log_start_offset,
+                                           max_inflated_bytes)
                 if found is not None:
                     break
     if found is None:
@@ -66,7 +68,7 @@ def offset_for_timestamp(
 
 
 def first_at_or_after(
-    segment: LogSegment, timestamp: int, start_offset: int
+    segment: LogSegment, timestamp: int, start_offset: int, max_inflated_bytes: int = 64 << 20
 ) -> tuple[int, int] | None:
     """``(offset, timestamp)`` of the segment's first record at or after ``timestamp`` and
     at an offset >= ``start_offset``."""
@@ -75,13 +77,14 @@ def first_at_or_after(
     _, position = segment.offset_index.lookup(max(offset, start_offset))
     for pos, header in segment.scan_headers(position):
         if header.max_timestamp >= timestamp and header.last_offset >= start_offset:
-            for record in _records_at(segment, pos, header):
+            for record in _records_at(segment, pos, header, max_inflated_bytes):
                 if record.offset >= start_offset and record.timestamp >= timestamp:
                     return record.offset, record.timestamp
     return None
 
 
-def _first_with_max_timestamp(segment: LogSegment, start_offset: int) -> tuple[int, int] | None:
+def _first_with_max_timestamp(segment: LogSegment, start_offset: int, max_inflated_bytes: int
+                              ) -> tuple[int, int] | None:
     """``(offset, timestamp)`` of the first record holding the segment's largest timestamp."""
     segment.ensure_indexes()
     largest = segment.max_timestamp
@@ -90,14 +93,24 @@ def _first_with_max_timestamp(segment: LogSegment, start_offset: int) -> tuple[i
     _, position = segment.offset_index.lookup(max(segment.offset_of_max_timestamp, start_offset))
     for pos, header in segment.scan_headers(position):
         if header.max_timestamp == largest and header.last_offset >= start_offset:
-            for record in _records_at(segment, pos, header):
+            for record in _records_at(segment, pos, header, max_inflated_bytes):
                 if record.offset >= start_offset and record.timestamp == largest:
                     return record.offset, record.timestamp
     return None
 
 
-def _records_at(segment: LogSegment, position: int, header: BatchHeader) -> list[Record]:
+def _records_at(segment: LogSegment, position: int, header: BatchHeader,
+                max_inflated_bytes: int) -> Iterator[Record]:
+    """The batch's records one at a time (the caller stops at the first that matches).
+
+    A produced batch is stored without being inflated, so it may be a decompression bomb or
+    hold records that do not parse: that fails this lookup (CORRUPT_MESSAGE), nothing else.
+    """
     if header.is_control:
-        return []
+        return
     data = os.pread(segment.fd, header.size, position)
-    return decode_records(data, max_uncompressed_bytes=_MAX_DECODED_BATCH)
+    try:
+        yield from iter_records(data, max_uncompressed_bytes=max_inflated_bytes)
+    except RecordError as exc:
+        raise CorruptRecordsError(
+            f"batch at offset {header.base_offset} of {segment.log_path}: {exc}") from exc

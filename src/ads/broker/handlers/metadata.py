@@ -34,6 +34,7 @@ from ads.metadata.acl import CLUSTER_NAME
 from ads.metadata.assignment import AssignmentError
 from ads.metadata.model import InvalidTopicError, TopicState, validate_topic_name
 from ads.metadata.store import TopicExistsError
+from ads.net.server import CloseConnection
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
@@ -87,6 +88,13 @@ def _all_topics(ctx: RequestContext, req: m.MetadataRequest) -> bool:
 def handle_metadata(ctx: RequestContext, req: m.MetadataRequest
                     ) -> m.MetadataResponse | Awaitable[m.MetadataResponse]:
     broker = ctx.broker
+    if ctx.api_version < 12 and any(w.name is None for w in req.topics or []):
+        # v10 and v11 let the name be null on the wire but look topics up by name only, and
+        # their response cannot carry a null name; Kafka refuses such a request as invalid.
+        log.warning("closing connection from %s (client %r): Metadata v%d with a null topic "
+                    "name (topic ids are looked up from v12)", ctx.connection.peer,
+                    ctx.client_id, ctx.api_version)
+        raise CloseConnection
     if _all_topics(ctx, req) or not _auto_create(ctx, req):
         return _answer(ctx, req, set())
     missing = [w.name for w in req.topics or [] if w.name is not None

@@ -11,6 +11,7 @@ after the target, as Kafka does. Replica id -2 (Kafka's debugging id, used by
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ads.broker import permissions as P
@@ -19,6 +20,9 @@ from ads.metadata.acl import CLUSTER_NAME
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 from ads.replication.partition import Partition, PartitionError
+from ads.storage.errors import StorageError
+
+log = logging.getLogger("ads.broker")
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
 CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID = -1, -2
@@ -38,7 +42,14 @@ def _list_one(part: Partition, timestamp: int, read_committed: bool | None
         return -1, part.log_start_offset, epoch
     if timestamp == EARLIEST_PENDING_UPLOAD:
         return -1, -1, -1
-    found = part.log.fetch_offset_by_timestamp(timestamp)
+    try:
+        found = part.log.fetch_offset_by_timestamp(timestamp)
+    except StorageError as exc:
+        # A stored batch the lookup must read inside does not decode (a decompression bomb
+        # is stored as produced): this partition's answer fails, as Kafka's would.
+        log.warning("ListOffsets on %s-%d by timestamp %d: %s", part.topic, part.index,
+                    timestamp, exc)
+        raise PartitionError(ErrorCode[exc.kafka_error], str(exc)) from exc
     if found is None:
         return -1, -1, -1
     offset, ts, leader_epoch = found

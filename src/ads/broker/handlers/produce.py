@@ -162,6 +162,13 @@ def _append(ctx: RequestContext, req: m.ProduceRequest,
         ctx.throttle(throttle_ms)
     if acks == 0:
         if failed:
+            # No response to carry the errors: closing is how an acks=0 producer learns of
+            # them (Kafka does the same), and this line is how the operator does.
+            errors = ", ".join(f"{t.name}-{p.index}: {ErrorCode(p.error_code).name}"
+                               for t in responses for p in t.partition_responses
+                               if p.error_code != ErrorCode.NONE)
+            log.info("closing connection from %s (client %r): acks=0 produce failed (%s)",
+                     ctx.connection.peer, ctx.client_id, errors)
             raise CloseConnection
         return None
     response = m.ProduceResponse(responses=responses, throttle_time_ms=throttle_ms)

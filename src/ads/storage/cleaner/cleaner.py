@@ -76,8 +76,6 @@ __all__ = [
 logger = logging.getLogger("ads.storage.cleaner")
 
 _INT32_MAX = 0x7FFFFFFF
-# A compressed batch inflating past this is treated as corrupt (the log is left uncleaned).
-_MIN_UNCOMPRESSED_LIMIT = 64 << 20
 
 # Runs a function on the thread that owns the logs and returns its result.
 OwnerCall = Callable[[Callable[[], object]], object]
@@ -509,7 +507,7 @@ def clean_log(
         throttler=throttler,
         check_abort=check_abort,
         io_buffer_size=max(io_buffer_size, BATCH_OVERHEAD),
-        max_uncompressed_bytes=max(_MIN_UNCOMPRESSED_LIMIT, 16 * plan.config.max_message_bytes),
+        max_uncompressed_bytes=plan.config.max_inflated_bytes,
     )
     map_end = _build_offset_map(state)
     map_duration = time.monotonic() - started
