@@ -14,6 +14,7 @@ from typing import Protocol
 from ads.broker.authorized_operations import OperationsAuthorizer
 from ads.broker.config import BrokerConfig
 from ads.broker.fetch_sessions import FetchSessionCache
+from ads.broker.listeners import InterBroker
 from ads.common.clock import Clock
 from ads.controller.controller import Controller
 from ads.coordinator.group.coordinator import GroupCoordinator
@@ -47,6 +48,8 @@ class BrokerContext(Protocol):
     # (`ads.broker.markers.BrokerMarkerWriter`).
     txn_requests: TxnRequests
     fetch_sessions: FetchSessionCache
+    # How this broker reaches the others (the inter-broker listener, TLS or not).
+    inter_broker: InterBroker
     # Decides the authorized operations responses report (everything, until ACLs exist).
     operations_authorizer: OperationsAuthorizer
     # Metadata's per-topic response entries (handlers/metadata.py).

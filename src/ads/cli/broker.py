@@ -64,7 +64,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(config: BrokerConfig) -> int:
-    broker = Broker(config)
+    try:
+        broker = Broker(config)  # reads TLS keys and certificates
+    except ConfigError as exc:
+        log.error("invalid configuration: %s", exc)  # noqa: TRY400 - a clear line
+        return 2
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -20,6 +20,15 @@ taken once and kept beside each of them; the handler finds it in
 the ones before it (Kafka's queue time) is its start minus that. The listener's `on_sent`
 is told each response's API key and how long handing it to the transport took, sendfile
 and waiting for a full transport to drain included (Kafka's send time).
+
+TLS (listeners of protocol SSL and SASL_SSL): the connection is accepted as plain TCP and
+upgraded with `loop.start_tls`, so a failed handshake (an untrusted or expired certificate,
+none where `ssl.client.auth=required`, a plaintext client) is one log line and that one
+connection closed; asyncio's own TLS servers drop such failures silently. Input that
+arrives with the end of the handshake is queued and answered once the connection is set
+up. A client certificate names the connection's principal (`principal_of`, Kafka's
+"User:CN=..."). Over TLS, file regions are read and written through the TLS transport:
+sendfile cannot encrypt.
 """
 
 from __future__ import annotations
@@ -31,14 +40,15 @@ import itertools
 import logging
 import os
 import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+
+from ads.net.regions import Chunk, FileRegion, inline_small_regions, pread_exactly
 
 log = logging.getLogger("ads.net")
 
-Chunk = Any  # bytes-like, or a file region with fd/offset/length
 Response = Sequence[Chunk] | None
 Handler = Callable[[memoryview, "ConnectionInfo"], "Response | Awaitable[Response]"]
 # Told the API key of each response written and the seconds its send took.
@@ -51,15 +61,6 @@ _SCRATCH_BYTES = 256 << 10  # receive buffer of a connection, reused for small r
 _DIRECT_MIN_BYTES = 64 << 10
 _PRODUCE = 0
 _HIGH_WATER = 4 << 20
-# File regions up to this size are read and sent inline rather than with sendfile.
-SENDFILE_MIN_BYTES = 64 << 10
-_BYTES_LIKE = (bytes, bytearray, memoryview)
-
-
-class FileRegion(Protocol):
-    fd: int
-    offset: int
-    length: int
 
 
 class CloseConnection(Exception):  # noqa: N818 - it is a request, not a failure
@@ -91,11 +92,23 @@ class ConnectionInfo:
 _ids = itertools.count(1)
 
 
+# The TLS handshake of a new connection must end within this (Kafka has no such bound; a
+# client that never finishes would otherwise hold a connection forever).
+TLS_HANDSHAKE_TIMEOUT_S = 30.0
+# The principal of a TLS client from its certificate (DER); raises ValueError to refuse it.
+PrincipalOf = Callable[[bytes], str]
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, handler: Handler, max_request_size: int,
                  on_close: Callable[[ConnectionInfo], None] | None = None,
-                 on_sent: SentCallback | None = None) -> None:
+                 on_sent: SentCallback | None = None,
+                 ssl_context: ssl.SSLContext | None = None,
+                 principal_of: PrincipalOf | None = None) -> None:
         self._handler = handler
+        self._ssl_context = ssl_context
+        self._principal_of = principal_of
+        self._handshake: asyncio.Task[None] | None = None
         self._max_request_size = max_request_size
         self._on_close = on_close
         self._on_sent = on_sent
@@ -134,16 +147,67 @@ class KafkaConnection(asyncio.BufferedProtocol):
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if transport.get_extra_info("sslcontext") is None:
-                self._sock_fd = sock.fileno()
+        if self._ssl_context is not None:
+            # Nothing is read until start_tls owns the socket; requests wait (busy) until
+            # the handshake is done and the principal known (`_tls_made`).
+            transport.pause_reading()
+            self._busy = True
+            self._handshake = asyncio.ensure_future(self._start_tls(transport,
+                                                                    self._ssl_context))
+            return
+        if sock is not None and transport.get_extra_info("sslcontext") is None:
+            self._sock_fd = sock.fileno()
         transport.set_write_buffer_limits(high=_HIGH_WATER)
 
+    async def _start_tls(self, raw: asyncio.Transport, context: ssl.SSLContext) -> None:
+        try:
+            # Application data that comes with the handshake's end is delivered to this
+            # protocol before start_tls returns: it is queued (busy) until `_tls_made`.
+            tls = await asyncio.get_running_loop().start_tls(
+                raw, self, context, server_side=True,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+        except asyncio.CancelledError:
+            self.connection_lost(None)
+            raise
+        except (OSError, ConnectionError, TimeoutError) as exc:
+            if not self.info.closed:
+                log.info("Failed authentication with %s on listener %s (SSL handshake "
+                         "failed: %s)", self.info.peer, self.info.listener_name,
+                         getattr(exc, "reason", None) or exc)
+            self.connection_lost(None)
+            return
+        if tls is None or self.info.closed:
+            self.connection_lost(None)
+            return
+        self._tls_made(tls)
+
+    def _tls_made(self, tls: asyncio.Transport) -> None:
+        self._transport = tls
+        tls.set_write_buffer_limits(high=_HIGH_WATER)
+        ssl_object = tls.get_extra_info("ssl_object")
+        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        if der and self._principal_of is not None:
+            try:
+                self.info.principal = self._principal_of(der)
+            except ValueError as exc:
+                log.info("Failed authentication with %s on listener %s (%s)",
+                         self.info.peer, self.info.listener_name, exc)
+                self._close()
+                return
+        self._busy = False
+        if self._pending:
+            self._process()
+
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.lost.done():  # a failed TLS handshake may be reported twice
+            return
         self.info.closed = True
         if not self.lost.done():
             self.lost.set_result(None)
         if self._task is not None and not self._task.done():
             self._task.cancel()
+        if self._handshake is not None and not self._handshake.done():
+            self._handshake.cancel()
         if self._drain_waiter is not None and not self._drain_waiter.done():
             self._drain_waiter.set_result(None)
         if self._on_close is not None:
@@ -249,7 +313,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
             if result is not None and not inspect.isawaitable(result):
                 try:
-                    result, large = _inline_small_regions(result)
+                    result, large = inline_small_regions(result)
                 except OSError as exc:
                     log.warning("connection %s: cannot read a file region: %s",
                                 self.info.peer, exc)
@@ -327,7 +391,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         transport = self._transport
         assert transport is not None
         loop = asyncio.get_running_loop()
-        chunks, _ = _inline_small_regions(chunks)
+        chunks, _ = inline_small_regions(chunks)
         pending: list[Chunk] = []
         for chunk in chunks:
             if isinstance(chunk, (bytes, bytearray, memoryview)):
@@ -336,6 +400,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if pending:
                 transport.writelines(pending)
                 pending = []
+            if self._ssl_context is not None:
+                # TLS encrypts in the process: the region is read (off the loop, it may be
+                # cold) and written through the transport, in one piece.
+                transport.write(await asyncio.to_thread(pread_exactly, chunk.fd, chunk.length,
+                                                        chunk.offset))
+                continue
             sent = self._sendfile_now(transport, chunk)
             if sent < chunk.length:
                 with os.fdopen(chunk.fd, "rb", buffering=0, closefd=False) as f:
@@ -396,48 +466,20 @@ def _api_key(frame: memoryview) -> int:
     return frame[0] << 8 | frame[1] if len(frame) > 1 else -1
 
 
-def _inline_small_regions(chunks: Sequence[Chunk]) -> tuple[Sequence[Chunk], bool]:
-    """Replaces file regions of at most `SENDFILE_MIN_BYTES` by their bytes.
-
-    Returns the chunks and whether a (larger) region remains for sendfile. A small region
-    costs less read and sent with the response's other bytes than sendfile'd: asyncio's
-    sendfile needs a task, a drained transport and a syscall of its own per region
-    (docs/benchmarks.md has the measurements).
-    """
-    if all(isinstance(c, _BYTES_LIKE) for c in chunks):
-        return chunks, False
-    out: list[Chunk] = []
-    large = False
-    for chunk in chunks:
-        if isinstance(chunk, _BYTES_LIKE):
-            out.append(chunk)
-        elif chunk.length > SENDFILE_MIN_BYTES:
-            out.append(chunk)
-            large = True
-        elif chunk.length:
-            out.append(_pread_exactly(chunk.fd, chunk.length, chunk.offset))
-    return out, large
-
-
-def _pread_exactly(fd: int, length: int, offset: int) -> bytes:
-    data = os.pread(fd, length, offset)
-    while len(data) < length:
-        more = os.pread(fd, length - len(data), offset + len(data))
-        if not more:
-            # The size prefix already counts these bytes: the response cannot be finished.
-            raise ConnectionAbortedError(f"file region ends early ({len(data)}/{length})")
-        data += more
-    return data
-
-
 class KafkaListener:
     """Accepts connections on one host:port and hands their frames to `handler`."""
 
     def __init__(self, handler: Handler, host: str, port: int, max_request_size: int,
                  on_close: Callable[[ConnectionInfo], None] | None = None,
                  on_sent: SentCallback | None = None, listener_name: str = "PLAINTEXT",
-                 security_protocol: str = "PLAINTEXT") -> None:
+                 security_protocol: str = "PLAINTEXT",
+                 ssl_context: ssl.SSLContext | None = None,
+                 principal_of: PrincipalOf | None = None) -> None:
+        """`ssl_context`: the TLS listener's server context (None: plain TCP);
+        `principal_of`: names the principal of a client that shows a certificate."""
         self._handler = handler
+        self._ssl_context = ssl_context
+        self._principal_of = principal_of
         self.listener_name = listener_name
         self.security_protocol = security_protocol
         self._on_sent = on_sent
@@ -462,7 +504,7 @@ class KafkaListener:
 
     def _make_connection(self) -> KafkaConnection:
         conn = KafkaConnection(self._handler, self._max_request_size, self._closed,
-                               self._on_sent)
+                               self._on_sent, self._ssl_context, self._principal_of)
         conn.info.listener_name = self.listener_name
         conn.info.security_protocol = self.security_protocol
         conn.info.authenticated = not self.security_protocol.startswith("SASL_")

@@ -19,7 +19,7 @@ from ads.storage.cleaner import LogCleaner
 
 class ObservedBroker(BrokerContext, Protocol):
     metrics: BrokerMetrics
-    listener: KafkaListener | None
+    listeners: list[KafkaListener]
     log_cleaner: LogCleaner | None
     started: bool
 
