@@ -11,6 +11,7 @@ from pathlib import Path
 CLIENT_SUBJECT = "/C=US/O=ADS Tests/OU=Engineering/CN=alice"
 # Java's RFC 2253 form of CLIENT_SUBJECT: the last RDN first.
 CLIENT_DN = "CN=alice,OU=Engineering,O=ADS Tests,C=US"
+KEY_PASSWORD = "key-secret"
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,7 @@ class Pki:
     broker_cert: Path
     broker_key: Path
     broker_keystore: Path  # key and chain in one PEM file (ssl.keystore.type=PEM)
+    broker_encrypted_keystore: Path  # the same, its key encrypted with KEY_PASSWORD
     client_cert: Path
     client_key: Path
     client_keystore: Path
@@ -81,7 +83,11 @@ def make_pki(directory: Path) -> Pki:
     client = _signed(directory, "client", CLIENT_SUBJECT, ca, "2")
     rogue = _signed(directory, "rogue", "/CN=mallory", rogue_ca, "2")
     expired = _signed(directory, "expired", "/CN=old", ca, "-1")
+    _openssl("pkcs8", "-topk8", "-in", broker[1].name, "-out", "broker-encrypted.key",
+             "-v2", "aes-256-cbc", "-passout", f"pass:{KEY_PASSWORD}", cwd=directory)
     return Pki(directory, ca[0], broker[0], broker[1],
-               _keystore(directory, "broker", *broker), client[0], client[1],
+               _keystore(directory, "broker", *broker),
+               _keystore(directory, "broker-encrypted", broker[0],
+                         directory / "broker-encrypted.key"), client[0], client[1],
                _keystore(directory, "client", *client), rogue[0], rogue[1],
                expired[0], expired[1])

@@ -219,7 +219,7 @@ class Broker:
             submit_to_owner=asyncio.get_running_loop().call_soon_threadsafe)
         self.log_cleaner.startup()
         log.info("ADS broker %d listening on %s (advertised %s), data in %s",
-                 self.node_id, ", ".join(f"{n}://{h}:{p}" for n, (h, p) in bound.items()),
+                 self.node_id, ", ".join(f"{h}:{p} ({n})" for n, (h, p) in bound.items()),
                  ", ".join(e.url for e in advertised), ", ".join(str(d) for d in self.log_dirs))
 
     async def stop(self) -> None:

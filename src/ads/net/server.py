@@ -173,7 +173,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if not self.info.closed:
                 log.info("Failed authentication with %s on listener %s (SSL handshake "
                          "failed: %s)", self.info.peer, self.info.listener_name,
-                         getattr(exc, "reason", None) or exc)
+                         _handshake_failure(exc))
             self.connection_lost(None)
             return
         if tls is None or self.info.closed:
@@ -458,6 +458,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._start = self._end = 0  # unread input is dropped; reads may still land
         if self._transport is not None:
             self._transport.close()
+
+
+def _handshake_failure(exc: BaseException) -> str:
+    """Why a TLS handshake failed, in OpenSSL's words ("certificate has expired")."""
+    return str(getattr(exc, "verify_message", None) or getattr(exc, "reason", None) or exc)
 
 
 def _api_key(frame: memoryview) -> int:
