@@ -7,6 +7,8 @@ import os
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from ads.bench import report
 from ads.bench.stats import ResourceSampler, latency_summary, median, percentile
 
@@ -89,3 +91,24 @@ def test_bench_report_profile_frames_and_flame_graph() -> None:
     svg = report.flame_graph_svg(stacks, "W1")
     assert svg.startswith("<svg") and "append (log.py:9)" in svg and "60.0%" in svg
     assert report.top_frames(Counter()) == []
+
+
+def test_suite_says_why_the_docs_file_was_not_updated(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from ads.bench.report import DOCS_BEGIN, DOCS_END  # noqa: PLC0415
+    from ads.bench.suite import SuiteOptions, update_docs  # noqa: PLC0415
+
+    missing = tmp_path / "nope.md"
+    update_docs(SuiteOptions(docs=missing), "results\n")
+    assert not missing.exists()
+    assert "does not exist: not updated" in capsys.readouterr().err
+    plain = tmp_path / "plain.md"
+    plain.write_text("no block here\n")
+    update_docs(SuiteOptions(docs=plain), "results\n")
+    assert plain.read_text() == "no block here\n"
+    assert "has no" in capsys.readouterr().err
+    marked = tmp_path / "marked.md"
+    marked.write_text(f"a\n{DOCS_BEGIN}\nold\n{DOCS_END}\nb\n")
+    update_docs(SuiteOptions(docs=marked), "results\n")
+    assert "results" in marked.read_text() and "old" not in marked.read_text()
+    assert f"updated {marked}" in capsys.readouterr().err

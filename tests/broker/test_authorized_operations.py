@@ -5,6 +5,7 @@ that applies when asked (no authorizer), and -2147483648 when not asked."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicCollection
@@ -19,8 +20,12 @@ from ads.broker.authorized_operations import (
     bit_set,
 )
 from ads.broker.authorized_operations import AclOperation as Op
+from ads.metadata.acl import AccessControlEntry, AclPermissionType, PatternType, ResourcePattern
+from ads.metadata.acl_stores import EmbeddedAclStore
+from ads.metadata.embedded import EmbeddedMetadataStore
 from ads.net.server import ConnectionInfo
 from ads.protocol import messages as m
+from ads.security.authorizer import AclAuthorizer
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
 from kafka_wire import RawConnection
@@ -114,15 +119,16 @@ def test_authorized_operations_not_requested_by_version(broker: EmbeddedBroker) 
         assert again.topics[0].topic_authorized_operations == NOT_REQUESTED
 
 
-def test_authorized_operations_authorizer_replaces_the_bits() -> None:
-    class OnlyDescribe:
-        def allowed(self, connection: ConnectionInfo, client_id: str | None,
-                    resource_type: ResourceType, name: str,
-                    operations: frozenset[Op]) -> list[Op]:
-            return [op for op in operations if op is Op.DESCRIBE and name != "secret"]
-
-    conn = ConnectionInfo(1, "127.0.0.1:1")
-    assert authorized_operations(OnlyDescribe(), conn, None, ResourceType.TOPIC, "t") == 1 << 8
-    assert authorized_operations(OnlyDescribe(), conn, None, ResourceType.TOPIC, "secret") == 0
-    assert authorized_operations(ALLOW_ALL, conn, None, ResourceType.GROUP, "g") == (
+def test_authorized_operations_authorizer_replaces_the_bits(tmp_path: Path) -> None:
+    store = EmbeddedMetadataStore(tmp_path, 1)
+    store.acls[ResourcePattern(ResourceType.TOPIC, "t", PatternType.LITERAL)] = frozenset({
+        AccessControlEntry("User:alice", "*", Op.READ, AclPermissionType.ALLOW)})
+    authorizer = AclAuthorizer(EmbeddedAclStore(store))
+    alice = ConnectionInfo(1, "127.0.0.1:1", principal="User:alice")
+    bob = ConnectionInfo(2, "127.0.0.1:2", principal="User:bob")
+    # READ implies DESCRIBE.
+    assert authorized_operations(authorizer, alice, ResourceType.TOPIC, "t") == (
+        1 << 3 | 1 << 8)
+    assert authorized_operations(authorizer, bob, ResourceType.TOPIC, "t") == 0
+    assert authorized_operations(ALLOW_ALL, bob, ResourceType.GROUP, "g") == (
         1 << 3 | 1 << 6 | 1 << 8)

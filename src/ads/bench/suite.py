@@ -437,12 +437,21 @@ def _write_outputs(ctx: _Context, results: dict[str, Any]) -> None:
         results["plots"] = [p.name for p in report.plot_results(results, run_dir)]
     except ImportError:
         _say(ctx.opts, "matplotlib is not installed: no plots (pip install 'ads[bench]')")
-    if ctx.opts.docs is not None and ctx.opts.docs.exists():
-        if report.update_docs(ctx.opts.docs, block):
-            _say(ctx.opts, f"updated {ctx.opts.docs}")
-        else:
-            _say(ctx.opts, f"{ctx.opts.docs} has no {report.DOCS_BEGIN} block: not updated")
+    update_docs(ctx.opts, block)
     (run_dir / "results.json").write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+
+
+def update_docs(opts: SuiteOptions, block: str) -> None:
+    """Writes the results block into `opts.docs`, saying what happened either way."""
+    docs = opts.docs
+    if docs is None:
+        return
+    if not docs.exists():
+        _say(opts, f"{docs} does not exist: not updated")
+    elif report.update_docs(docs, block):
+        _say(opts, f"updated {docs}")
+    else:
+        _say(opts, f"{docs} has no {report.DOCS_BEGIN} block: not updated")
 
 
 def _write_profiles(ctx: _Context) -> dict[str, Any]:

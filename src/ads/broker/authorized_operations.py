@@ -12,53 +12,27 @@ ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER and DESCRIBE; a group READ, DESCRIBE and 
 not have).
 
 Who decides is an `OperationsAuthorizer`. Without an authorizer Kafka allows every
-operation that applies, which `ALLOW_ALL` does; an authorizer with ACLs implements the same
-one-method protocol and replaces it in the broker (`Broker.operations_authorizer`), and
-the handlers do not change.
+operation that applies, which `ALLOW_ALL` does; with `authorizer.class.name` set the broker
+holds an `ads.security.authorizer.AclAuthorizer` instead (`Broker.operations_authorizer`),
+which answers the same three questions from the ACLs, and every handler asks through
+`RequestContext` (`authorize`, `authorized_operations`, `authorize_any`) what the
+permission table (`ads.broker.permissions`) requires.
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable
 from typing import Protocol
 
+from ads.metadata.acl import AclOperation, ResourceType
 from ads.net.server import ConnectionInfo
 
 __all__ = [
     "ALLOW_ALL", "NOT_REQUESTED", "AclOperation", "AllowAll", "OperationsAuthorizer",
-    "ResourceType", "authorized_operations", "bit_set",
+    "ResourceType", "authorized_operations", "bit_set", "client_host",
 ]
 
 NOT_REQUESTED = -2147483648
-
-
-class AclOperation(enum.IntEnum):
-    """Kafka's operation codes (`org.apache.kafka.common.acl.AclOperation`)."""
-
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-
-
-class ResourceType(enum.IntEnum):
-    """Kafka's resource type codes (`org.apache.kafka.common.resource.ResourceType`)."""
-
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
 
 
 Op = AclOperation
@@ -69,6 +43,8 @@ SUPPORTED: dict[ResourceType, frozenset[AclOperation]] = {
                                      Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE, Op.ALTER,
                                      Op.DESCRIBE}),
     ResourceType.GROUP: frozenset({Op.READ, Op.DESCRIBE, Op.DELETE}),
+    ResourceType.TRANSACTIONAL_ID: frozenset({Op.DESCRIBE, Op.WRITE}),
+    ResourceType.DELEGATION_TOKEN: frozenset({Op.DESCRIBE}),
 }
 
 
@@ -80,22 +56,42 @@ def bit_set(operations: Iterable[AclOperation]) -> int:
     return bits
 
 
+def client_host(connection: ConnectionInfo) -> str:
+    """The client's address as ACL hosts name it ("127.0.0.1"), from the "host:port" peer."""
+    return connection.peer.rsplit(":", 1)[0].strip("[]")
+
+
 class OperationsAuthorizer(Protocol):
-    def allowed(self, connection: ConnectionInfo, client_id: str | None,
-                resource_type: ResourceType, name: str,
-                operations: frozenset[AclOperation]) -> Iterable[AclOperation]:
-        """The subset of `operations` the connection's principal may perform on the
-        resource."""
+    def authorize(self, principal: str, host: str, resource_type: ResourceType, name: str,
+                  operation: AclOperation) -> bool:
+        """Whether the principal, connected from `host`, may perform the operation."""
+        ...
+
+    def allowed(self, principal: str, host: str, resource_type: ResourceType, name: str,
+                operations: Iterable[AclOperation]) -> frozenset[AclOperation]:
+        """The subset of `operations` the principal may perform on the resource."""
+        ...
+
+    def authorize_any(self, principal: str, host: str, resource_type: ResourceType,
+                      operation: AclOperation) -> bool:
+        """Whether the principal may perform the operation on some resource of the type."""
         ...
 
 
 class AllowAll:
     """No authorizer: everything that applies is allowed, as in Kafka."""
 
-    def allowed(self, connection: ConnectionInfo, client_id: str | None,
-                resource_type: ResourceType, name: str,
-                operations: frozenset[AclOperation]) -> Iterable[AclOperation]:
-        return operations
+    def authorize(self, principal: str, host: str, resource_type: ResourceType, name: str,
+                  operation: AclOperation) -> bool:
+        return True
+
+    def allowed(self, principal: str, host: str, resource_type: ResourceType, name: str,
+                operations: Iterable[AclOperation]) -> frozenset[AclOperation]:
+        return frozenset(operations)
+
+    def authorize_any(self, principal: str, host: str, resource_type: ResourceType,
+                      operation: AclOperation) -> bool:
+        return True
 
 
 ALLOW_ALL = AllowAll()
@@ -103,9 +99,9 @@ _ALL_BITS = {kind: bit_set(ops) for kind, ops in SUPPORTED.items()}
 
 
 def authorized_operations(authorizer: OperationsAuthorizer, connection: ConnectionInfo,
-                          client_id: str | None, resource_type: ResourceType, name: str) -> int:
+                          resource_type: ResourceType, name: str) -> int:
     """The bit set a response carries for the resource."""
     if isinstance(authorizer, AllowAll):
         return _ALL_BITS[resource_type]
-    return bit_set(authorizer.allowed(connection, client_id, resource_type, name,
-                                      SUPPORTED[resource_type]))
+    return bit_set(authorizer.allowed(connection.principal, client_host(connection),
+                                      resource_type, name, SUPPORTED[resource_type]))

@@ -534,8 +534,14 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
     ("replica.high.watermark.checkpoint.interval.ms", L, "5000", None, HIGH,
      "How often high watermarks are checkpointed."),
     # security
-    ("authorizer.class.name", S, "", None, LOW,
-     "Authorizer to use; empty allows every request."),
+    ("authorizer.class.name", S, "", OneOf(("", "kafka.security.authorizer.AclAuthorizer",
+                                             "org.apache.kafka.metadata.authorizer."
+                                             "StandardAuthorizer")), LOW,
+     "Authorizer to use (either of Kafka's ACL authorizers); empty allows every request."),
+    ("super.users", S, "", None, LOW,
+     "Principals allowed everything, separated by semicolons (User:admin;User:broker)."),
+    ("allow.everyone.if.no.acl.found", B, "false", None, LOW,
+     "Whether a resource no ACL names is open to everyone (with an authorizer)."),
     ("sasl.enabled.mechanisms", LI, "GSSAPI", None, MEDIUM, "SASL mechanisms offered."),
     ("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", None, MEDIUM,
      "SASL mechanism brokers use with each other."),
@@ -728,7 +734,6 @@ NO_EFFECT_BROKER_KEYS: dict[str, str] = {
     "replica.high.watermark.checkpoint.interval.ms": "the high watermark is checkpointed with "
                                                      "the recovery point, every "
                                                      "log.flush.offset.checkpoint.interval.ms",
-    "authorizer.class.name": "no authorizer yet: every request is allowed",
     "sasl.enabled.mechanisms": _TLS,
     "sasl.mechanism.inter.broker.protocol": _TLS,
     "ssl.keystore.password": _PEM_ONLY,

@@ -19,6 +19,7 @@ from ads.common.clock import Clock
 from ads.controller.controller import Controller
 from ads.coordinator.group.coordinator import GroupCoordinator
 from ads.coordinator.transaction.coordinator import MarkerWriter, TransactionCoordinator
+from ads.metadata.acl import AclStore
 from ads.metadata.cache import TopicCache
 from ads.metadata.model import BrokerEndpoint, TopicState
 from ads.metadata.store import MetadataStore
@@ -50,8 +51,10 @@ class BrokerContext(Protocol):
     fetch_sessions: FetchSessionCache
     # How this broker reaches the others (the inter-broker listener, TLS or not).
     inter_broker: InterBroker
-    # Decides the authorized operations responses report (everything, until ACLs exist).
+    # Decides what the principal may do (everything, without `authorizer.class.name`).
     operations_authorizer: OperationsAuthorizer
+    # Where ACLs live; None without an authorizer.
+    acl_store: AclStore | None
     # Metadata's per-topic response entries (handlers/metadata.py).
     metadata_entries: TopicCache[MetadataResponse.MetadataResponseTopic]
 

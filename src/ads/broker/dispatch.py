@@ -19,7 +19,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ads.broker.authorized_operations import ResourceType, authorized_operations
+from ads.broker.authorized_operations import (
+    ALLOW_ALL,
+    AclOperation,
+    ResourceType,
+    authorized_operations,
+    client_host,
+)
 from ads.broker.context import BrokerContext
 from ads.broker.metrics import BrokerMetrics
 from ads.broker.refusals import RefusalLog
@@ -54,7 +60,25 @@ class RequestContext:
     def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
         """The KIP-430 bit set of what this request's principal may do to the resource."""
         return authorized_operations(self.broker.operations_authorizer, self.connection,
-                                     self.client_id, resource_type, name)
+                                     resource_type, name)
+
+    @property
+    def authorizing(self) -> bool:
+        """Whether an authorizer decides (`authorizer.class.name` is set)."""
+        return self.broker.operations_authorizer is not ALLOW_ALL
+
+    def authorize(self, resource_type: ResourceType, name: str,
+                  operation: AclOperation) -> bool:
+        """Whether this request's principal may perform `operation` on the resource (the
+        operations each API requires: `ads.broker.permissions`)."""
+        return self.broker.operations_authorizer.authorize(
+            self.connection.principal, client_host(self.connection), resource_type, name,
+            operation)
+
+    def authorize_any(self, resource_type: ResourceType, operation: AclOperation) -> bool:
+        """Whether the principal may perform `operation` on some resource of the type."""
+        return self.broker.operations_authorizer.authorize_any(
+            self.connection.principal, client_host(self.connection), resource_type, operation)
 
     def refused(self, reason: str) -> None:
         """Logs, once per client and reason, that this request met a missing feature."""

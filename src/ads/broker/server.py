@@ -33,6 +33,8 @@ from ads.broker.settings import cleaner_config_from, fetcher_config, log_config_
 from ads.broker.shutdown import controlled_shutdown
 from ads.common.clock import Clock, SystemClock
 from ads.controller.controller import Controller
+from ads.metadata.acl import AclStore
+from ads.metadata.acl_stores import acl_store_for
 from ads.metadata.assignment import assign_replicas
 from ads.metadata.cache import TopicCache
 from ads.metadata.embedded import EmbeddedMetadataStore
@@ -43,6 +45,7 @@ from ads.net.server import KafkaListener
 from ads.protocol.messages import MetadataResponse
 from ads.replication.fetcher import ReplicaFetcherManager
 from ads.replication.replica_manager import ReplicaManager
+from ads.security.authorizer import AclAuthorizer, parse_super_users
 from ads.storage.cleaner import LogCleaner
 from ads.storage.config import LogConfig
 from ads.storage.fileio import OS_FILE_IO, FileIO
@@ -110,7 +113,9 @@ class Broker:
         self.replica_manager.add_leadership_listener(
             lambda topic, index, leader, epoch: coordinators.leadership_changed(
                 self, topic, index, leader, epoch))
+        # ALLOW_ALL until start-up reads the ACLs, when `authorizer.class.name` is set.
         self.operations_authorizer: OperationsAuthorizer = ALLOW_ALL
+        self.acl_store: AclStore | None = None
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots"))
         # One per entry of `listeners`; each knows its name and security protocol.
@@ -140,6 +145,7 @@ class Broker:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(self.metadata.load)
+        await self._start_authorizer()
         self.log_manager.startup()
         self.fetchers = ReplicaFetcherManager(self.node_id, fetcher_config(self.config),
                                               self.inter_broker.address,
@@ -221,6 +227,18 @@ class Broker:
         log.info("ADS broker %d listening on %s (advertised %s), data in %s",
                  self.node_id, ", ".join(f"{h}:{p} ({n})" for n, (h, p) in bound.items()),
                  ", ".join(e.url for e in advertised), ", ".join(str(d) for d in self.log_dirs))
+
+    async def _start_authorizer(self) -> None:
+        """Reads the ACLs before the listener opens: no request is decided without them."""
+        if not self.config.get("authorizer.class.name"):
+            return
+        self.acl_store = acl_store_for(self.metadata, asyncio.get_running_loop())
+        await asyncio.to_thread(self.acl_store.start)
+        self.operations_authorizer = AclAuthorizer(
+            self.acl_store, parse_super_users(str(self.config.get("super.users") or "")),
+            self.config.get_bool("allow.everyone.if.no.acl.found"))
+        log.info("authorizer %s on; super users: %s", self.config.get("authorizer.class.name"),
+                 self.config.get("super.users") or "none")
 
     async def stop(self) -> None:
         if not self.started or self._stopping:

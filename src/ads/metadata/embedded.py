@@ -17,8 +17,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ads.common.files import atomic_write
+from ads.metadata import acl
+from ads.metadata.entity_config import apply_changes
 from ads.metadata.model import BrokerEndpoint, PartitionState, TopicState
-from ads.metadata.store import MetadataListener
+from ads.metadata.store import EntityListener, MetadataListener
 
 METADATA_FILE = "ads-metadata.json"
 FORMAT_VERSION = 1
@@ -50,6 +52,11 @@ class EmbeddedMetadataStore:
         self.controller_id = node_id  # the one broker decides everything
         self.fenced = False
         self._listeners: list[MetadataListener] = []
+        # User and client-id configs by entity path (`ads.metadata.entity_config`).
+        self.entity_configs: dict[str, dict[str, str]] = {}
+        self._entity_listeners: list[EntityListener] = []
+        # ACLs by resource pattern, kept in the same file (`ads.metadata.acl_stores`).
+        self.acls: dict[acl.ResourcePattern, frozenset[acl.AccessControlEntry]] = {}
 
     def load(self) -> None:
         if not self._path.exists():
@@ -61,6 +68,9 @@ class EmbeddedMetadataStore:
             self.cluster_id = str(data["cluster_id"])
             self.producer_id_block_end = int(data.get("producer_id_block_end", 0))
             topics = [TopicState.from_json(t) for t in data["topics"]]
+            self.entity_configs = {str(path): {str(k): str(v) for k, v in configs.items()}
+                                   for path, configs in data.get("entity_configs", {}).items()}
+            self.acls = acl.view_from_json(data.get("acls", []))
         except (ValueError, KeyError, TypeError) as exc:
             raise MetadataCorruptError(f"cannot read {self._path}: {exc}") from exc
         self.topics = {t.name: t for t in topics}
@@ -76,9 +86,26 @@ class EmbeddedMetadataStore:
     def add_listener(self, listener: MetadataListener) -> None:
         self._listeners.append(listener)
 
+    def add_entity_listener(self, listener: EntityListener) -> None:
+        self._entity_listeners.append(listener)
+
+    async def alter_entity_configs(self, path: str, changes: Mapping[str, str | None]) -> None:
+        configs = apply_changes(self.entity_configs.get(path, {}), dict(changes))
+        if configs:
+            self.entity_configs[path] = configs
+        else:
+            self.entity_configs.pop(path, None)
+        self._save()
+        for listener in self._entity_listeners:
+            listener(path)
+
     def _changed(self, name: str) -> None:
         for listener in self._listeners:
             listener(name)
+
+    def save(self) -> None:
+        """Writes the file after a change made to a public attribute (`acls`)."""
+        self._save()
 
     def _save(self) -> None:
         self.version += 1  # every change goes through here: caches compare it
@@ -87,6 +114,8 @@ class EmbeddedMetadataStore:
             "cluster_id": self.cluster_id,
             "producer_id_block_end": self.producer_id_block_end,
             "topics": [t.to_json() for t in self.topics.values()],
+            "entity_configs": self.entity_configs,
+            "acls": acl.view_to_json(self.acls),
         }
         atomic_write(self._path, json.dumps(data, indent=1, sort_keys=True).encode())
 

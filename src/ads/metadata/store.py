@@ -18,6 +18,8 @@ from typing import Protocol
 from ads.metadata.model import BrokerEndpoint, TopicState
 
 MetadataListener = Callable[[str | None], None]
+# Told the path of an entity whose configs changed.
+EntityListener = Callable[[str], None]
 
 
 class MetadataUnavailableError(RuntimeError):
@@ -76,6 +78,18 @@ class MetadataStore(Protocol):
                          isr: list[int]) -> bool:
         """The partition's leader records a new ISR; False when the stored state no longer
         names this broker as leader at `leader_epoch` (the change is then dropped)."""
+
+    # Kafka's user and client-id configs (quotas, SCRAM credentials), by entity path
+    # (`ads.metadata.entity_config`); entities without configs are absent.
+    @property
+    def entity_configs(self) -> Mapping[str, Mapping[str, str]]: ...
+
+    async def alter_entity_configs(self, path: str, changes: Mapping[str, str | None]) -> None:
+        """Sets the entity's keys to the values given, removing those given None; returns
+        once this broker's view shows the change."""
+
+    def add_entity_listener(self, listener: EntityListener) -> None:
+        """`listener(path)` is called on the event loop after an entity's configs change."""
 
     async def allocate_producer_id_block(self, size: int) -> tuple[int, int]:
         """Reserves `size` producer ids no broker has used; returns [start, end)."""

@@ -14,6 +14,9 @@ knows Kafka can read an ADS cluster with `zkCli.sh`:
                                                    "adding_replicas":{},"removing_replicas":{}}
     /brokers/topics/<topic>/partitions/<p>/state  {"leader":1,"leader_epoch":0,"isr":[1],...}
     /config/topics/<topic>                        {"version":1,"config":{"k":"v"}}
+    /config/users/<user>[/clients/<id>]           the same, for users and client ids
+    /config/clients/<id>                          (quotas, SCRAM credentials: see
+    /config/changes/config_change_<n>             ads.metadata.zk_entity_configs)
     /admin/delete_topics/<topic>                  a topic to delete (the controller does it)
     /latest_producer_id_block                     the last producer id block handed out
 

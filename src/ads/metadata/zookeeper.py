@@ -34,11 +34,13 @@ from ads.metadata import zk_layout as zl
 from ads.metadata.embedded import new_cluster_id
 from ads.metadata.model import BrokerEndpoint, PartitionState, TopicState
 from ads.metadata.store import (
+    EntityListener,
     MetadataListener,
     MetadataUnavailableError,
     NodeIdInUseError,
     TopicExistsError,
 )
+from ads.metadata.zk_entity_configs import ZkEntityConfigs
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,9 @@ class ZkMetadataStore:
         self._lock = threading.Lock()
         self._closed = False
         self._lost = False  # kazoo-side: the session expired, register again on reconnect
+        self._entities = ZkEntityConfigs(self.zk, self._post, lambda: self._closed)
+        self._entities.on_change = self._entity_changed
+        self._entity_listeners: list[EntityListener] = []
 
     # -- start-up and shutdown (blocking) -------------------------------------------------
     def load(self) -> None:
@@ -106,6 +111,7 @@ class ZkMetadataStore:
         ChildrenWatch(self.zk, zl.BROKER_IDS, self._brokers_changed)
         DataWatch(self.zk, zl.CONTROLLER, self._controller_changed)
         ChildrenWatch(self.zk, zl.TOPICS, self._topics_changed)
+        self._entities.start()
 
     def _register(self) -> None:
         assert self._endpoint is not None
@@ -131,8 +137,15 @@ class ZkMetadataStore:
     def add_listener(self, listener: MetadataListener) -> None:
         self._listeners.append(listener)
 
+    def add_entity_listener(self, listener: EntityListener) -> None:
+        self._entity_listeners.append(listener)
+
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
         return self._by_id.get(topic_id)
+
+    @property
+    def entity_configs(self) -> Mapping[str, Mapping[str, str]]:
+        return self._entities.view
 
     # -- the session ----------------------------------------------------------------------
     def _session_changed(self, state: str) -> None:
@@ -299,10 +312,19 @@ class ZkMetadataStore:
         self._by_id[topic.topic_id] = topic
         self._changed(name)
 
+    def _entity_changed(self, path: str) -> None:
+        self.version += 1
+        for listener in self._entity_listeners:
+            listener(path)
+        self._wake_waiters()
+
     def _changed(self, name: str | None) -> None:
         self.version += 1
         for listener in self._listeners:
             listener(name)
+        self._wake_waiters()
+
+    def _wake_waiters(self) -> None:
         still = []
         for ready, fut in self._waiters:
             if fut.done():
@@ -384,6 +406,11 @@ class ZkMetadataStore:
             self.zk.set(zl.config_path(name), zl.encode_config(configs))
         await self._write(write)
         await self._until(lambda: getattr(self.topics.get(name), "configs", None) == configs,
+                          self._connection_timeout_s)
+
+    async def alter_entity_configs(self, path: str, changes: Mapping[str, str | None]) -> None:
+        written: dict[str, str] = await self._write(lambda: self._entities.write(path, changes))
+        await self._until(lambda: dict(self._entities.view.get(path, {})) == written,
                           self._connection_timeout_s)
 
     async def allocate_producer_id_block(self, size: int) -> tuple[int, int]:

@@ -11,13 +11,28 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ads.broker import config as bconfig
+from ads.broker import permissions as P
 from ads.broker.configdefs import TOPIC_CONFIG_DEFS, ConfigType
 from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.metadata.acl import CLUSTER_NAME
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _denied(ctx: RequestContext, resource_type: int, name: str, topic_rule: P.Rule,
+            broker_rule: P.Rule) -> ErrorCode | None:
+    """The authorization error for a config resource: topics are checked on the topic,
+    brokers and broker loggers on the cluster, as Kafka does."""
+    if resource_type == TOPIC:
+        rule, resource_name = topic_rule, name
+    elif resource_type in (BROKER, BROKER_LOGGER):
+        rule, resource_name = broker_rule, CLUSTER_NAME
+    else:
+        return None
+    return None if ctx.authorize(rule.resource, resource_name, rule.operation) else rule.error
 
 
 def handle_describe(ctx: RequestContext, req: m.DescribeConfigsRequest
@@ -31,6 +46,12 @@ def handle_describe(ctx: RequestContext, req: m.DescribeConfigsRequest
     for res in req.resources:
         out = Result(error_code=ErrorCode.NONE, error_message=None,
                      resource_type=res.resource_type, resource_name=res.resource_name, configs=[])
+        denied = _denied(ctx, res.resource_type, res.resource_name, P.DESCRIBE_CONFIGS_TOPIC,
+                         P.DESCRIBE_CONFIGS_BROKER)
+        if denied is not None:
+            out.error_code = denied
+            results.append(out)
+            continue
         if res.resource_type == TOPIC:
             topic = broker.metadata.topics.get(res.resource_name)
             if topic is None:
@@ -72,6 +93,9 @@ Compute = Callable[[dict[str, str]], dict[str, str]]
 async def _alter(ctx: RequestContext, resource_type: int, name: str, compute: Compute,
                  validate_only: bool) -> tuple[ErrorCode, str | None]:
     broker = ctx.broker
+    denied = _denied(ctx, resource_type, name, P.ALTER_CONFIGS_TOPIC, P.ALTER_CONFIGS_BROKER)
+    if denied is not None:
+        return denied, None
     if resource_type != TOPIC:
         return (ErrorCode.INVALID_REQUEST,
                 "Only topic configs can be altered; broker configs are static in ADS")

@@ -13,6 +13,7 @@ for groups described without error.
 
 from __future__ import annotations
 
+from ads.broker import permissions as P
 from ads.broker.authorized_operations import NOT_REQUESTED, ResourceType
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.broker.handlers.groups import client_host
@@ -26,6 +27,11 @@ DR = m.ConsumerGroupDescribeResponse
 
 def handle_heartbeat(ctx: RequestContext, req: m.ConsumerGroupHeartbeatRequest
                      ) -> m.ConsumerGroupHeartbeatResponse:
+    rule = P.GROUP_READ
+    if not ctx.authorize(rule.resource, req.group_id, rule.operation):
+        return m.ConsumerGroupHeartbeatResponse(error_code=rule.error, error_message=None,
+                                                member_id=None, member_epoch=0,
+                                                heartbeat_interval_ms=0)
     owned: Owned | None = None
     if req.topic_partitions is not None:
         owned = {}
@@ -62,7 +68,12 @@ def _assignment(owned: tuple[AssignedPartitions, ...]) -> DR.Assignment:
 def handle_describe(ctx: RequestContext, req: m.ConsumerGroupDescribeRequest
                     ) -> m.ConsumerGroupDescribeResponse:
     out = []
+    rule = P.GROUP_DESCRIBE
     for group_id in req.group_ids:
+        if not ctx.authorize(rule.resource, group_id, rule.operation):
+            out.append(DR.DescribedGroup(error_code=rule.error, error_message=None,
+                                         group_id=group_id, group_state=""))
+            continue
         d = ctx.broker.group_coordinator.describe_consumer_group(group_id)
         if d.error is not ErrorCode.NONE:
             out.append(DR.DescribedGroup(error_code=d.error, error_message=d.error_message,

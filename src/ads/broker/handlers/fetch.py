@@ -32,6 +32,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ads.broker import permissions as P
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.broker.fetch_sessions import CachedPartition, FetchSession, TopicKey, next_epoch
 from ads.broker.handlers.current_leader import LeaderEndpoints
@@ -43,6 +44,7 @@ from ads.broker.metrics import (
     UNKNOWN_TOPIC,
     BrokerMetrics,
 )
+from ads.metadata.acl import CLUSTER_NAME
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 from ads.replication.replica_manager import FetchParams, FetchPartition, FetchResult
@@ -68,6 +70,7 @@ class _Plan:
     incremental: bool  # leave out partitions with nothing new
     session: FetchSession | None = None
     names: dict[TopicKey, str | None] = field(default_factory=dict)  # None: unknown topic id
+    denied: set[TopicKey] = field(default_factory=set)  # not read: TOPIC_AUTHORIZATION_FAILED
 
 
 def _targets(req: m.FetchRequest, by_id: bool) -> list[CachedPartition]:
@@ -126,13 +129,21 @@ def _read(ctx: RequestContext, req: m.FetchRequest, plan: _Plan
           ) -> FetchResult | Awaitable[FetchResult]:
     names = plan.names
     targets = []
+    replica_id = _replica_id(ctx, req)
+    # A follower must be allowed CLUSTER_ACTION, a consumer READ on each topic; denied
+    # partitions are read as unknown ones (nothing), then answered as denied.
+    rule = P.FETCH_FOLLOWER if replica_id >= 0 else P.FETCH_TOPIC
+    follower_allowed = replica_id < 0 or ctx.authorize(rule.resource, CLUSTER_NAME,
+                                                       rule.operation)
     for t in plan.targets:
         if t.topic not in names:
-            names[t.topic] = _topic_name(ctx, t.topic)
-        targets.append(FetchPartition(names[t.topic], t.partition, t.fetch_offset,
-                                      t.partition_max_bytes, t.current_leader_epoch,
-                                      t.last_fetched_epoch))
-    replica_id = _replica_id(ctx, req)
+            name = names[t.topic] = _topic_name(ctx, t.topic)
+            if name is not None and not (follower_allowed if replica_id >= 0 else
+                                         ctx.authorize(rule.resource, name, rule.operation)):
+                plan.denied.add(t.topic)
+        targets.append(FetchPartition(None if t.topic in plan.denied else names[t.topic],
+                                      t.partition, t.fetch_offset, t.partition_max_bytes,
+                                      t.current_leader_epoch, t.last_fetched_epoch))
     # As in Kafka, the broker's fetch.max.bytes caps what a client asks for.
     max_bytes = req.max_bytes if replica_id >= 0 else min(
         req.max_bytes, ctx.broker.config.get_int("fetch.max.bytes"))
@@ -171,7 +182,7 @@ def _response(ctx: RequestContext, plan: _Plan, result: FetchResult, read_commit
     groups: dict[TopicKey, list[PartResp]] = {}
     leaders: LeaderEndpoints | None = None
     for t, read in zip(plan.targets, result.reads, strict=True):
-        code = read.error
+        code = ErrorCode.TOPIC_AUTHORIZATION_FAILED if t.topic in plan.denied else read.error
         if (plan.incremental and read.size == 0 and code == ErrorCode.NONE
                 and read.high_watermark == t.high_watermark
                 and read.last_stable_offset == t.last_stable_offset

@@ -21,12 +21,19 @@ cache; a partition without a committed offset gets offset -1 and no error.
 With `require_stable` (v7+, sent by read_committed consumers) a partition whose offset an
 open transaction holds (TxnOffsetCommit, `ads.coordinator.group.txn_offsets`) gets
 UNSTABLE_OFFSET_COMMIT, which the client retries.
+Permissions (`ads.broker.permissions`): OffsetCommit READ on the group (else every
+partition GROUP_AUTHORIZATION_FAILED) and READ on each topic (else its partitions
+TOPIC_AUTHORIZATION_FAILED); TxnOffsetCommit WRITE on the transactional id first; OffsetFetch
+DESCRIBE on the group and on each named topic (a fetch of all the group's offsets leaves
+out the topics the principal may not describe); OffsetDelete DELETE on the group and READ on
+each topic.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ads.broker import permissions as perm
 from ads.broker import txn_verify
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.coordinator.group.api import CommittedOffset, OffsetCommit
@@ -39,23 +46,40 @@ FR = m.OffsetFetchResponse
 ByTopic = dict[str, list[tuple[int, CommittedOffset | None]]]
 # Stands for the offset of a partition that an open transaction holds (require_stable).
 UNSTABLE = CommittedOffset(-1, -1, "", -1)
+# Stands for the offset of a named topic the principal may not describe.
+DENIED = CommittedOffset(-1, -1, "", -1)
+
+
+def _denied_topics(ctx: RequestContext, rule: perm.Rule, names: list[str]) -> set[str]:
+    return {n for n in names if not ctx.authorize(rule.resource, n, rule.operation)}
 
 
 async def handle_offset_commit(ctx: RequestContext, req: m.OffsetCommitRequest
                                ) -> m.OffsetCommitResponse:
     v = ctx.api_version
-    commits = [
-        OffsetCommit(t.name, p.partition_index, p.committed_offset,
-                     p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata)
-        for t in req.topics for p in t.partitions]
-    errors = iter(await ctx.broker.group_coordinator.commit_offsets(
-        req.group_id, req.generation_id_or_member_epoch, req.member_id,
-        req.group_instance_id if v >= 7 else None,
-        req.retention_time_ms if 2 <= v <= 4 else -1, commits, v))
+    group_rule, topic_rule = perm.GROUP_READ, perm.TOPIC_READ
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    if not ctx.authorize(group_rule.resource, req.group_id, group_rule.operation):
+        errors = {(t.name, p.partition_index): group_rule.error
+                  for t in req.topics for p in t.partitions}
+    else:
+        denied = _denied_topics(ctx, topic_rule, [t.name for t in req.topics])
+        commits = [
+            OffsetCommit(t.name, p.partition_index, p.committed_offset,
+                         p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata)
+            for t in req.topics if t.name not in denied for p in t.partitions]
+        results = await ctx.broker.group_coordinator.commit_offsets(
+            req.group_id, req.generation_id_or_member_epoch, req.member_id,
+            req.group_instance_id if v >= 7 else None,
+            req.retention_time_ms if 2 <= v <= 4 else -1, commits, v)
+        errors = {(c.topic, c.partition): e for c, e in zip(commits, results, strict=True)}
+        errors.update({(t.name, p.partition_index): topic_rule.error
+                       for t in req.topics if t.name in denied for p in t.partitions})
     return m.OffsetCommitResponse(topics=[
         CR.OffsetCommitResponseTopic(name=t.name, partitions=[
             CR.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
-                partition_index=p.partition_index, error_code=next(errors))
+                partition_index=p.partition_index,
+                error_code=errors[(t.name, p.partition_index)])
             for p in t.partitions])
         for t in req.topics])
 
@@ -63,10 +87,20 @@ async def handle_offset_commit(ctx: RequestContext, req: m.OffsetCommitRequest
 async def handle_txn_offset_commit(ctx: RequestContext, req: m.TxnOffsetCommitRequest
                                   ) -> m.TxnOffsetCommitResponse:
     v = ctx.api_version
+    T = m.TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic  # noqa: N806
+    refusal = next((r.error for r, name in ((perm.TXN_WRITE, req.transactional_id),
+                                             (perm.GROUP_READ, req.group_id))
+                    if not ctx.authorize(r.resource, name, r.operation)), None)
+    if refusal is not None:
+        return m.TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+            T(name=t.name, partitions=[T.TxnOffsetCommitResponsePartition(
+                partition_index=p.partition_index, error_code=refusal)
+                for p in t.partitions]) for t in req.topics])
+    denied = _denied_topics(ctx, perm.TOPIC_READ, [t.name for t in req.topics])
     commits = [
         OffsetCommit(t.name, p.partition_index, p.committed_offset,
                      p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata)
-        for t in req.topics for p in t.partitions]
+        for t in req.topics if t.name not in denied for p in t.partitions]
     groups = ctx.broker.group_coordinator
     # Offsets of a transaction that did not add the group (AddOffsetsToTxn) would never
     # get a marker and stay pending for ever: refused, as Kafka's KIP-890 check does.
@@ -79,12 +113,12 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: m.TxnOffsetCommitRe
             req.group_id, req.producer_id, req.producer_epoch,
             req.generation_id if v >= 3 else -1, req.member_id if v >= 3 else "",
             req.group_instance_id if v >= 3 else None, commits)
-    errors = iter(results)
-    T = m.TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic  # noqa: N806
+    done = {(c.topic, c.partition): e for c, e in zip(commits, results, strict=True)}
     return m.TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
         T(name=t.name, partitions=[
-            T.TxnOffsetCommitResponsePartition(partition_index=p.partition_index,
-                                               error_code=next(errors))
+            T.TxnOffsetCommitResponsePartition(
+                partition_index=p.partition_index,
+                error_code=done.get((t.name, p.partition_index), perm.TOPIC_READ.error))
             for p in t.partitions])
         for t in req.topics])
 
@@ -92,6 +126,16 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: m.TxnOffsetCommitRe
 def _fetch_group(ctx: RequestContext, group_id: str,
                  topics: list[tuple[str, list[int]]] | None, member_id: str | None,
                  member_epoch: int, require_stable: bool) -> tuple[ErrorCode, ByTopic]:
+    group_rule, topic_rule = perm.OFFSET_FETCH_GROUP, perm.DESCRIBE_TOPIC
+    if not ctx.authorize(group_rule.resource, group_id, group_rule.operation):
+        return group_rule.error, {t: [(p, None) for p in parts] for t, parts in topics or []}
+    denied = _denied_topics(ctx, topic_rule, [t for t, _ in topics or []])
+    if topics is not None and denied:
+        error, permitted = _fetch_group(ctx, group_id,
+                                        [t for t in topics if t[0] not in denied],
+                                        member_id, member_epoch, require_stable)
+        return error, {t: [(p, DENIED) for p in parts] if t in denied else permitted.get(t, [])
+                       for t, parts in topics}
     wanted = None if topics is None else [(t, p) for t, parts in topics for p in parts]
     coordinator = ctx.broker.group_coordinator
     error, found = coordinator.fetch_offsets(group_id, wanted, member_id, member_epoch)
@@ -100,6 +144,9 @@ def _fetch_group(ctx: RequestContext, group_id: str,
         unstable = (coordinator.unstable_offsets(group_id, [tp for tp, _ in found])
                     if require_stable else set())
         for (topic, partition), committed in found:
+            if topics is None and ctx.authorizing and not ctx.authorize(
+                    topic_rule.resource, topic, topic_rule.operation):
+                continue
             by_topic.setdefault(topic, []).append(
                 (partition, UNSTABLE if (topic, partition) in unstable else committed))
     elif topics is not None:
@@ -114,6 +161,9 @@ def _partition_fields(partition: int, committed: CommittedOffset | None, error: 
     the same fields under different classes)."""
     if committed is UNSTABLE:
         error = ErrorCode.UNSTABLE_OFFSET_COMMIT
+        committed = None
+    elif committed is DENIED:
+        error = perm.DESCRIBE_TOPIC.error
         committed = None
     if committed is None:
         return {"partition_index": partition, "committed_offset": -1,
@@ -157,11 +207,18 @@ def handle_offset_fetch(ctx: RequestContext, req: m.OffsetFetchRequest
 
 async def handle_offset_delete(ctx: RequestContext, req: m.OffsetDeleteRequest
                                ) -> m.OffsetDeleteResponse:
-    wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    group_rule = perm.OFFSET_DELETE_GROUP
+    if not ctx.authorize(group_rule.resource, req.group_id, group_rule.operation):
+        return m.OffsetDeleteResponse(error_code=group_rule.error)
+    denied = _denied_topics(ctx, perm.TOPIC_READ, [t.name for t in req.topics])
+    wanted = [(t.name, p.partition_index) for t in req.topics if t.name not in denied
+              for p in t.partitions]
     error, results = await ctx.broker.group_coordinator.delete_offsets(req.group_id, wanted)
     if error is not ErrorCode.NONE:
         return m.OffsetDeleteResponse(error_code=error)
-    codes = iter(results)
+    done = dict(zip(wanted, results, strict=True))
+    codes = iter(done.get((t.name, p.partition_index), perm.TOPIC_READ.error)
+                 for t in req.topics for p in t.partitions)
     T = m.OffsetDeleteResponse.OffsetDeleteResponseTopic  # noqa: N806
     return m.OffsetDeleteResponse(error_code=ErrorCode.NONE, topics=[
         T(name=t.name, partitions=[

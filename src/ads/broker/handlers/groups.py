@@ -17,6 +17,10 @@ COORDINATOR_LOAD_IN_PROGRESS, and so does ListGroups while any partition loads.
 The broker's settings reach the coordinator through `broker/settings.py: group_config`.
 DescribeGroups v3+ reports a group's authorized operations when asked (KIP-430, from
 `ads.broker.authorized_operations`), for groups described without error.
+Permissions (`ads.broker.permissions`): JoinGroup, SyncGroup, Heartbeat and LeaveGroup READ
+on the group; FindCoordinator DESCRIBE on the group or transactional id, per key;
+DescribeGroups DESCRIBE and DeleteGroups DELETE per group; ListGroups lists every group to
+a principal that may DESCRIBE the cluster, else only the groups it may describe.
 """
 
 from __future__ import annotations
@@ -26,9 +30,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ads.broker import permissions as P
 from ads.broker.authorized_operations import NOT_REQUESTED, ResourceType
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.coordinator.group.api import JoinRequest, JoinResult, SyncResult
+from ads.metadata.acl import CLUSTER_NAME
 from ads.metadata.model import BrokerEndpoint, ListenerEndpoint
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
@@ -51,6 +57,10 @@ async def wait_for(start: Callable[[Callable[[T], None]], None]) -> T:
 
     start(resolve)
     return await fut
+
+
+def allowed(ctx: RequestContext, rule: P.Rule, name: str) -> bool:
+    return ctx.authorize(rule.resource, name, rule.operation)
 
 
 def client_host(ctx: RequestContext) -> str:
@@ -100,8 +110,11 @@ def _find_coordinator(ctx: RequestContext, req: m.FindCoordinatorRequest,
         error, message = ErrorCode.NONE, None
         ep: ListenerEndpoint | None = None
         node = -1
+        rule = P.COORDINATOR_GROUP if key_type == 0 else P.COORDINATOR_TXN
         if runtime is None:
             error, message = ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}"
+        elif not allowed(ctx, rule, key):
+            error = rule.error
         else:
             error = group_error
             if error is ErrorCode.NONE:
@@ -137,6 +150,11 @@ def _coordinator(broker: BrokerContext, runtime: CoordinatorRuntime[Any], key: s
 async def handle_join_group(ctx: RequestContext, req: m.JoinGroupRequest
                             ) -> m.JoinGroupResponse:
     v = ctx.api_version
+    if not allowed(ctx, P.GROUP_READ, req.group_id):
+        return m.JoinGroupResponse(
+            error_code=P.GROUP_READ.error, generation_id=-1, member_id="", leader="",
+            protocol_type=None if v >= 7 else "", protocol_name=None if v >= 7 else "",
+            members=[])
     join = JoinRequest(
         group_id=req.group_id, member_id=req.member_id,
         group_instance_id=req.group_instance_id if v >= 5 else None,
@@ -161,6 +179,8 @@ async def handle_join_group(ctx: RequestContext, req: m.JoinGroupRequest
 async def handle_sync_group(ctx: RequestContext, req: m.SyncGroupRequest
                             ) -> m.SyncGroupResponse:
     v = ctx.api_version
+    if not allowed(ctx, P.GROUP_READ, req.group_id):
+        return m.SyncGroupResponse(error_code=P.GROUP_READ.error, assignment=b"")
     coordinator = ctx.broker.group_coordinator
     assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
     r: SyncResult = await wait_for(lambda cb: coordinator.sync_group(
@@ -173,6 +193,8 @@ async def handle_sync_group(ctx: RequestContext, req: m.SyncGroupRequest
 
 
 def handle_heartbeat(ctx: RequestContext, req: m.HeartbeatRequest) -> m.HeartbeatResponse:
+    if not allowed(ctx, P.GROUP_READ, req.group_id):
+        return m.HeartbeatResponse(error_code=P.GROUP_READ.error)
     error = ctx.broker.group_coordinator.heartbeat(
         req.group_id, req.generation_id, req.member_id,
         req.group_instance_id if ctx.api_version >= 3 else None)
@@ -181,6 +203,8 @@ def handle_heartbeat(ctx: RequestContext, req: m.HeartbeatRequest) -> m.Heartbea
 
 def handle_leave_group(ctx: RequestContext, req: m.LeaveGroupRequest) -> m.LeaveGroupResponse:
     v = ctx.api_version
+    if not allowed(ctx, P.GROUP_READ, req.group_id):
+        return m.LeaveGroupResponse(error_code=P.GROUP_READ.error, members=[])
     if v >= 3:
         leaving = [(mem.member_id, mem.group_instance_id) for mem in req.members]
     else:
@@ -201,6 +225,10 @@ def handle_describe_groups(ctx: RequestContext, req: m.DescribeGroupsRequest
     with_operations = ctx.api_version >= 3 and req.include_authorized_operations
     out = []
     for group_id in req.groups:
+        if not allowed(ctx, P.GROUP_DESCRIBE, group_id):
+            out.append(D(error_code=P.GROUP_DESCRIBE.error, group_id=group_id, group_state="",
+                         protocol_type="", protocol_data="", members=[]))
+            continue
         d = ctx.broker.group_coordinator.describe_group(group_id)
         operations = NOT_REQUESTED
         if with_operations and d.error is ErrorCode.NONE:
@@ -222,6 +250,8 @@ def handle_list_groups(ctx: RequestContext, req: m.ListGroupsRequest) -> m.ListG
     states = req.states_filter if v >= 4 else []
     types = req.types_filter if v >= 5 else []
     error, listed = ctx.broker.group_coordinator.list_groups(states, types)
+    if not allowed(ctx, P.LIST_GROUPS_CLUSTER, CLUSTER_NAME):
+        listed = [g for g in listed if allowed(ctx, P.LIST_GROUPS_GROUP, g.group_id)]
     L = m.ListGroupsResponse.ListedGroup  # noqa: N806
     return m.ListGroupsResponse(
         error_code=error,
@@ -231,10 +261,13 @@ def handle_list_groups(ctx: RequestContext, req: m.ListGroupsRequest) -> m.ListG
 
 async def handle_delete_groups(ctx: RequestContext, req: m.DeleteGroupsRequest
                                ) -> m.DeleteGroupsResponse:
-    errors = await ctx.broker.group_coordinator.delete_groups(list(req.groups_names))
+    rule = P.GROUP_DELETE
+    permitted = [g for g in req.groups_names if allowed(ctx, rule, g)]
+    errors = dict(zip(permitted, await ctx.broker.group_coordinator.delete_groups(permitted),
+                      strict=True))
     R = m.DeleteGroupsResponse.DeletableGroupResult  # noqa: N806
     return m.DeleteGroupsResponse(results=[
-        R(group_id=g, error_code=e) for g, e in zip(req.groups_names, errors, strict=True)])
+        R(group_id=g, error_code=errors.get(g, rule.error)) for g in req.groups_names])
 
 
 HANDLERS = [

@@ -26,10 +26,12 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from ads.broker import permissions as P
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.controller import election
 from ads.controller.controller import DeposedError
 from ads.controller.election import Refused
+from ads.metadata.acl import CLUSTER_NAME
 from ads.metadata.zk_layout import LeaderAndIsr
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
@@ -44,6 +46,9 @@ SHUTDOWN_ANSWER_S = 30.0
 
 async def _controlled_shutdown(ctx: RequestContext, req: m.ControlledShutdownRequest
                                ) -> m.ControlledShutdownResponse:
+    rule = P.CLUSTER_ACTION
+    if not ctx.authorize(rule.resource, CLUSTER_NAME, rule.operation):
+        return m.ControlledShutdownResponse(error_code=rule.error, remaining_partitions=[])
     controller = ctx.broker.controller
     if controller is None or not controller.active:
         return m.ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER)
@@ -89,6 +94,15 @@ def _alone(ctx: RequestContext, election_type: int, partitions: list[TopicPartit
 
 
 async def _elect(ctx: RequestContext, req: m.ElectLeadersRequest) -> m.ElectLeadersResponse:
+    rule = P.CLUSTER_ALTER
+    if not ctx.authorize(rule.resource, CLUSTER_NAME, rule.operation):
+        # Kafka answers the error on the request (v1+) and on every partition named.
+        return m.ElectLeadersResponse(
+            throttle_time_ms=0, error_code=rule.error, replica_election_results=[
+                m.ElectLeadersResponse.ReplicaElectionResult(topic=t.topic, partition_result=[
+                    m.ElectLeadersResponse.ReplicaElectionResult.PartitionResult(
+                        partition_id=p, error_code=rule.error, error_message=None)
+                    for p in t.partitions]) for t in req.topic_partitions or []])
     broker = ctx.broker
     partitions = _requested(ctx, req)
     election_type = req.election_type if ctx.api_version >= 1 else election.PREFERRED

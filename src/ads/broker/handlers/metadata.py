@@ -15,6 +15,12 @@ Authorized operations (KIP-430) are filled in when asked for: a topic's from v8,
 cluster's in v8-10 (later versions moved it to DescribeCluster), each from
 `ads.broker.authorized_operations` (every operation that applies, until ACLs exist);
 otherwise the fields keep their "not requested" default, -2147483648.
+
+With an authorizer (`ads.broker.permissions`): a listing of all topics shows only those the
+principal may DESCRIBE; a named topic it may not describe is answered
+TOPIC_AUTHORIZATION_FAILED (whether or not it exists, so names do not leak); auto-creation
+needs CREATE on the cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED. The cluster's
+authorized operations are reported only to a principal that may DESCRIBE the cluster.
 """
 
 from __future__ import annotations
@@ -24,8 +30,10 @@ import uuid
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
+from ads.broker import permissions as P
 from ads.broker.authorized_operations import NOT_REQUESTED, ResourceType
 from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.metadata.acl import CLUSTER_NAME
 from ads.metadata.assignment import AssignmentError
 from ads.metadata.model import (
     BrokerEndpoint,
@@ -43,7 +51,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ads.broker.metadata")
 ZERO_UUID = uuid.UUID(int=0)
-CLUSTER_NAME = "kafka-cluster"  # Kafka's name of the one cluster resource
 R = m.MetadataResponse
 
 
@@ -99,15 +106,30 @@ def _all_topics(ctx: RequestContext, req: m.MetadataRequest) -> bool:
 def handle_metadata(ctx: RequestContext, req: m.MetadataRequest
                     ) -> m.MetadataResponse | Awaitable[m.MetadataResponse]:
     broker = ctx.broker
-    if _all_topics(ctx, req) or not (
-            (req.allow_auto_topic_creation if ctx.api_version >= 4 else True)
-            and broker.config.get("auto.create.topics.enable")):
+    if _all_topics(ctx, req) or not _auto_create(ctx, req):
         return _answer(ctx, req, set())
     missing = [w.name for w in req.topics or [] if w.name is not None
-               and w.name not in broker.metadata.topics and _valid(w.name)]
+               and w.name not in broker.metadata.topics and _valid(w.name)
+               and _describable(ctx, w.name) and _creatable(ctx, w.name)]
     if not missing:
         return _answer(ctx, req, set())
     return _create_then_answer(ctx, req, missing)
+
+
+def _auto_create(ctx: RequestContext, req: m.MetadataRequest) -> bool:
+    return bool((req.allow_auto_topic_creation if ctx.api_version >= 4 else True)
+                and ctx.broker.config.get("auto.create.topics.enable"))
+
+
+def _describable(ctx: RequestContext, name: str) -> bool:
+    rule = P.DESCRIBE_TOPIC
+    return ctx.authorize(rule.resource, name, rule.operation)
+
+
+def _creatable(ctx: RequestContext, name: str) -> bool:
+    cluster, topic = P.AUTO_CREATE_CLUSTER, P.AUTO_CREATE_TOPIC
+    return (ctx.authorize(cluster.resource, CLUSTER_NAME, cluster.operation)
+            or ctx.authorize(topic.resource, name, topic.operation))
 
 
 def _valid(name: str) -> bool:
@@ -143,15 +165,22 @@ def _answer(ctx: RequestContext, req: m.MetadataRequest, refused: set[str]
                      for b in broker.metadata.brokers.values())
     topics: list[R.MetadataResponseTopic] = []
     if _all_topics(ctx, req):
-        topics = [_cached_entry(ctx, t, everywhere) for t in broker.metadata.topics.values()]
+        topics = [_cached_entry(ctx, t, everywhere) for t in broker.metadata.topics.values()
+                  if not ctx.authorizing or _describable(ctx, t.name)]
     else:
         for wanted in req.topics or []:
             name = wanted.name
             if name is None:
                 topic_id = getattr(wanted, "topic_id", ZERO_UUID)
                 found = broker.metadata.topic_by_id(topic_id)
+                if found is not None and not _describable(ctx, found.name):
+                    topics.append(_error_entry(P.DESCRIBE_TOPIC.error, None, topic_id))
+                    continue
                 topics.append(_cached_entry(ctx, found, everywhere) if found
                               else _error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id))
+                continue
+            if not _describable(ctx, name):
+                topics.append(_error_entry(P.DESCRIBE_TOPIC.error, name))
                 continue
             topic = broker.metadata.topics.get(name)
             if topic is None:
@@ -162,6 +191,9 @@ def _answer(ctx: RequestContext, req: m.MetadataRequest, refused: set[str]
                     continue
                 code = (ErrorCode.INVALID_REPLICATION_FACTOR if name in refused
                         else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                if code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and _auto_create(ctx, req) \
+                        and not _creatable(ctx, name):
+                    code = P.AUTO_CREATE_TOPIC.error
                 topics.append(_error_entry(code, name))
                 continue
             topics.append(_cached_entry(ctx, topic, everywhere))
@@ -173,7 +205,9 @@ def _answer(ctx: RequestContext, req: m.MetadataRequest, refused: set[str]
             topics = [_with_operations(t, ctx.authorized_operations(ResourceType.TOPIC,
                                                                     t.name or ""))
                       for t in topics]
-        if v <= 10 and req.include_cluster_authorized_operations:
+        rule = P.DESCRIBE_CLUSTER_OPS
+        if v <= 10 and req.include_cluster_authorized_operations and ctx.authorize(
+                rule.resource, CLUSTER_NAME, rule.operation):
             cluster_operations = ctx.authorized_operations(ResourceType.CLUSTER,
                                                            CLUSTER_NAME)
     return m.MetadataResponse(
@@ -206,8 +240,10 @@ def handle_describe_cluster(ctx: RequestContext, req: m.DescribeClusterRequest
             error_message="ADS brokers have no separate controller endpoints",
             endpoint_type=endpoint_type, cluster_id=broker.metadata.cluster_id)
     operations = NOT_REQUESTED
+    rule = P.DESCRIBE_CLUSTER_OPS
     if req.include_cluster_authorized_operations:
-        operations = ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+        operations = (ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+                      if ctx.authorize(rule.resource, CLUSTER_NAME, rule.operation) else 0)
     return m.DescribeClusterResponse(
         error_code=ErrorCode.NONE, endpoint_type=1, cluster_id=broker.metadata.cluster_id,
         controller_id=broker.metadata.controller_id,

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ads.broker import permissions as P
 from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.metadata.acl import CLUSTER_NAME
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 from ads.replication.partition import Partition, PartitionError
@@ -43,12 +45,18 @@ def _list_one(part: Partition, timestamp: int, read_committed: bool | None
     return ts, offset, leader_epoch
 
 
+def _denied(ctx: RequestContext, rule: P.Rule, names: list[str]) -> set[str]:
+    """The topics of a request the principal may not act on as `rule` requires."""
+    return {n for n in names if not ctx.authorize(rule.resource, n, rule.operation)}
+
+
 def handle_list_offsets(ctx: RequestContext, req: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
     replicas = ctx.broker.replica_manager
     read_committed: bool | None = ctx.api_version >= 2 and req.isolation_level == 1
     if req.replica_id != CONSUMER_REPLICA_ID:
         read_committed = None
     any_replica = req.replica_id == DEBUGGING_REPLICA_ID
+    denied = _denied(ctx, P.DESCRIBE_TOPIC, [t.name for t in req.topics])
     topics = []
     for t in req.topics:
         parts = []
@@ -67,7 +75,8 @@ def handle_list_offsets(ctx: RequestContext, req: m.ListOffsetsRequest) -> m.Lis
                 resp.timestamp, resp.offset, resp.leader_epoch = _list_one(
                     part, p.timestamp, read_committed)
 
-            resp.error_code = replicas.apply(t.name, p.partition_index, fill, any_replica)
+            resp.error_code = (replicas.apply(t.name, p.partition_index, fill, any_replica)
+                               if t.name not in denied else P.DESCRIBE_TOPIC.error)
             parts.append(resp)
         topics.append(LR.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return m.ListOffsetsResponse(throttle_time_ms=0, topics=topics)
@@ -77,6 +86,9 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, req: m.OffsetForLeaderEp
                                    ) -> m.OffsetForLeaderEpochResponse:
     replicas = ctx.broker.replica_manager
     R = m.OffsetForLeaderEpochResponse  # noqa: N806
+    cluster = P.LEADER_EPOCH_CLUSTER
+    denied = set() if ctx.authorize(cluster.resource, CLUSTER_NAME, cluster.operation) else (
+        _denied(ctx, P.DESCRIBE_TOPIC, [t.topic for t in req.topics]))
     topics = []
     for t in req.topics:
         parts = []
@@ -88,7 +100,8 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, req: m.OffsetForLeaderEp
                 resp.leader_epoch, resp.end_offset = part.log.end_offset_for_epoch(
                     p.leader_epoch)
 
-            resp.error_code = replicas.apply(t.topic, p.partition, fill)
+            resp.error_code = (replicas.apply(t.topic, p.partition, fill)
+                               if t.topic not in denied else P.DESCRIBE_TOPIC.error)
             parts.append(resp)
         topics.append(R.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
     return m.OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
@@ -98,6 +111,7 @@ def handle_delete_records(ctx: RequestContext, req: m.DeleteRecordsRequest
                           ) -> m.DeleteRecordsResponse:
     replicas = ctx.broker.replica_manager
     R = m.DeleteRecordsResponse  # noqa: N806
+    denied = _denied(ctx, P.DELETE_RECORDS, [t.name for t in req.topics])
     topics = []
     for t in req.topics:
         parts = []
@@ -107,7 +121,8 @@ def handle_delete_records(ctx: RequestContext, req: m.DeleteRecordsRequest
             def fill(part: Partition, p: Any = p, resp: Any = resp) -> None:
                 resp.low_watermark = part.delete_records(p.offset)
 
-            resp.error_code = replicas.apply(t.name, p.partition_index, fill)
+            resp.error_code = (replicas.apply(t.name, p.partition_index, fill)
+                               if t.name not in denied else P.DELETE_RECORDS.error)
             parts.append(resp)
         topics.append(R.DeleteRecordsTopicResult(name=t.name, partitions=parts))
     return m.DeleteRecordsResponse(throttle_time_ms=0, topics=topics)

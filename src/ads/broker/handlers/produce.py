@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable
 
+from ads.broker import permissions as P
 from ads.broker import txn_verify
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.broker.handlers.current_leader import LeaderEndpoints
@@ -54,6 +55,15 @@ RecordErr = PartResp.BatchIndexAndErrorMessage
 
 def handle(ctx: RequestContext, req: m.ProduceRequest
            ) -> m.ProduceResponse | Awaitable[m.ProduceResponse | None] | None:
+    rule = P.PRODUCE_TXN
+    if req.transactional_id is not None and not ctx.authorize(
+            rule.resource, req.transactional_id, rule.operation):
+        if req.acks == 0:
+            raise CloseConnection
+        return m.ProduceResponse(throttle_time_ms=0, responses=[
+            TopicResp(name=td.name, partition_responses=[
+                PartResp(index=pd.index, error_code=rule.error, base_offset=-1)
+                for pd in td.partition_data]) for td in req.topic_data])
     remote = txn_verify.remote_checks(ctx.broker, req)
     if remote is not None:
         return _after_verification(ctx, req, *remote)
@@ -84,7 +94,9 @@ def _append(ctx: RequestContext, req: m.ProduceRequest,
     appended: dict[tuple[str, int], int] = {}  # acks=all: the offset each must commit
     entries: dict[tuple[str, int], PartResp] = {}
     metrics = ctx.dispatcher.metrics
+    rule = P.PRODUCE_TOPIC
     for td in req.topic_data:
+        writable = ctx.authorize(rule.resource, td.name, rule.operation)
         # Counted under the topic's name only when it exists: names clients make up must
         # not grow the metrics without bound.
         counters = metrics.topic(td.name if td.name in broker.metadata.topics
@@ -96,6 +108,8 @@ def _append(ctx: RequestContext, req: m.ProduceRequest,
                 resp.error_code = ErrorCode.UNSUPPORTED_VERSION
                 ctx.refused(f"Produce v{ctx.api_version}: versions 0-2 (message formats 0 "
                             "and 1) are not supported (UNSUPPORTED_VERSION)")
+            elif not writable:
+                resp.error_code = rule.error
             elif acks not in (0, 1, -1):
                 resp.error_code = ErrorCode.INVALID_REQUIRED_ACKS
             elif td.name in INTERNAL_TOPICS:

@@ -12,8 +12,10 @@ PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v4 (KIP-588).
 
 from __future__ import annotations
 
+from ads.broker import permissions as P
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.coordinator.transaction.state import fenced_error
+from ads.metadata.acl import CLUSTER_NAME
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
@@ -22,6 +24,14 @@ MAX_EPOCH = 32767
 
 async def handle(ctx: RequestContext, req: m.InitProducerIdRequest
                  ) -> m.InitProducerIdResponse:
+    txn_rule, cluster_rule, topic_rule = P.INIT_PID_TXN, P.INIT_PID_IDEMPOTENT, P.INIT_PID_ANY_TOPIC
+    if req.transactional_id is not None and not ctx.authorize(
+            txn_rule.resource, req.transactional_id, txn_rule.operation):
+        return _refused(txn_rule.error)
+    if req.transactional_id is None and not (
+            ctx.authorize(cluster_rule.resource, CLUSTER_NAME, cluster_rule.operation)
+            or ctx.authorize_any(topic_rule.resource, topic_rule.operation)):
+        return _refused(cluster_rule.error)
     if req.transactional_id is not None:
         pid, epoch = (req.producer_id, req.producer_epoch) if ctx.api_version >= 3 else (-1, -1)
         answer = await ctx.broker.transaction_coordinator.init_producer_id(
@@ -38,6 +48,11 @@ async def handle(ctx: RequestContext, req: m.InitProducerIdRequest
     return m.InitProducerIdResponse(
         throttle_time_ms=0, error_code=ErrorCode.NONE,
         producer_id=await ctx.broker.next_producer_id(), producer_epoch=0)
+
+
+def _refused(code: ErrorCode) -> m.InitProducerIdResponse:
+    return m.InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=-1,
+                                    producer_epoch=-1)
 
 
 HANDLERS = [ApiHandler(m.ApiKey.INIT_PRODUCER_ID, 0, 5, handle)]

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 
+from ads.broker import permissions as P
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.controller.controller import DeposedError
+from ads.metadata.acl import CLUSTER_NAME
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
@@ -26,6 +28,9 @@ NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."
 
 
 async def _alter(ctx: RequestContext, req: m.AlterPartitionReassignmentsRequest) -> A:
+    rule = P.CLUSTER_ALTER
+    if not ctx.authorize(rule.resource, CLUSTER_NAME, rule.operation):
+        return A(error_code=rule.error, error_message=None, responses=[])
     controller = ctx.broker.controller
     requests = {(t.name, p.partition_index): (list(p.replicas) if p.replicas is not None
                                               else None)
@@ -54,6 +59,9 @@ async def _alter(ctx: RequestContext, req: m.AlterPartitionReassignmentsRequest)
 
 
 async def _list(ctx: RequestContext, req: m.ListPartitionReassignmentsRequest) -> L:
+    rule = P.CLUSTER_DESCRIBE
+    if not ctx.authorize(rule.resource, CLUSTER_NAME, rule.operation):
+        return L(error_code=rule.error, error_message=None, topics=[])
     controller = ctx.broker.controller
     partitions = (None if req.topics is None
                   else [(t.name, p) for t in req.topics for p in t.partition_indexes])

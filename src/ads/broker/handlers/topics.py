@@ -19,8 +19,10 @@ from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
 from ads.broker import config as bconfig
+from ads.broker import permissions as P
 from ads.broker.context import BrokerContext
 from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.metadata.acl import CLUSTER_NAME
 from ads.metadata.assignment import AssignmentError, assign_replicas, check_manual_assignment
 from ads.metadata.model import BrokerEndpoint, InvalidTopicError, TopicState, validate_topic_name
 from ads.metadata.store import TopicExistsError
@@ -29,6 +31,8 @@ from ads.protocol.errors import ErrorCode
 
 log = logging.getLogger("ads.broker.topics")
 T = TypeVar("T")
+# DeleteTopics by id: a topic the principal may not describe keeps its name hidden.
+T_DESCRIBE = P.DESCRIBE_TOPIC
 
 
 async def _after_opening(ctx: RequestContext, topics: list[TopicState], response: T) -> T:
@@ -113,6 +117,12 @@ async def handle_create_topics(ctx: RequestContext, req: m.CreateTopicsRequest
             results.append(res)
             continue
         seen.add(t.name)
+        cluster_rule, topic_rule = P.CREATE_TOPICS_CLUSTER, P.CREATE_TOPICS_TOPIC
+        if not (ctx.authorize(cluster_rule.resource, CLUSTER_NAME, cluster_rule.operation)
+                or ctx.authorize(topic_rule.resource, t.name, topic_rule.operation)):
+            res.error_code = topic_rule.error
+            results.append(res)
+            continue
         try:
             new = _check_new_topic(ctx, t)
             if not req.validate_only:
@@ -131,12 +141,16 @@ async def handle_create_topics(ctx: RequestContext, req: m.CreateTopicsRequest
         configs = new.configs
         res.num_partitions = len(new.assignment)
         res.replication_factor = new.replication_factor
-        res.configs = [
-            R.CreatableTopicResult.CreatableTopicConfigs(
-                name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
-                is_sensitive=e.sensitive)
-            for e in bconfig.describe_topic_configs(broker.config, configs)
-        ]
+        rule = P.CREATE_TOPICS_CONFIGS
+        if ctx.authorize(rule.resource, t.name, rule.operation):
+            res.configs = [
+                R.CreatableTopicResult.CreatableTopicConfigs(
+                    name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                    is_sensitive=e.sensitive)
+                for e in bconfig.describe_topic_configs(broker.config, configs)
+            ]
+        else:
+            res.topic_config_error_code = rule.error
         results.append(res)
     response = m.CreateTopicsResponse(throttle_time_ms=0, topics=results)
     return await _after_opening(ctx, created, response)
@@ -162,7 +176,15 @@ async def handle_delete_topics(ctx: RequestContext, req: m.DeleteTopicsRequest
                 results.append(res)
                 continue
             name = state.name
+            if not ctx.authorize(T_DESCRIBE.resource, name, T_DESCRIBE.operation):
+                res.error_code, res.topic_id = T_DESCRIBE.error, topic_id  # name withheld
+                results.append(res)
+                continue
         res.name = name
+        if not ctx.authorize(P.DELETE_TOPICS.resource, name or "", P.DELETE_TOPICS.operation):
+            res.error_code = P.DELETE_TOPICS.error
+            results.append(res)
+            continue
         state = broker.metadata.topics.get(name or "")
         res.error_code = await delete_topic(broker, name or "")
         if state is not None and res.error_code == ErrorCode.NONE:
@@ -193,7 +215,11 @@ async def handle_create_partitions(ctx: RequestContext, req: m.CreatePartitionsR
         res = R.CreatePartitionsTopicResult(name=t.name, error_code=ErrorCode.NONE)
         state = broker.metadata.topics.get(t.name)
         current = len(state.partitions) if state else 0
-        if state is None:
+        rule = P.CREATE_PARTITIONS
+        if not ctx.authorize(rule.resource, t.name, rule.operation):
+            res.error_code = rule.error
+            res.error_message = "The topic authorization is failed."
+        elif state is None:
             res.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         elif t.count <= current:
             res.error_code = ErrorCode.INVALID_PARTITIONS

@@ -23,10 +23,13 @@ broker feature `transaction.version` is advertised, so clients use the classic p
 
 from __future__ import annotations
 
+from ads.broker import permissions as P
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.broker.markers import by_topics, write_local
 from ads.coordinator.group.records import OFFSETS_TOPIC
 from ads.coordinator.transaction.state import fenced_error
+from ads.metadata.acl import CLUSTER_NAME
+from ads.metadata.model import INTERNAL_TOPICS
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
@@ -43,17 +46,46 @@ def _topic_results(errors: dict[tuple[str, int], ErrorCode]
             for t, p in by_topic.items()]
 
 
+def _refused_partitions(ctx: RequestContext, txn_id: str, wanted: list[tuple[str, int]]
+                        ) -> dict[tuple[str, int], ErrorCode] | None:
+    """A client's AddPartitionsToTxn needs WRITE on its transactional id and on each topic;
+    when a topic is denied the others are not attempted, as in Kafka. None: all allowed."""
+    txn_rule, topic_rule = P.TXN_WRITE, P.TXN_TOPIC_WRITE
+    if not ctx.authorize(txn_rule.resource, txn_id, txn_rule.operation):
+        return dict.fromkeys(wanted, txn_rule.error)
+    denied = {t for t, _ in wanted if t not in INTERNAL_TOPICS
+              and not ctx.authorize(topic_rule.resource, t, topic_rule.operation)}
+    if not denied:
+        return None
+    return {(t, p): topic_rule.error if t in denied else ErrorCode.OPERATION_NOT_ATTEMPTED
+            for t, p in wanted}
+
+
+def _txn_error(ctx: RequestContext, txn_id: str, group_id: str | None = None
+               ) -> ErrorCode | None:
+    """WRITE on the transactional id, then READ on the group (AddOffsetsToTxn)."""
+    checks = [(P.TXN_WRITE, txn_id)] + ([(P.GROUP_READ, group_id)] if group_id else [])
+    return next((r.error for r, name in checks
+                 if not ctx.authorize(r.resource, name, r.operation)), None)
+
+
 async def handle_add_partitions(ctx: RequestContext, req: m.AddPartitionsToTxnRequest
                                 ) -> m.AddPartitionsToTxnResponse:
     coordinator = ctx.broker.transaction_coordinator
     v = ctx.api_version
     if v <= 3:
         wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+        refused = _refused_partitions(ctx, req.v3_and_below_transactional_id, wanted)
+        if refused is not None:
+            return APR(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(refused))
         errors = await coordinator.add_partitions(
             req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
             req.v3_and_below_producer_epoch, wanted)
         fenced = {p: fenced_error(e, v >= 2) for p, e in errors.items()}
         return APR(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(fenced))
+    rule = P.ADD_PARTITIONS_BROKERS
+    if not ctx.authorize(rule.resource, CLUSTER_NAME, rule.operation):
+        return APR(throttle_time_ms=0, error_code=rule.error, results_by_transaction=[])
     results = []
     for txn in req.transactions:
         wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
@@ -70,6 +102,9 @@ async def handle_add_partitions(ctx: RequestContext, req: m.AddPartitionsToTxnRe
 
 async def handle_add_offsets(ctx: RequestContext, req: m.AddOffsetsToTxnRequest
                              ) -> m.AddOffsetsToTxnResponse:
+    denied = _txn_error(ctx, req.transactional_id, req.group_id)
+    if denied is not None:
+        return m.AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=denied)
     groups = ctx.broker.group_coordinator
     error = await ctx.broker.transaction_coordinator.add_offsets(
         req.transactional_id, req.producer_id, req.producer_epoch,
@@ -79,6 +114,9 @@ async def handle_add_offsets(ctx: RequestContext, req: m.AddOffsetsToTxnRequest
 
 
 async def handle_end_txn(ctx: RequestContext, req: m.EndTxnRequest) -> m.EndTxnResponse:
+    denied = _txn_error(ctx, req.transactional_id)
+    if denied is not None:
+        return m.EndTxnResponse(throttle_time_ms=0, error_code=denied)
     answer = await ctx.broker.transaction_coordinator.end_txn(
         req.transactional_id, req.producer_id, req.producer_epoch, req.committed)
     return m.EndTxnResponse(throttle_time_ms=0,
@@ -89,6 +127,9 @@ def handle_write_txn_markers(ctx: RequestContext, req: m.WriteTxnMarkersRequest
                              ) -> m.WriteTxnMarkersResponse:
     R = m.WriteTxnMarkersResponse.WritableTxnMarkerResult  # noqa: N806
     T = R.WritableTxnMarkerTopicResult  # noqa: N806
+    alter, action = P.MARKERS_ALTER, P.CLUSTER_ACTION
+    allowed = (ctx.authorize(alter.resource, CLUSTER_NAME, alter.operation)
+               or ctx.authorize(action.resource, CLUSTER_NAME, action.operation))
     results = []
     for marker in req.markers:
         topics = []
@@ -96,7 +137,8 @@ def handle_write_txn_markers(ctx: RequestContext, req: m.WriteTxnMarkersRequest
             parts = [T.WritableTxnMarkerPartitionResult(
                 partition_index=index, error_code=write_local(
                     ctx.broker, marker.producer_id, marker.producer_epoch,
-                    marker.transaction_result, marker.coordinator_epoch, t.name, index))
+                    marker.transaction_result, marker.coordinator_epoch, t.name, index)
+                if allowed else action.error)
                 for index in t.partition_indexes]
             topics.append(T(name=t.name, partitions=parts))
         results.append(R(producer_id=marker.producer_id, topics=topics))
@@ -107,7 +149,14 @@ def handle_describe_transactions(ctx: RequestContext, req: m.DescribeTransaction
                                  ) -> m.DescribeTransactionsResponse:
     TS = m.DescribeTransactionsResponse.TransactionState  # noqa: N806
     states = []
+    rule = P.TXN_DESCRIBE
     for txn_id in req.transactional_ids:
+        if not ctx.authorize(rule.resource, txn_id, rule.operation):
+            states.append(TS(error_code=rule.error, transactional_id=txn_id,
+                             transaction_state="", transaction_timeout_ms=0,
+                             transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1,
+                             topics=[]))
+            continue
         d = ctx.broker.transaction_coordinator.describe(txn_id)
         by_topic = by_topics(d.partitions)
         states.append(TS(
@@ -127,7 +176,9 @@ def handle_list_transactions(ctx: RequestContext, req: m.ListTransactionsRequest
     return m.ListTransactionsResponse(
         throttle_time_ms=0, error_code=error, unknown_state_filters=unknown,
         transaction_states=[TS(transactional_id=t.transactional_id, producer_id=t.producer_id,
-                               transaction_state=t.state.kafka_name) for t in found])
+                               transaction_state=t.state.kafka_name) for t in found
+                            if ctx.authorize(P.LIST_TXNS.resource, t.transactional_id,
+                                             P.LIST_TXNS.operation)])
 
 
 HANDLERS = [

@@ -1,0 +1,111 @@
+"""Entity configs (users' and client ids' configs): paths as Kafka names them, kept by the
+embedded store across restarts and shared by every broker through ZooKeeper."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from ads.metadata import zk_layout as zl
+from ads.metadata.embedded import EmbeddedMetadataStore
+from ads.metadata.entity_config import entity_path, parse_entity_path, sanitize
+from ads.metadata.model import BrokerEndpoint
+from ads.metadata.zookeeper import ZkMetadataStore
+from ads.testing.zookeeper import ZooKeeperServer, zookeeper_available
+from conftest import free_port
+
+
+def test_paths_are_kafkas_with_names_sanitized() -> None:
+    assert entity_path(user="alice") == "users/alice"
+    assert entity_path(client="<default>") == "clients/<default>"
+    assert entity_path(user="<default>", client="app 1") == "users/<default>/clients/app%201"
+    # Kafka's Sanitizer: Java's URLEncoder, with "*" and " " percent-encoded.
+    assert sanitize("CN=a/b*c~d.e-f_g") == "CN%3Da%2Fb%2Ac%7Ed.e-f_g"
+    for user, client in [("a/b", None), (None, "x y"), ("<default>", "c*")]:
+        assert parse_entity_path(entity_path(user, client)) == (user, client)
+    with pytest.raises(ValueError, match="not a user or client"):
+        parse_entity_path("topics/t")
+
+
+def test_embedded_store_keeps_entity_configs_across_restarts(tmp_path: Path) -> None:
+    async def run() -> None:
+        store = EmbeddedMetadataStore(tmp_path, 1)
+        store.load()
+        seen: list[str] = []
+        store.add_entity_listener(seen.append)
+        await store.alter_entity_configs("users/alice", {"producer_byte_rate": "1024",
+                                                         "SCRAM-SHA-256": "salt=x"})
+        await store.alter_entity_configs("users/alice", {"producer_byte_rate": None})
+        await store.alter_entity_configs("clients/c", {"request_percentage": "50"})
+        await store.alter_entity_configs("clients/c", {"request_percentage": None})
+        assert seen == ["users/alice", "users/alice", "clients/c", "clients/c"]
+        again = EmbeddedMetadataStore(tmp_path, 1)
+        again.load()
+        assert again.entity_configs == {"users/alice": {"SCRAM-SHA-256": "salt=x"}}
+
+    asyncio.run(run())
+
+
+@pytest.fixture
+def zk_connect(tmp_path: Path) -> Iterator[str]:
+    if not zookeeper_available():
+        pytest.skip("the zookeeper package is not installed (make system-deps)")
+    server = ZooKeeperServer(tmp_path / "zk", free_port()).start()
+    try:
+        yield server.connect
+    finally:
+        server.stop()
+
+
+def test_zookeeper_entity_configs_reach_every_broker(zk_connect: str) -> None:
+    async def run() -> None:
+        stores = []
+        try:
+            for node in (1, 2):
+                store = ZkMetadataStore(zk_connect, node, 10_000)
+                await asyncio.to_thread(store.load)
+                store.register(BrokerEndpoint(node, "127.0.0.1", 9000 + node))
+                stores.append(store)
+            one, two = stores
+            changed: list[str] = []
+            two.add_entity_listener(changed.append)
+            # Written on different brokers, each keeps the other's keys.
+            await one.alter_entity_configs("users/alice", {"producer_byte_rate": "100"})
+            await two.alter_entity_configs("users/alice", {"SCRAM-SHA-512": "salt=y"})
+            await one.alter_entity_configs("users/alice/clients/app", {"consumer_byte_rate": "7"})
+            await one.alter_entity_configs("clients/<default>", {"request_percentage": "20"})
+            expected = {
+                "users/alice": {"producer_byte_rate": "100", "SCRAM-SHA-512": "salt=y"},
+                "users/alice/clients/app": {"consumer_byte_rate": "7"},
+                "clients/<default>": {"request_percentage": "20"},
+            }
+            for store in stores:
+                assert await store.wait(lambda s=store: s.entity_configs == expected, 10.0)
+            assert "users/alice/clients/app" in changed
+            await two.alter_entity_configs("clients/<default>", {"request_percentage": None})
+            del expected["clients/<default>"]
+            assert await one.wait(lambda: one.entity_configs == expected, 10.0)
+            # Kafka's layout: an operator reading ZooKeeper finds the same znodes.
+            client = KazooClient(hosts=zk_connect)
+            client.start(timeout=10)
+            try:
+                data, _ = client.get("/config/users/alice/clients/app")
+                assert zl.decode_config(data) == {"consumer_byte_rate": "7"}
+            finally:
+                client.stop()
+                client.close()
+            # A broker started later reads what exists.
+            late = ZkMetadataStore(zk_connect, 3, 10_000)
+            await asyncio.to_thread(late.load)
+            late.register(BrokerEndpoint(3, "127.0.0.1", 9003))
+            stores.append(late)
+            assert await late.wait(lambda: late.entity_configs == expected, 10.0)
+        finally:
+            for store in stores:
+                store.close()
+
+    asyncio.run(run())
