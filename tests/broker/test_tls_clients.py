@@ -349,3 +349,32 @@ def test_tls_inline_pem_keys_protocols_and_suites(pki: Pki) -> None:
         _create(conf, "inline")
         assert _ck_round_trip(conf, "inline", 10) == [f"tls-{i}".encode() * 30
                                                       for i in range(10)]
+
+
+def test_tls_group_coordinator_and_cluster_on_the_listener(tls_broker: EmbeddedBroker,
+                                                           pki: Pki) -> None:
+    """FindCoordinator and DescribeCluster answer with the SSL endpoint to an SSL client: a
+    subscribed consumer joins its group and commits through the coordinator there."""
+    bootstrap = tls_broker.bootstrap_for("SSL")
+    conf = _ck(pki, bootstrap, None)
+    _create(conf, "tls-group")
+    producer = Producer(conf)
+    for i in range(20):
+        producer.produce("tls-group", f"g{i}".encode())
+    assert producer.flush(10) == 0
+    admin = AdminClient(conf)
+    cluster = admin.describe_cluster(request_timeout=10).result(15)
+    assert [f"{n.host}:{n.port}" for n in cluster.nodes] == [bootstrap]
+    consumer = Consumer({**conf, "group.id": "tls-members", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe(["tls-group"])
+    seen = 0
+    deadline = time.time() + 30
+    while seen < 20 and time.time() < deadline:
+        msg = consumer.poll(1.0)
+        if msg is not None and not msg.error():
+            seen += 1
+    consumer.commit(asynchronous=False)
+    committed = consumer.committed([CkPartition("tls-group", 0)], timeout=10)
+    consumer.close()
+    assert seen == 20 and committed[0].offset == 20

@@ -41,6 +41,21 @@ def test_cli_broker_invalid_config_file_exits_2(tmp_path: Path) -> None:
     assert "log.retention.hours" in done.stderr
 
 
+@pytest.mark.parametrize("sets, key", [
+    (["inter.broker.listener.name=INTERNAL"], "inter.broker.listener.name"),
+    (["inter.broker.listener.name=PLAINTEXT", "security.inter.broker.protocol=PLAINTEXT"],
+     "inter.broker.listener.name"),
+])
+def test_cli_broker_bad_inter_broker_listener_exits_2(tmp_path: Path, sets: list[str],
+                                                      key: str) -> None:
+    args = ["broker", "--data-dir", str(tmp_path), "--port", "0"]
+    for s in sets:
+        args += ["--set", s]
+    done = _ads(*args)
+    assert done.returncode == 2, done.stderr
+    assert key in done.stderr and "Traceback" not in done.stderr
+
+
 def test_cli_broker_config_file_flags_and_set(tmp_path: Path) -> None:
     props = tmp_path / "server.properties"
     props.write_text("num.partitions=3\nsome.unknown.key=1\nlog.dirs=/nonexistent/ignored\n")

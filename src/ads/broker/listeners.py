@@ -96,8 +96,9 @@ def advertised_endpoints(config: BrokerConfig, bound: Mapping[str, tuple[str, in
 
 
 def inter_broker_listener(config: BrokerConfig) -> Endpoint:
-    """The listener other brokers are reached on; ConfigError when the config names none
-    (only an error in cluster mode: a lone broker reaches nobody)."""
+    """The listener other brokers are reached on. ConfigError when `inter.broker.listener.name`
+    names no advertised listener, or, in cluster mode, no listener has
+    `security.inter.broker.protocol` (a lone broker reaches nobody: its first listener)."""
     given = [k for k in ("inter.broker.listener.name", "security.inter.broker.protocol")
              if config.is_given(k)]
     if len(given) == 2:
@@ -108,12 +109,15 @@ def inter_broker_listener(config: BrokerConfig) -> Endpoint:
     advertised = {e.listener_name: e for e in config.advertised_listener_endpoints}
     if name in advertised:
         return advertised[name]
-    if config.zookeeper_connect is None:
+    if config.zookeeper_connect is None and "inter.broker.listener.name" not in given:
         return config.listener_endpoints[0]
-    key = given[0] if given else "security.inter.broker.protocol"
-    raise ConfigError(f"{key}: the inter-broker listener ({name or config.get(key)}) must be "
-                      "one of the advertised listeners "
-                      f"({', '.join(advertised)})", key=key)
+    if name is None:
+        key = "security.inter.broker.protocol"
+        problem = f"no advertised listener uses protocol {config.get(key)}"
+    else:
+        key = "inter.broker.listener.name"
+        problem = f"{name} is not an advertised listener"
+    raise ConfigError(f"{key}: {problem} (advertised: {', '.join(advertised)})", key=key)
 
 
 class InterBroker:

@@ -202,8 +202,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.lost.done():  # a failed TLS handshake may be reported twice
             return
         self.info.closed = True
-        if not self.lost.done():
-            self.lost.set_result(None)
+        self.lost.set_result(None)
         if self._task is not None and not self._task.done():
             self._task.cancel()
         if self._handshake is not None and not self._handshake.done():
