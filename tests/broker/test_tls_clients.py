@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpPartition
 
-from ads.net.tls import client_context
+from ads.client.tls import client_context
 from ads.testing.embedded import EmbeddedBroker
 from tls_support import CLIENT_DN, Pki, make_pki
 
@@ -184,7 +184,7 @@ def test_tls_kafka_python_produce_consume(tls_broker: EmbeddedBroker, pki: Pki,
 @pytest.mark.parametrize("with_cert", [False, True])
 async def test_tls_aiokafka_with_a_context_from_client_properties(
         tls_broker: EmbeddedBroker, pki: Pki, with_cert: bool) -> None:
-    """aiokafka with the SSLContext `ads.net.tls.client_context` makes of Kafka client
+    """aiokafka with the SSLContext `ads.client.tls.client_context` makes of Kafka client
     properties (Java client keys, PEM)."""
     bootstrap = tls_broker.bootstrap_for("SSL")
     topic = f"tls-aio-{with_cert}"

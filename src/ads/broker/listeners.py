@@ -4,7 +4,7 @@ endpoints advertised for them, and how this broker reaches the others.
 TLS settings of a listener are the `ssl.*` keys, each overridden by
 `listener.name.<listener name in lower case>.ssl.*` when that is set (Kafka's rule: key by
 key). A listener of protocol SSL or SASL_SSL gets a server context from them
-(`ads.net.tls`), built when the broker is made, so a missing or bad key or certificate stops
+(`ads.client.tls`), built when the broker is made, so a missing or bad key or certificate stops
 the start with a ConfigError naming it.
 
 Brokers reach each other on the listener `inter.broker.listener.name` names (or the first
@@ -23,12 +23,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ads.broker.config import BrokerConfig, ConfigError, Endpoint
+from ads.client.tls import TlsConfigError, client_context, server_context, uses_tls
 from ads.metadata.model import ListenerEndpoint
 from ads.metadata.store import MetadataStore
 from ads.net.client import BrokerConnection, NetClientError
 from ads.net.principal import PrincipalMappingError, SslPrincipalMapper
 from ads.net.server import PrincipalOf
-from ads.net.tls import TlsConfigError, client_context, server_context, uses_tls
 
 SSL_KEYS = (
     "ssl.client.auth", "ssl.enabled.protocols", "ssl.cipher.suites",

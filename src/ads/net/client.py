@@ -25,7 +25,7 @@ Errors are all ``NetClientError``: ``ConnectError`` (could not connect in time),
 ``RequestTimeoutError``, ``ConnectionLostError``. Socket and codec exceptions never leave
 this module.
 
-TLS: ``connect(..., ssl_context=...)`` (a context from ``ads.net.tls``) wraps the connection
+TLS: ``connect(..., ssl_context=...)`` (a context from ``ads.client.tls``) wraps the connection
 before the first request; a failed handshake is a ``ConnectError``. The host name checked
 against the certificate is the one connected to unless ``server_hostname`` says otherwise.
 

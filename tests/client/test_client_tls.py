@@ -1,11 +1,11 @@
-"""TLS contexts from Kafka's ssl.* keys (`ads.net.tls`): what is read and what is refused.
+"""TLS contexts from Kafka's ssl.* keys (`ads.client.tls`): what is read and what is refused.
 The clients that use them against a broker are in tests/broker/test_tls_clients.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from ads.net.tls import TlsConfigError, client_context, server_context
+from ads.client.tls import TlsConfigError, client_context, server_context
 from tls_support import KEY_PASSWORD, Pki, make_pki
 
 
