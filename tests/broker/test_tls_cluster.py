@@ -2,7 +2,9 @@
 inter-broker listener is SSL with client certificates required, and the PLAINTEXT listener
 is advertised at an address nothing listens on, so followers can only fetch over SSL. An
 acks=all produce to an RF=3 topic with min.insync.replicas=3 succeeds only when both
-followers fetch."""
+followers fetch; a transaction over partitions led by every broker commits only when the
+coordinator's markers reach the other leaders; a stopping broker's controlled shutdown
+reaches the controller."""
 
 from __future__ import annotations
 
@@ -69,5 +71,31 @@ def test_tls_cluster_replicates_over_the_inter_broker_ssl_listener(tmp_path: Pat
                 values.append(msg.value())
         consumer.close()
         assert values == [f"r{i}".encode() for i in range(50)]
+
+        admin.create_topics([NewTopic("spread", 3, 1)])["spread"].result(30)
+        leaders = {p.leader for p in admin.list_topics("spread", timeout=10)
+                   .topics["spread"].partitions.values()}
+        assert leaders == {1, 2, 3}
+        txn = Producer({**conf, "transactional.id": "tls-txn"})
+        txn.init_transactions(30)
+        txn.begin_transaction()
+        for i in range(30):
+            txn.produce("spread", f"t{i}".encode(), partition=i % 3)
+        txn.commit_transaction(30)
+        reader = Consumer({**conf, "group.id": "committed", "isolation.level": "read_committed",
+                           "enable.auto.commit": False})
+        reader.assign([TopicPartition("spread", p, 0) for p in range(3)])
+        committed: list[bytes] = []
+        deadline = time.time() + 30
+        while len(committed) < 30 and time.time() < deadline:
+            msg = reader.poll(1.0)
+            if msg is not None and not msg.error():
+                committed.append(msg.value())
+        reader.close()
+        assert sorted(committed) == sorted(f"t{i}".encode() for i in range(30))
+
+        leaving = next(n for n in c.brokers if n != c.controller())
+        assert c.brokers[leaving].stop() == 0
+        assert "controlled shutdown succeeded" in c.brokers[leaving].log()
     finally:
         c.stop()
