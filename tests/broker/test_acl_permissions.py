@@ -181,6 +181,18 @@ TABLE: list[tuple[str, Callable[[str], Any], Callable[[str], Any], ErrorCode]] =
         ["ok-new"])["ok-new"].result(15)),
      lambda bs: _call(bs, lambda a: a.delete_topics(["seen"])["seen"].result(15)),
      ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    ("DESCRIBE_CLIENT_QUOTAS DESCRIBE_CONFIGS cluster", None,  # type: ignore[list-item]
+     lambda bs: _raw(bs, m.ApiKey.DESCRIBE_CLIENT_QUOTAS, 1,
+                     m.DescribeClientQuotasRequest()).error_code,
+     ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    ("ALTER_CLIENT_QUOTAS ALTER_CONFIGS cluster", None,  # type: ignore[list-item]
+     lambda bs: _raw(bs, m.ApiKey.ALTER_CLIENT_QUOTAS, 1, m.AlterClientQuotasRequest(
+         entries=[m.AlterClientQuotasRequest.EntryData(
+             entity=[m.AlterClientQuotasRequest.EntryData.EntityData(
+                 entity_type="client-id", entity_name="app")],
+             ops=[m.AlterClientQuotasRequest.EntryData.OpData(
+                 key="producer_byte_rate", value=1024.0)])])).entries[0].error_code,
+     ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
     ("CREATE_ACLS ALTER cluster", None,  # type: ignore[list-item]
      lambda bs: _call(bs, lambda a: list(a.create_acls(
          [allow(ResourceType.TOPIC, "x", AclOperation.READ)]).values())[0].result(10)),

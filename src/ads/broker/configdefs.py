@@ -149,7 +149,18 @@ class HostPort:
         return f"`{value}` is not HOST:PORT"
 
 
-Validator = Range | OneOf | ListOf | KafkaVersion | HostPort
+class HostCounts:
+    """`host:count,...` (`max.connections.per.ip.overrides`); hosts are resolved at start."""
+
+    def check(self, value: object) -> str | None:
+        for item in filter(None, (i.strip() for i in str(value).split(","))):
+            host, sep, count = item.rpartition(":")
+            if not (sep and host and count.strip().isdigit()):
+                return f"`{item}` is not host:count"
+        return None
+
+
+Validator = Range | OneOf | ListOf | KafkaVersion | HostPort | HostCounts
 
 
 def _num(x: float) -> str:
@@ -335,6 +346,13 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
      "false lets the web console delete topics and empty consumer groups."),
     ("max.connections.per.ip", I, IMAX, NONNEG, MEDIUM,
      "Cap on open connections from one address."),
+    ("max.connections.per.ip.overrides", S, "", HostCounts(), MEDIUM,
+     "Per-address caps overriding max.connections.per.ip, as host:count pairs."),
+    # client quotas (docs/security.md)
+    ("quota.window.num", I, "11", POS, LOW,
+     "Samples kept when measuring a client's rate against its quota."),
+    ("quota.window.size.seconds", I, "1", POS, LOW,
+     "Length of each sample of a client's quota rate."),
     ("request.timeout.ms", I, "30000", NONNEG, MEDIUM,
      "Time the broker waits for replies on its own outbound requests."),
     # topics and messages
@@ -714,9 +732,6 @@ NO_EFFECT_BROKER_KEYS: dict[str, str] = {
                            "one at a time",
     "socket.send.buffer.bytes": "the operating system's socket buffer sizes are kept",
     "socket.receive.buffer.bytes": "the operating system's socket buffer sizes are kept",
-    "connections.max.idle.ms": "idle connections are not closed",
-    "max.connections": "the number of connections is not limited",
-    "max.connections.per.ip": "the number of connections is not limited",
     "log.preallocate": "segment files grow as they are written",
     "log.flush.start.offset.checkpoint.interval.ms": "the log start offset checkpoint is "
                                                      "written with the recovery point "

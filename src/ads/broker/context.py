@@ -15,6 +15,7 @@ from ads.broker.authorized_operations import OperationsAuthorizer
 from ads.broker.config import BrokerConfig
 from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.listeners import InterBroker
+from ads.broker.quotas import ClientQuotas
 from ads.common.clock import Clock
 from ads.controller.controller import Controller
 from ads.coordinator.group.coordinator import GroupCoordinator
@@ -51,6 +52,8 @@ class BrokerContext(Protocol):
     fetch_sessions: FetchSessionCache
     # How this broker reaches the others (the inter-broker listener, TLS or not).
     inter_broker: InterBroker
+    # Client quotas (`ads.broker.quotas`), kept current from the entity configs.
+    quotas: ClientQuotas
     # Decides what the principal may do (everything, without `authorizer.class.name`).
     operations_authorizer: OperationsAuthorizer
     # Where ACLs live; None without an authorizer.

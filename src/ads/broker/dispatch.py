@@ -8,6 +8,12 @@ per client and reason (`refusals.py`), as are the handlers' refusals of missing 
 (`RequestContext.refused`). ApiVersions is the exception (KIP-511): an unsupported version
 is answered in the v0 layout with UNSUPPORTED_VERSION and our ranges, so a newer client can
 retry with a version we know.
+
+Quotas (`ads.broker.quotas`): the produce and fetch handlers measure their bytes against
+the client's byte-rate quotas themselves (`RequestContext.throttle`); here, with a
+`request_percentage` quota set, each request's handler time is measured against it. A
+throttled response carries the larger throttle in its `throttle_time_ms`, and the
+connection is muted that long once it is written.
 """
 
 from __future__ import annotations
@@ -36,6 +42,13 @@ from ads.protocol.messages import ApiKey
 
 log = logging.getLogger("ads.broker")
 
+# Not measured against request quotas, as in Kafka: what a client needs to connect and
+# authenticate, and other brokers' requests (cluster actions).
+_REQUEST_QUOTA_EXEMPT = frozenset({
+    ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
+    ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
+    ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS})
+
 HandlerFn = Callable[["RequestContext", Any], Any]
 
 
@@ -56,6 +69,14 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     connection: ConnectionInfo
+    request_size: int = 0  # bytes of the request frame
+    quota_exempt: bool = False  # a follower's fetch: replication is not a client's quota
+
+    def throttle(self, throttle_ms: int) -> None:
+        """The client is over a quota: its connection is muted for `throttle_ms` after this
+        request's response (the longest of its quotas' throttles)."""
+        if throttle_ms > self.connection.throttle_ms:
+            self.connection.throttle_ms = throttle_ms
 
     def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
         """The KIP-430 bit set of what this request's principal may do to the resource."""
@@ -97,6 +118,7 @@ class Dispatcher:
         # by the network layer) to this call. Send time is the network layer's to measure:
         # the broker hands `metrics.response_sent` to the listener.
         self.metrics = metrics or BrokerMetrics()
+        self._quotas = broker.quotas
 
     def api_ranges(self) -> list[tuple[int, int, int]]:
         return sorted((h.api_key, h.min_version, h.max_version) for h in self.handlers.values())
@@ -137,7 +159,7 @@ class Dispatcher:
 
         ctx = RequestContext(
             self._broker, self, header.api_key, header.api_version, header.correlation_id,
-            header.client_id, conn)
+            header.client_id, conn, len(frame))
         try:
             result = handler.fn(ctx, request)
         except CloseConnection:
@@ -147,14 +169,17 @@ class Dispatcher:
                           _api_name(header.api_key), header.api_version, conn.peer)
             raise CloseConnection from exc
         if inspect.isawaitable(result):
-            return self._finish(ctx, result, started, started - conn.received_s)
+            return self._finish(ctx, result, started, started - conn.received_s,
+                                time.perf_counter() - started)
+        if self._quotas.request.enabled and header.api_key not in _REQUEST_QUOTA_EXEMPT:
+            self._request_quota(ctx, result, time.perf_counter() - started)
         response = self._encode(ctx, result)
         self.metrics.request_done(header.api_key, header.api_version,
                                   time.perf_counter() - started, started - conn.received_s)
         return response
 
     async def _finish(self, ctx: RequestContext, pending: Awaitable[Any],
-                      started: float, queued_s: float) -> Response:
+                      started: float, queued_s: float, handler_s: float) -> Response:
         try:
             body = await pending
         except CloseConnection:
@@ -163,10 +188,26 @@ class Dispatcher:
             log.exception("error handling %s v%d from %s; closing the connection",
                           _api_name(ctx.api_key), ctx.api_version, ctx.connection.peer)
             raise CloseConnection from exc
+        if self._quotas.request.enabled and ctx.api_key not in _REQUEST_QUOTA_EXEMPT:
+            # Only the handler's own time counts: waiting in purgatory uses no thread.
+            self._request_quota(ctx, body, handler_s)
         response = self._encode(ctx, body)
         self.metrics.request_done(ctx.api_key, ctx.api_version,
                                   time.perf_counter() - started, queued_s)
         return response
+
+    def _request_quota(self, ctx: RequestContext, body: Any, handler_s: float) -> None:
+        """Kafka's request quota: handler time in percent of a thread (100 = 1 s/s)."""
+        if ctx.quota_exempt:
+            return
+        throttle_ms = self._quotas.request.record(
+            ctx.connection.principal, ctx.client_id, handler_s * 100.0,
+            self._broker.clock.time_ms())
+        if throttle_ms:
+            ctx.throttle(throttle_ms)
+        if body is not None and ctx.connection.throttle_ms > getattr(
+                body, "throttle_time_ms", ctx.connection.throttle_ms):
+            body.throttle_time_ms = ctx.connection.throttle_ms
 
     @staticmethod
     def _encode(ctx: RequestContext, body: Any) -> Response:

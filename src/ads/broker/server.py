@@ -29,6 +29,7 @@ from ads.broker.http.app import OpsHttp, start_ops_http
 from ads.broker.listeners import InterBroker, advertised_endpoints, listener_tls
 from ads.broker.markers import BrokerMarkerWriter
 from ads.broker.metrics import BrokerMetrics
+from ads.broker.quotas import ClientQuotas
 from ads.broker.settings import cleaner_config_from, fetcher_config, log_config_from
 from ads.broker.shutdown import controlled_shutdown
 from ads.common.clock import Clock, SystemClock
@@ -41,6 +42,7 @@ from ads.metadata.embedded import EmbeddedMetadataStore
 from ads.metadata.model import BrokerEndpoint, PartitionState, TopicState
 from ads.metadata.store import MetadataStore
 from ads.metadata.zookeeper import ZkMetadataStore
+from ads.net.limits import ConnectionLimits, parse_overrides
 from ads.net.server import KafkaListener
 from ads.protocol.messages import MetadataResponse
 from ads.replication.fetcher import ReplicaFetcherManager
@@ -84,6 +86,18 @@ def _metadata_store(config: bconfig.BrokerConfig, first_dir: Path) -> MetadataSt
                            timeout if isinstance(timeout, int) else None)
 
 
+def _connection_limits(config: bconfig.BrokerConfig) -> ConnectionLimits:
+    try:
+        overrides = parse_overrides(str(config.get("max.connections.per.ip.overrides") or ""))
+    except ValueError as exc:
+        raise bconfig.ConfigError(
+            f"Invalid value for max.connections.per.ip.overrides: {exc}",
+            "max.connections.per.ip.overrides") from exc
+    return ConnectionLimits(config.get_int("max.connections"),
+                            config.get_int("max.connections.per.ip"), overrides,
+                            config.get_int("connections.max.idle.ms"))
+
+
 class Broker:
     def __init__(self, config: bconfig.BrokerConfig, clock: Clock | None = None,
                  file_io: FileIO = OS_FILE_IO) -> None:
@@ -104,6 +118,11 @@ class Broker:
         self.replica_manager.isr_writer = self.metadata.update_isr
         self.fetchers: ReplicaFetcherManager | None = None
         self.metrics = BrokerMetrics()
+        self.quotas = ClientQuotas(config.get_int("quota.window.num"),
+                                   config.get_int("quota.window.size.seconds"))
+        self.metadata.add_entity_listener(
+            lambda _path: self.quotas.update(self.metadata.entity_configs))
+        self.connection_limits = _connection_limits(config)
         self.dispatcher = Dispatcher(self, all_handlers(config.zookeeper_connect is not None),
                                      self.metrics)
         self.group_coordinator = coordinators.create_group_coordinator(self)
@@ -146,6 +165,7 @@ class Broker:
             d.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(self.metadata.load)
         await self._start_authorizer()
+        self.quotas.update(self.metadata.entity_configs)
         self.log_manager.startup()
         self.fetchers = ReplicaFetcherManager(self.node_id, fetcher_config(self.config),
                                               self.inter_broker.address,
@@ -159,11 +179,13 @@ class Broker:
             for endpoint, (host, port) in zip(self.config.listener_endpoints,
                                               self.config.listeners, strict=True):
                 tls = self._tls[endpoint.listener_name]
+                # One ConnectionLimits for every listener: the limits are the broker's.
                 listener = KafkaListener(
                     self.dispatcher, host, port, self.config.socket_request_max_bytes,
                     on_sent=self.dispatcher.metrics.response_sent,
                     listener_name=endpoint.listener_name,
                     security_protocol=endpoint.security_protocol,
+                    limits=self.connection_limits,
                     ssl_context=tls.context if tls else None,
                     principal_of=tls.principal_of if tls else None)
                 bound[endpoint.listener_name] = await listener.start()
@@ -262,6 +284,7 @@ class Broker:
         if self.ops_http is not None:
             await self.ops_http.stop()
         await asyncio.gather(*(listener.drain(grace_s=5.0) for listener in self.listeners))
+        self.connection_limits.stop()
         for task in [*self._tasks, *self._opening.values()]:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._opening.values(), return_exceptions=True)

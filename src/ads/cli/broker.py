@@ -65,9 +65,9 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve(config: BrokerConfig) -> int:
     try:
-        broker = Broker(config)  # reads TLS keys and certificates
-    except ConfigError as exc:
-        log.error("invalid configuration: %s", exc)  # noqa: TRY400 - a clear line
+        broker = Broker(config)  # reads TLS keys and certificates; resolves host names
+    except ConfigError as exc:  # what only start-up can check
+        print(f"ads broker: invalid configuration: {exc}", file=sys.stderr)
         return 2
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

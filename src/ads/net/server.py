@@ -21,14 +21,15 @@ the ones before it (Kafka's queue time) is its start minus that. The listener's 
 is told each response's API key and how long handing it to the transport took, sendfile
 and waiting for a full transport to drain included (Kafka's send time).
 
-TLS (listeners of protocol SSL and SASL_SSL): the connection is accepted as plain TCP and
-upgraded with `loop.start_tls`, so a failed handshake (an untrusted or expired certificate,
-none where `ssl.client.auth=required`, a plaintext client) is one log line and that one
-connection closed; asyncio's own TLS servers drop such failures silently. Input that
-arrives with the end of the handshake is queued and answered once the connection is set
-up. A client certificate names the connection's principal (`principal_of`, Kafka's
-"User:CN=..."). Over TLS, file regions are read and written through the TLS transport:
-sendfile cannot encrypt.
+Limits: connections are admitted and closed when idle by `ads.net.limits`. A handler that
+sets `ConnectionInfo.throttle_ms` (a client over its quota) has its response written, then
+the connection muted that long: nothing of it is read or answered (KIP-219).
+
+TLS (SSL and SASL_SSL listeners): a connection accepted as plain TCP is upgraded with
+`loop.start_tls`, so a failed handshake is one log line and that connection closed (asyncio's
+TLS servers drop such failures silently); requests that come with the handshake's end wait
+for it. A client certificate names the principal (`principal_of`). Over TLS, file regions
+are read and written through the TLS transport: sendfile cannot encrypt.
 """
 
 from __future__ import annotations
@@ -38,14 +39,14 @@ import collections
 import inspect
 import itertools
 import logging
-import os
 import socket
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from ads.net.regions import Chunk, FileRegion, inline_small_regions, pread_exactly
+from ads.net.limits import ConnectionLimits
+from ads.net.regions import Chunk, inline_small_regions, write_chunks
 
 log = logging.getLogger("ads.net")
 
@@ -87,6 +88,9 @@ class ConnectionInfo:
     # False on a SASL listener until authentication succeeds: until then only ApiVersions
     # and the SASL requests are served.
     authenticated: bool = True
+    # Set by a handler whose client is over a quota: once the response is written, the
+    # connection is muted this long (then reset to 0).
+    throttle_ms: int = 0
 
 
 _ids = itertools.count(1)
@@ -103,9 +107,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, handler: Handler, max_request_size: int,
                  on_close: Callable[[ConnectionInfo], None] | None = None,
                  on_sent: SentCallback | None = None,
+                 limits: ConnectionLimits | None = None,
                  ssl_context: ssl.SSLContext | None = None,
                  principal_of: PrincipalOf | None = None) -> None:
         self._handler = handler
+        self._limits = limits
+        self._ip = "?"
+        self._last_active = time.perf_counter()  # a request received or a response written
+        self._unmute: asyncio.TimerHandle | None = None
         self._ssl_context = ssl_context
         self._principal_of = principal_of
         self._handshake: asyncio.Task[None] | None = None
@@ -144,6 +153,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         peer = transport.get_extra_info("peername")
         self.info.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self._ip = str(peer[0]) if peer else "?"
+        if self._limits is not None and not self._limits.admit(self, self._ip):
+            self.info.closed = True
+            transport.abort()
+            return
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -202,6 +216,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.lost.done():  # a failed TLS handshake may be reported twice
             return
         self.info.closed = True
+        if self._limits is not None:
+            self._limits.release(self, self._ip)
+        if self._unmute is not None:
+            self._unmute.cancel()
         self.lost.set_result(None)
         if self._task is not None and not self._task.done():
             self._task.cancel()
@@ -255,6 +273,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._transport.pause_reading()
 
     def _queue(self, frame: memoryview, received_s: float) -> None:
+        self._last_active = received_s
         self._pending.append(frame)
         self._received.append(received_s)
         self._pending_bytes += len(frame)
@@ -324,6 +343,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self._unsent_apis.append(_api_key(frame))
                     out_bytes += sum(map(len, result))
                     result = None
+                    if self.info.throttle_ms:
+                        self._write_bytes(out)
+                        self._mute()
+                        return
                     if out_bytes < _HIGH_WATER:
                         continue
                     self._write_bytes(out)
@@ -332,6 +355,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._write_bytes(out)
                 self._busy = True
                 self._task = asyncio.ensure_future(self._finish_async(result, _api_key(frame)))
+                return
+            if self.info.throttle_ms:  # a request answered with nothing (acks=0)
+                self._write_bytes(out)
+                self._mute()
                 return
             if self._drain_waiter is not None and not self._drain_waiter.done():
                 self._busy = True
@@ -371,9 +398,44 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.exception("connection %s: unexpected error; closing it", self.info.peer)
             self._close()
             return
-        self._busy = False
         self._task = None
+        self._last_active = time.perf_counter()
+        if self.info.throttle_ms:
+            self._mute()
+            return
+        self._busy = False
         self._process()
+
+    def _mute(self) -> None:
+        """Kafka's channel muting: nothing is read or answered for `info.throttle_ms`."""
+        delay_s = self.info.throttle_ms / 1000.0
+        self.info.throttle_ms = 0
+        if self.info.closed:
+            return
+        self._busy = True
+        if not self._reading_paused:
+            self._reading_paused = True
+            assert self._transport is not None
+            self._transport.pause_reading()
+        self._unmute = asyncio.get_running_loop().call_later(delay_s, self._unmuted)
+
+    def _unmuted(self) -> None:
+        self._unmute = None
+        self._last_active = time.perf_counter()
+        self._busy = False
+        if not self.info.closed:
+            self._process()
+
+    def idle_since(self) -> float | None:  # for ads.net.limits
+        if (self._busy or self._pending or self._frame is not None or self._end > self._start
+                or self.info.closed):
+            return None
+        return self._last_active
+
+    def close_idle(self) -> None:
+        log.info("closing connection from %s: no request for longer than "
+                 "connections.max.idle.ms", self.info.peer)
+        self._close()
 
     def _write_bytes(self, chunks: Sequence[Chunk]) -> None:
         if chunks:
@@ -387,51 +449,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._unsent_apis.clear()
 
     async def _write(self, chunks: Sequence[Chunk]) -> None:
-        transport = self._transport
-        assert transport is not None
-        loop = asyncio.get_running_loop()
-        chunks, _ = inline_small_regions(chunks)
-        pending: list[Chunk] = []
-        for chunk in chunks:
-            if isinstance(chunk, (bytes, bytearray, memoryview)):
-                pending.append(chunk)
-                continue
-            if pending:
-                transport.writelines(pending)
-                pending = []
-            if self._ssl_context is not None:
-                # TLS encrypts in the process: the region is read (off the loop, it may be
-                # cold) and written through the transport, in one piece.
-                transport.write(await asyncio.to_thread(pread_exactly, chunk.fd, chunk.length,
-                                                        chunk.offset))
-                continue
-            sent = self._sendfile_now(transport, chunk)
-            if sent < chunk.length:
-                with os.fdopen(chunk.fd, "rb", buffering=0, closefd=False) as f:
-                    await loop.sendfile(transport, f, chunk.offset + sent, chunk.length - sent)
-        if pending:
-            transport.writelines(pending)
-
-    def _sendfile_now(self, transport: asyncio.Transport, region: FileRegion) -> int:
-        """Sends what the socket takes right now straight from the file; returns how much.
-
-        asyncio's sendfile, which sends the rest, costs a future and two selector updates
-        even when the socket takes the whole region at once. Only on a plain socket whose
-        transport holds nothing unsent, so bytes go out in order.
-        """
-        if self._sock_fd < 0 or transport.get_write_buffer_size():
-            return 0
-        sent = 0
-        try:
-            while sent < region.length:
-                n = os.sendfile(self._sock_fd, region.fd, region.offset + sent,
-                                region.length - sent)
-                if n == 0:
-                    break
-                sent += n
-        except (BlockingIOError, InterruptedError):
-            pass
-        return sent
+        assert self._transport is not None
+        await write_chunks(self._transport, chunks, self._sock_fd,
+                           tls=self._ssl_context is not None)
 
     def _maybe_resume_reading(self) -> None:
         if (self._reading_paused and not self._stopped and len(self._pending) < 16
@@ -477,11 +497,13 @@ class KafkaListener:
                  on_close: Callable[[ConnectionInfo], None] | None = None,
                  on_sent: SentCallback | None = None, listener_name: str = "PLAINTEXT",
                  security_protocol: str = "PLAINTEXT",
+                 limits: ConnectionLimits | None = None,
                  ssl_context: ssl.SSLContext | None = None,
                  principal_of: PrincipalOf | None = None) -> None:
         """`ssl_context`: the TLS listener's server context (None: plain TCP);
         `principal_of`: names the principal of a client that shows a certificate."""
         self._handler = handler
+        self._limits = limits
         self._ssl_context = ssl_context
         self._principal_of = principal_of
         self.listener_name = listener_name
@@ -508,7 +530,8 @@ class KafkaListener:
 
     def _make_connection(self) -> KafkaConnection:
         conn = KafkaConnection(self._handler, self._max_request_size, self._closed,
-                               self._on_sent, self._ssl_context, self._principal_of)
+                               self._on_sent, self._limits, self._ssl_context,
+                               self._principal_of)
         conn.info.listener_name = self.listener_name
         conn.info.security_protocol = self.security_protocol
         conn.info.authenticated = not self.security_protocol.startswith("SASL_")
