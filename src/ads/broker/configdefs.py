@@ -560,9 +560,21 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
      "Principals allowed everything, separated by semicolons (User:admin;User:broker)."),
     ("allow.everyone.if.no.acl.found", B, "false", None, LOW,
      "Whether a resource no ACL names is open to everyone (with an authorizer)."),
-    ("sasl.enabled.mechanisms", LI, "GSSAPI", None, MEDIUM, "SASL mechanisms offered."),
+    ("sasl.enabled.mechanisms", LI, "GSSAPI", None, MEDIUM,
+     "SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
     ("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", None, MEDIUM,
      "SASL mechanism brokers use with each other."),
+    ("sasl.jaas.config", P, None, None, MEDIUM,
+     "JAAS login module line; usually prefixed listener.name.<listener>.<mechanism>."),
+    ("sasl.server.max.receive.size", I, "524288", POS, LOW,
+     "Largest request frame accepted before a SASL connection has authenticated."),
+    ("connections.max.reauth.ms", L, "0", NONNEG, MEDIUM,
+     "SASL session lifetime: a connection must re-authenticate within it; 0: unlimited."),
+    ("connection.failed.authentication.delay.ms", I, "100", NONNEG, LOW,
+     "Delay before answering a failed authentication and closing the connection."),
+    # ADS's own: Kafka reads this JVM system property (-Djava.security.auth.login.config)
+    ("java.security.auth.login.config", S, None, None, LOW,
+     "JAAS file with KafkaServer / <listener>.KafkaServer sections (SASL users)."),
     ("ssl.client.auth", S, "none", OneOf(("required", "requested", "none")), MEDIUM,
      "Whether TLS listeners ask clients for a certificate (mTLS)."),
     ("ssl.enabled.protocols", LI, "TLSv1.2,TLSv1.3", ListOf(TLS_VERSIONS), MEDIUM,
@@ -721,7 +733,6 @@ DEPRECATED_TOPIC_KEYS: dict[str, str] = {
 _KRAFT = "KRaft is not supported; clusters will use ZooKeeper"
 _THROTTLE = "replication is not throttled"
 _TIERED = "tiered storage is not supported"
-_TLS = "TLS and SASL are not built yet: listeners are PLAINTEXT"
 _PEM_ONLY = "ADS reads PEM key and trust stores only (JKS and PKCS12 are refused)"
 NO_EFFECT_BROKER_KEYS: dict[str, str] = {
     "process.roles": _KRAFT,
@@ -749,8 +760,8 @@ NO_EFFECT_BROKER_KEYS: dict[str, str] = {
     "replica.high.watermark.checkpoint.interval.ms": "the high watermark is checkpointed with "
                                                      "the recovery point, every "
                                                      "log.flush.offset.checkpoint.interval.ms",
-    "sasl.enabled.mechanisms": _TLS,
-    "sasl.mechanism.inter.broker.protocol": _TLS,
+    "sasl.mechanism.inter.broker.protocol": "brokers do not authenticate to each other with "
+                                            "SASL: the inter-broker listener is not a SASL one",
     "ssl.keystore.password": _PEM_ONLY,
     "ssl.truststore.password": _PEM_ONLY,
 }

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Protocol
 
+from ads.broker.authentication import Authenticator
 from ads.broker.authorized_operations import OperationsAuthorizer
 from ads.broker.config import BrokerConfig
 from ads.broker.fetch_sessions import FetchSessionCache
@@ -58,6 +59,8 @@ class BrokerContext(Protocol):
     operations_authorizer: OperationsAuthorizer
     # Where ACLs live; None without an authorizer.
     acl_store: AclStore | None
+    # SASL settings of the listeners and the mechanism exchanges (handlers/sasl.py).
+    authenticator: Authenticator
     # Metadata's per-topic response entries (handlers/metadata.py).
     metadata_entries: TopicCache[MetadataResponse.MetadataResponseTopic]
 

@@ -9,6 +9,12 @@ per client and reason (`refusals.py`), as are the handlers' refusals of missing 
 is answered in the v0 layout with UNSUPPORTED_VERSION and our ranges, so a newer client can
 retry with a version we know.
 
+Authentication gate: a SASL listener's connection that has not authenticated yet may send
+ApiVersions, SaslHandshake and SaslAuthenticate only; any other request closes it, logged,
+as Kafka does. A SASL session past its lifetime (`connections.max.reauth.ms`, KIP-368) that
+has not re-authenticated is closed when its next request other than SaslHandshake or
+SaslAuthenticate arrives. Connections of other listeners pay one attribute test per request.
+
 Quotas (`ads.broker.quotas`): the produce and fetch handlers measure their bytes against
 the client's byte-rate quotas themselves (`RequestContext.throttle`); here, with a
 `request_percentage` quota set, each request's handler time is measured against it. A
@@ -25,6 +31,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ads.broker.authentication import SaslExchange
 from ads.broker.authorized_operations import (
     ALLOW_ALL,
     AclOperation,
@@ -50,6 +57,10 @@ _REQUEST_QUOTA_EXEMPT = frozenset({
     ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS})
 
 HandlerFn = Callable[["RequestContext", Any], Any]
+
+_PRE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE,
+                                 ApiKey.SASL_AUTHENTICATE})
+_SASL = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +136,10 @@ class Dispatcher:
 
     def __call__(self, frame: memoryview, conn: ConnectionInfo) -> Response | Awaitable[Response]:
         started = time.perf_counter()
+        if not conn.authenticated:
+            ex = conn.sasl
+            if isinstance(ex, SaslExchange) and ex.raw_tokens and ex.server is not None:
+                return self._broker.authenticator.raw_token(frame, conn, ex)
         try:
             header, body_offset = codec.decode_request_header(frame)
         except UnsupportedVersionError as exc:
@@ -135,6 +150,8 @@ class Dispatcher:
         except DecodeError as exc:
             log.warning("closing connection from %s: malformed request header: %s", conn.peer, exc)
             raise CloseConnection from exc
+        if not conn.authenticated or conn.session_deadline:
+            _authentication_gate(header.api_key, header.client_id, conn)
 
         handler = self.handlers.get(header.api_key)
         if handler is None or not handler.min_version <= header.api_version <= handler.max_version:
@@ -228,6 +245,23 @@ class Dispatcher:
     def _api_versions_fallback(self, correlation_id: int) -> Response:
         return [codec.encode_api_versions_fallback(
             correlation_id, ErrorCode.UNSUPPORTED_VERSION, self.api_ranges())]
+
+
+def _authentication_gate(api_key: int, client_id: str | None, conn: ConnectionInfo) -> None:
+    """Raises CloseConnection for a request the connection's SASL state does not allow."""
+    if not conn.authenticated:
+        if api_key in _PRE_AUTHENTICATION:
+            return
+        log.warning("closing connection from %s (client %s, listener %s): %s before SASL "
+                    "authentication; only ApiVersions, SaslHandshake and SaslAuthenticate are "
+                    "served until then", conn.peer, client_id, conn.listener_name,
+                    _api_name(api_key))
+        raise CloseConnection
+    if conn.received_s > conn.session_deadline and api_key not in _SASL:
+        log.info("closing connection from %s (%s, listener %s): its SASL session expired "
+                 "(connections.max.reauth.ms) without re-authentication", conn.peer,
+                 conn.principal, conn.listener_name)
+        raise CloseConnection
 
 
 def _api_name(api_key: int) -> str:

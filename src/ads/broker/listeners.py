@@ -28,7 +28,7 @@ from ads.metadata.model import ListenerEndpoint
 from ads.metadata.store import MetadataStore
 from ads.net.client import BrokerConnection, NetClientError
 from ads.net.principal import PrincipalMappingError, SslPrincipalMapper
-from ads.net.server import PrincipalOf
+from ads.net.tls_accept import PrincipalOf
 
 SSL_KEYS = (
     "ssl.client.auth", "ssl.enabled.protocols", "ssl.cipher.suites",

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ads.broker import config as bconfig
 from ads.broker import coordinators
+from ads.broker.authentication import Authenticator
 from ads.broker.authorized_operations import ALLOW_ALL, OperationsAuthorizer
 from ads.broker.configdefs import DEPRECATED_TOPIC_KEYS
 from ads.broker.context import TxnRequests
@@ -106,6 +107,8 @@ class Broker:
         self.clock: Clock = clock or SystemClock()
         self.node_id: int = config.node_id
         self.log_dirs = [Path(d) for d in config.log_dirs]
+        # ConfigError for SASL settings it cannot serve (a bad JAAS line, GSSAPI, ...)
+        self.authenticator = Authenticator(config, lambda: self.metadata.entity_configs)
         self.metadata: MetadataStore = _metadata_store(config, self.log_dirs[0])
         self.metadata.add_listener(self._metadata_changed)
         self.controller: Controller | None = None
@@ -186,6 +189,7 @@ class Broker:
                     listener_name=endpoint.listener_name,
                     security_protocol=endpoint.security_protocol,
                     limits=self.connection_limits,
+                    sasl_max_receive_size=self.config.get_int("sasl.server.max.receive.size"),
                     ssl_context=tls.context if tls else None,
                     principal_of=tls.principal_of if tls else None)
                 bound[endpoint.listener_name] = await listener.start()

@@ -1,7 +1,7 @@
 """The client commands of `ads`: `topics`, `produce`, `consume`, `groups`,
-`transactions`, `quotas`, `bench` and `pipeline`, plus `log`, which reads a broker's data directory,
-`top`, which reads a broker's `/metrics`, and `cluster`, which runs a local cluster and
-shows any cluster's state.
+`transactions`, `quotas`, `users`, `bench` and `pipeline`, plus `log`, which reads a
+broker's data directory, `top`, which reads a broker's `/metrics`, and `cluster`, which
+runs a local cluster and shows any cluster's state.
 
 The network ones are clients like any other, built on confluent-kafka (or on PySpark for
 `pipeline`), so they work against any Kafka-protocol cluster; `ads.cli.main` registers
@@ -24,6 +24,7 @@ from ads.cli import (
     top,
     topics,
     transactions,
+    users,
 )
 
 
@@ -39,3 +40,4 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     pipeline.add_parser(sub)
     logdump.add_parser(sub)
     top.add_parser(sub)
+    users.add_parser(sub)

@@ -2,7 +2,12 @@
 
 Framing: every Kafka request is `int32 size` followed by `size` bytes. The size is checked
 against `socket.request.max.bytes` before anything is allocated; a negative or oversized
-size closes that connection (Kafka does the same) and nothing else.
+size closes that connection (Kafka does the same) and nothing else. Until a SASL
+listener's connection has authenticated, the limit is `sasl.server.max.receive.size`
+instead, so an unauthenticated peer cannot make the broker hold more than that.
+
+A handler that sets `ConnectionInfo.close_after_response` has its response written, then
+the connection closed (a failed authentication is answered, then the peer is gone).
 
 Requests of one connection are answered strictly in order, one at a time, as Kafka does by
 muting a channel while its request is in flight; clients pipeline several requests and we
@@ -10,9 +15,8 @@ read ahead, so a long-polling fetch delays only its own connection.
 
 A response is a list of chunks: bytes-like objects are written to the transport, other
 chunks are file regions (objects with `fd`, `offset` and `length`) sent with sendfile, so
-record data goes from the page cache to the socket without passing through Python. Regions
-up to `SENDFILE_MIN_BYTES` are read and written with the response's other bytes instead:
-for them a sendfile costs more than the copy it spares.
+record data goes from the page cache to the socket without passing through Python; small
+regions are read and written with the response's other bytes instead (`ads.net.regions`).
 
 Timing, for Kafka's request phases: when a read completes frames, `time.perf_counter()` is
 taken once and kept beside each of them; the handler finds it in
@@ -25,11 +29,8 @@ Limits: connections are admitted and closed when idle by `ads.net.limits`. A han
 sets `ConnectionInfo.throttle_ms` (a client over its quota) has its response written, then
 the connection muted that long: nothing of it is read or answered (KIP-219).
 
-TLS (SSL and SASL_SSL listeners): a connection accepted as plain TCP is upgraded with
-`loop.start_tls`, so a failed handshake is one log line and that connection closed (asyncio's
-TLS servers drop such failures silently); requests that come with the handshake's end wait
-for it. A client certificate names the principal (`principal_of`). Over TLS, file regions
-are read and written through the TLS transport: sendfile cannot encrypt.
+TLS (SSL and SASL_SSL listeners): each connection is upgraded after it is accepted
+(`ads.net.tls_accept`); its requests wait for the handshake and its principal.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from dataclasses import dataclass
 
 from ads.net.limits import ConnectionLimits
 from ads.net.regions import Chunk, inline_small_regions, write_chunks
+from ads.net.tls_accept import PrincipalOf, name_principal, server_handshake
 
 log = logging.getLogger("ads.net")
 
@@ -86,8 +88,16 @@ class ConnectionInfo:
     # SASL names someone. ACLs and quotas are decided on it.
     principal: str = ANONYMOUS
     # False on a SASL listener until authentication succeeds: until then only ApiVersions
-    # and the SASL requests are served.
+    # and the SASL requests are served, and frames are limited to the pre-authentication
+    # size.
     authenticated: bool = True
+    # The SASL exchange of this connection (the broker's authenticator owns it).
+    sasl: object = None
+    # perf_counter() after which an authenticated SASL session has expired and must
+    # re-authenticate before anything else is served (KIP-368); 0.0: never.
+    session_deadline: float = 0.0
+    # Set by a handler: close the connection once this request's response is written.
+    close_after_response: bool = False
     # Set by a handler whose client is over a quota: once the response is written, the
     # connection is muted this long (then reset to 0).
     throttle_ms: int = 0
@@ -96,11 +106,6 @@ class ConnectionInfo:
 _ids = itertools.count(1)
 
 
-# The TLS handshake of a new connection must end within this (Kafka has no such bound; a
-# client that never finishes would otherwise hold a connection forever).
-TLS_HANDSHAKE_TIMEOUT_S = 30.0
-# The principal of a TLS client from its certificate (DER); raises ValueError to refuse it.
-PrincipalOf = Callable[[bytes], str]
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -108,6 +113,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                  on_close: Callable[[ConnectionInfo], None] | None = None,
                  on_sent: SentCallback | None = None,
                  limits: ConnectionLimits | None = None,
+                 pre_auth_max_size: int | None = None,
                  ssl_context: ssl.SSLContext | None = None,
                  principal_of: PrincipalOf | None = None) -> None:
         self._handler = handler
@@ -119,6 +125,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._principal_of = principal_of
         self._handshake: asyncio.Task[None] | None = None
         self._max_request_size = max_request_size
+        self._pre_auth_max_size = (max_request_size if pre_auth_max_size is None
+                                   else min(pre_auth_max_size, max_request_size))
         self._on_close = on_close
         self._on_sent = on_sent
         # Unparsed input is scratch[_start:_end], or a large request being received into
@@ -163,7 +171,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self._ssl_context is not None:
             # Nothing is read until start_tls owns the socket; requests wait (busy) until
-            # the handshake is done and the principal known (`_tls_made`).
+            # the handshake is done and the principal known (`_start_tls`).
             transport.pause_reading()
             self._busy = True
             self._handshake = asyncio.ensure_future(self._start_tls(transport,
@@ -175,39 +183,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def _start_tls(self, raw: asyncio.Transport, context: ssl.SSLContext) -> None:
         try:
-            # Application data that comes with the handshake's end is delivered to this
-            # protocol before start_tls returns: it is queued (busy) until `_tls_made`.
-            tls = await asyncio.get_running_loop().start_tls(
-                raw, self, context, server_side=True,
-                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+            tls = await server_handshake(raw, self, context, self.info)
         except asyncio.CancelledError:
             self.connection_lost(None)
             raise
-        except (OSError, ConnectionError, TimeoutError) as exc:
-            if not self.info.closed:
-                log.info("Failed authentication with %s on listener %s (SSL handshake "
-                         "failed: %s)", self.info.peer, self.info.listener_name,
-                         _handshake_failure(exc))
-            self.connection_lost(None)
-            return
         if tls is None or self.info.closed:
             self.connection_lost(None)
             return
-        self._tls_made(tls)
-
-    def _tls_made(self, tls: asyncio.Transport) -> None:
         self._transport = tls
         tls.set_write_buffer_limits(high=_HIGH_WATER)
-        ssl_object = tls.get_extra_info("ssl_object")
-        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
-        if der and self._principal_of is not None:
-            try:
-                self.info.principal = self._principal_of(der)
-            except ValueError as exc:
-                log.info("Failed authentication with %s on listener %s (%s)",
-                         self.info.peer, self.info.listener_name, exc)
-                self._close()
-                return
+        if not name_principal(tls, self._principal_of, self.info):
+            self._close()
+            return
         self._busy = False
         if self._pending:
             self._process()
@@ -285,10 +272,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         received_s = time.perf_counter()  # every frame completed by this read
         while end - pos >= 4:
             size = int.from_bytes(view[pos:pos + 4], "big", signed=True)
-            if size <= 0 or size > self._max_request_size:
+            limit = (self._max_request_size if self.info.authenticated
+                     else self._pre_auth_max_size)
+            if size <= 0 or size > limit:
                 log.warning(
-                    "closing connection from %s: request size %d outside 1..%d "
-                    "(socket.request.max.bytes)", self.info.peer, size, self._max_request_size)
+                    "closing connection from %s: request size %d outside 1..%d (%s)",
+                    self.info.peer, size, limit,
+                    "socket.request.max.bytes" if self.info.authenticated
+                    else "sasl.server.max.receive.size, before authentication")
                 self._close()
                 return False
             if end - pos - 4 >= size:
@@ -343,6 +334,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self._unsent_apis.append(_api_key(frame))
                     out_bytes += sum(map(len, result))
                     result = None
+                    if self.info.close_after_response:
+                        self._write_bytes(out)
+                        self._close()
+                        return
                     if self.info.throttle_ms:
                         self._write_bytes(out)
                         self._mute()
@@ -385,6 +380,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 await self._drain_waiter
             if written and self._on_sent is not None:
                 self._on_sent(api_key, time.perf_counter() - started)
+            if self.info.close_after_response:
+                self._close()
+                return
         except CloseConnection:
             self._close()
             return
@@ -479,11 +477,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._transport.close()
 
 
-def _handshake_failure(exc: BaseException) -> str:
-    """Why a TLS handshake failed, in OpenSSL's words ("certificate has expired")."""
-    return str(getattr(exc, "verify_message", None) or getattr(exc, "reason", None) or exc)
-
-
 def _api_key(frame: memoryview) -> int:
     """The request's API key, for `on_sent` (-1 for a frame too short to hold one; the
     handler answers none of those)."""
@@ -498,12 +491,16 @@ class KafkaListener:
                  on_sent: SentCallback | None = None, listener_name: str = "PLAINTEXT",
                  security_protocol: str = "PLAINTEXT",
                  limits: ConnectionLimits | None = None,
+                 sasl_max_receive_size: int | None = None,
                  ssl_context: ssl.SSLContext | None = None,
                  principal_of: PrincipalOf | None = None) -> None:
-        """`ssl_context`: the TLS listener's server context (None: plain TCP);
-        `principal_of`: names the principal of a client that shows a certificate."""
+        """`sasl_max_receive_size`: the frame size limit of a connection that has not
+        authenticated yet (SASL listeners); `ssl_context`: the TLS listener's server context
+        (None: plain TCP); `principal_of`: names the principal of a client that shows a
+        certificate."""
         self._handler = handler
         self._limits = limits
+        self._sasl_max_receive_size = sasl_max_receive_size
         self._ssl_context = ssl_context
         self._principal_of = principal_of
         self.listener_name = listener_name
@@ -530,8 +527,8 @@ class KafkaListener:
 
     def _make_connection(self) -> KafkaConnection:
         conn = KafkaConnection(self._handler, self._max_request_size, self._closed,
-                               self._on_sent, self._limits, self._ssl_context,
-                               self._principal_of)
+                               self._on_sent, self._limits, self._sasl_max_receive_size,
+                               self._ssl_context, self._principal_of)
         conn.info.listener_name = self.listener_name
         conn.info.security_protocol = self.security_protocol
         conn.info.authenticated = not self.security_protocol.startswith("SASL_")

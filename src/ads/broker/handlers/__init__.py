@@ -18,6 +18,8 @@ from ads.broker.handlers import (
     produce,
     producer_id,
     reassignments,
+    sasl,
+    scram_users,
     topics,
     transactions,
 )
@@ -28,6 +30,6 @@ def all_handlers(cluster: bool = False) -> list[ApiHandler]:
     from other brokers."""
     modules = [api_versions, metadata, produce, fetch, offsets, topics, configs, producer_id,
                groups, group_offsets, consumer_groups, leadership, transactions, acls,
-               client_quotas]
+               client_quotas, sasl, scram_users]
     extra = [*leadership.CLUSTER_HANDLERS, *reassignments.CLUSTER_HANDLERS] if cluster else []
     return [h for module in modules for h in module.HANDLERS] + extra
