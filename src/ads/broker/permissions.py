@@ -90,6 +90,8 @@ OFFSET_FETCH_GROUP = Rule(G, Op.DESCRIBE, GROUP_DENIED, "request")
 TOPIC_READ = Rule(T, Op.READ, TOPIC_DENIED, "resource")
 TXN_WRITE = Rule(TXN, Op.WRITE, TXN_DENIED, "request")
 TXN_DESCRIBE = Rule(TXN, Op.DESCRIBE, TXN_DENIED, "resource")
+TXN_DESCRIBE_TOPICS = Rule(T, Op.DESCRIBE, ErrorCode.NONE, "filtered",
+                           "the transaction's partitions shown")
 LIST_TXNS = Rule(TXN, Op.DESCRIBE, ErrorCode.NONE, "filtered")
 TXN_TOPIC_WRITE = Rule(T, Op.WRITE, TOPIC_DENIED, "resource", "v0-3 (clients)")
 CLUSTER_ACTION = Rule(C, Op.CLUSTER_ACTION, CLUSTER_DENIED, "request")
@@ -134,7 +136,7 @@ PERMISSIONS: dict[ApiKey, tuple[Rule, ...]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: (TXN_WRITE, GROUP_READ),
     ApiKey.END_TXN: (TXN_WRITE,),
     ApiKey.WRITE_TXN_MARKERS: (MARKERS_ALTER, CLUSTER_ACTION),
-    ApiKey.DESCRIBE_TRANSACTIONS: (TXN_DESCRIBE,),
+    ApiKey.DESCRIBE_TRANSACTIONS: (TXN_DESCRIBE, TXN_DESCRIBE_TOPICS),
     ApiKey.LIST_TRANSACTIONS: (LIST_TXNS,),
     ApiKey.ELECT_LEADERS: (CLUSTER_ALTER,),
     ApiKey.CONTROLLED_SHUTDOWN: (CLUSTER_ACTION,),
