@@ -1,5 +1,5 @@
 """The client commands of `ads`: `topics`, `produce`, `consume`, `groups`,
-`transactions`, `bench` and `pipeline`, plus `log`, which reads a broker's data directory,
+`transactions`, `acls`, `bench` and `pipeline`, plus `log`, which reads a broker's data directory,
 `top`, which reads a broker's `/metrics`, and `cluster`, which runs a local cluster and
 shows any cluster's state.
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 
 from ads.cli import (
+    acls,
     bench,
     cluster,
     consume,
@@ -33,6 +34,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     consume.add_parser(sub)
     groups.add_parser(sub)
     transactions.add_parser(sub)
+    acls.add_parser(sub)
     bench.add_parser(sub)
     pipeline.add_parser(sub)
     logdump.add_parser(sub)
