@@ -92,13 +92,15 @@ CLUSTER_ONLY_APIS = {K.CONTROLLED_SHUTDOWN, K.ALTER_PARTITION_REASSIGNMENTS,
                      K.LIST_PARTITION_REASSIGNMENTS}
 
 
-def raw(bs: str, api: int, version: int, body: Any, admin: bool = False) -> Any:
-    """One request on a fresh connection, from ADMIN_HOST when `admin`."""
-    with RawConnection(bs, source_host=ADMIN_HOST if admin else None) as conn:
+def raw(bs: str, api: int, version: int, body: Any, admin: bool | str = False) -> Any:
+    """One request on a fresh connection, from ADMIN_HOST when `admin` is True, from that
+    address when it is one."""
+    source = admin if isinstance(admin, str) else ADMIN_HOST if admin else None
+    with RawConnection(bs, source_host=source) as conn:
         return conn.request(api, version, body)
 
 
-def cluster_call(bs: str, api: int, admin: bool) -> int:
+def cluster_call(bs: str, api: int, admin: bool | str) -> int:
     body = {
         K.CONTROLLED_SHUTDOWN: (3, m.ControlledShutdownRequest(broker_id=7, broker_epoch=-1)),
         K.ALTER_PARTITION_REASSIGNMENTS: (0, m.AlterPartitionReassignmentsRequest(
@@ -128,13 +130,15 @@ def cluster_call(bs: str, api: int, admin: bool) -> int:
     return next((int(x.error_code) for x in nested if getattr(x, "error_code", 0)), 0)
 
 
-def cluster_rows(apis: Iterable[int]) -> list[Row]:
-    """Raw requests needing a cluster permission: allowed from ADMIN_HOST, denied
-    (CLUSTER_AUTHORIZATION_FAILED) from 127.0.0.1."""
-    return [(api, case, f"raw from {'the admin host' if admin else '127.0.0.1'}",
-             (lambda api, admin: lambda bs: cluster_call(bs, api, admin))(api, admin),
-             None if admin else ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-            for api in apis for case, admin in ((ALLOWED, True), (DENIED, False))]
+def cluster_rows(apis: Iterable[int], allowed_from: str = ADMIN_HOST,
+                 denied_from: str = "127.0.0.1") -> list[Row]:
+    """Raw requests needing a cluster permission: allowed from `allowed_from`, denied
+    (CLUSTER_AUTHORIZATION_FAILED) from `denied_from`."""
+    return [(api, case, f"raw from {host}",
+             (lambda api, host: lambda bs: cluster_call(bs, api, host))(api, host),
+             None if case == ALLOWED else ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+            for api in apis
+            for case, host in ((ALLOWED, allowed_from), (DENIED, denied_from))]
 
 
 def _open_transaction(bs: str, txn_id: str, topics: tuple[str, ...]) -> None:
