@@ -579,6 +579,14 @@ TABLE: list[Row] = [
         bs, lambda a: a.describe_transactions(["tx-seen"])), None),
     (K.DESCRIBE_TRANSACTIONS, DENIED, "raw", lambda bs: _describe_txn(bs, "tx-no")[0],
      TXN_DENIED),
+    (K.DESCRIBE_PRODUCERS, ALLOWED, "kafka-python READ", lambda bs: _kp_admin(
+        bs, lambda a: a.describe_producers([KTP("ok-a", 0)])), None),
+    (K.DESCRIBE_PRODUCERS, DESCRIBED, "kafka-python", lambda bs: _kp_admin(
+        bs, lambda a: a.describe_producers([KTP("seen", 0)])), TOPIC_DENIED),
+    (K.DESCRIBE_PRODUCERS, DENIED, "raw", lambda bs: _parts(raw(
+        bs, K.DESCRIBE_PRODUCERS, 0, m.DescribeProducersRequest(topics=[
+            m.DescribeProducersRequest.TopicRequest(name="hidden", partition_indexes=[0])]))
+        .topics, "partitions"), TOPIC_DENIED),
     (K.LIST_TRANSACTIONS, ALLOWED, "kafka-python: described ones listed, others left out",
      lambda bs: 0 if "tx-seen" in (listed := _txns_listed(bs)) and "tx-hidden" not in listed
      else -1, None),

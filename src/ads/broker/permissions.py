@@ -92,6 +92,7 @@ TXN_WRITE = Rule(TXN, Op.WRITE, TXN_DENIED, "request")
 TXN_DESCRIBE = Rule(TXN, Op.DESCRIBE, TXN_DENIED, "resource")
 TXN_DESCRIBE_TOPICS = Rule(T, Op.DESCRIBE, ErrorCode.NONE, "filtered",
                            "the transaction's partitions shown")
+DESCRIBE_PRODUCERS = Rule(T, Op.READ, TOPIC_DENIED, "resource")
 LIST_TXNS = Rule(TXN, Op.DESCRIBE, ErrorCode.NONE, "filtered")
 TXN_TOPIC_WRITE = Rule(T, Op.WRITE, TOPIC_DENIED, "resource", "v0-3 (clients)")
 CLUSTER_ACTION = Rule(C, Op.CLUSTER_ACTION, CLUSTER_DENIED, "request")
@@ -137,6 +138,7 @@ PERMISSIONS: dict[ApiKey, tuple[Rule, ...]] = {
     ApiKey.END_TXN: (TXN_WRITE,),
     ApiKey.WRITE_TXN_MARKERS: (MARKERS_ALTER, CLUSTER_ACTION),
     ApiKey.DESCRIBE_TRANSACTIONS: (TXN_DESCRIBE, TXN_DESCRIBE_TOPICS),
+    ApiKey.DESCRIBE_PRODUCERS: (DESCRIBE_PRODUCERS,),
     ApiKey.LIST_TRANSACTIONS: (LIST_TXNS,),
     ApiKey.ELECT_LEADERS: (CLUSTER_ALTER,),
     ApiKey.CONTROLLED_SHUTDOWN: (CLUSTER_ACTION,),

@@ -72,7 +72,8 @@ __all__ = [
     "BATCH_OVERHEAD", "LOG_OVERHEAD", "MAGIC", "NO_PARTITION_LEADER_EPOCH", "NO_PRODUCER_EPOCH",
     "NO_PRODUCER_ID", "NO_SEQUENCE", "NO_TIMESTAMP", "BatchHeader", "ControlRecordType",
     "Record", "RecordSpec", "TimestampType", "build_batch", "build_control_batch",
-    "decode_records", "iter_batch_headers", "iter_batches", "parse_control_record",
+    "control_record_type", "decode_records", "iter_batch_headers", "iter_batches",
+    "parse_control_record",
     "patch_base_offset", "read_batch_header", "scan_valid_prefix", "set_log_append_time",
     "validate_batches",
 ]
@@ -553,17 +554,24 @@ def build_control_batch(
     )
 
 
+def control_record_type(key: bytes | bytearray | memoryview | None) -> int:
+    """The type of a control record from its key: a ``ControlRecordType`` when known, else
+    the raw int (Kafka ignores control records it does not know)."""
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise InvalidRecordError("control record key is missing or too short")
+    version, kind = _CONTROL_KEY.unpack_from(key)
+    if version < 0:
+        raise InvalidRecordError(f"invalid control record key version {version}")
+    return ControlRecordType(kind) if kind in (0, 1) else int(kind)
+
+
 def parse_control_record(key: bytes | None, value: bytes | None) -> tuple[int, int]:
     """Return ``(type, coordinator_epoch)`` of a control record.
 
     The type is a ``ControlRecordType`` when known, else the raw int (Kafka ignores control
     records it does not know). The coordinator epoch is -1 for non-marker types.
     """
-    if key is None or len(key) < _CONTROL_KEY.size:
-        raise InvalidRecordError("control record key is missing or too short")
-    version, kind = _CONTROL_KEY.unpack_from(key)
-    if version < 0:
-        raise InvalidRecordError(f"invalid control record key version {version}")
+    kind = control_record_type(key)
     if kind not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
         return kind, -1
     if value is None or len(value) < _END_TXN_VALUE.size:

@@ -153,10 +153,6 @@ class AbortedRanges:
             self._by_producer.setdefault(a.producer_id, []).append(
                 (a.first_offset, a.last_offset))
 
-    @classmethod
-    def of(cls, segments: Iterable[LogSegment]) -> AbortedRanges:
-        return cls(a for s in segments for a in s.txn_index.entries)
-
     def __bool__(self) -> bool:
         return bool(self._by_producer)
 

@@ -1,6 +1,6 @@
 """The transaction APIs: AddPartitionsToTxn (key 24) v0-5, AddOffsetsToTxn (key 25) v0-4,
-EndTxn (key 26) v0-3, WriteTxnMarkers (key 27) v0-1, DescribeTransactions (key 65) v0,
-ListTransactions (key 66) v0-1.
+EndTxn (key 26) v0-3, WriteTxnMarkers (key 27) v0-1, DescribeProducers (key 61) v0,
+DescribeTransactions (key 65) v0, ListTransactions (key 66) v0-1.
 
 The rules are the transaction coordinator's (`ads.coordinator.transaction`, the answer
 tables in its `state.py`); this module maps requests and results. A transactional id
@@ -15,7 +15,15 @@ added). An unknown topic or partition fails
 the request with UNKNOWN_TOPIC_OR_PARTITION for it and OPERATION_NOT_ATTEMPTED for the rest.
 
 WriteTxnMarkers is what a coordinator sends to the leaders of a transaction's partitions;
-each marker is written to a partition led here (`ads.broker.markers.write_local`).
+each marker is written to a partition led here (`ads.broker.markers.write_local`). The
+tools (`ads transactions abort`, Kafka's `kafka-transactions.sh abort`) send it too, to end
+a transaction a partition holds open that no coordinator will end.
+
+DescribeProducers answers, per partition with a replica here (leader or follower, as in
+Kafka: the tools may ask a given broker), the producer state of its log: every producer id
+with state, its epoch, last sequence, last write time, the coordinator epoch of its last
+marker and the first offset of its open transaction (-1: none). A partition without a
+replica here gets UNKNOWN_TOPIC_OR_PARTITION.
 
 Gaps: EndTxn v4+ (KIP-890 part 2, the epoch bumped per transaction) is not advertised; no
 broker feature `transaction.version` is advertised, so clients use the classic protocol.
@@ -145,6 +153,39 @@ def handle_write_txn_markers(ctx: RequestContext, req: m.WriteTxnMarkersRequest
     return m.WriteTxnMarkersResponse(markers=results)
 
 
+def handle_describe_producers(ctx: RequestContext, req: m.DescribeProducersRequest
+                              ) -> m.DescribeProducersResponse:
+    TR = m.DescribeProducersResponse.TopicResponse  # noqa: N806
+    PR = TR.PartitionResponse  # noqa: N806
+    topics = []
+    rule = P.DESCRIBE_PRODUCERS
+    for t in req.topics:
+        parts = []
+        allowed = ctx.authorize(rule.resource, t.name, rule.operation)
+        for index in t.partition_indexes:
+            part = ctx.broker.replica_manager.get(t.name, index) if allowed else None
+            if not allowed:
+                parts.append(PR(partition_index=index, error_code=rule.error,
+                                error_message=None, active_producers=[]))
+                continue
+            if part is None:
+                parts.append(PR(partition_index=index,
+                                error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                error_message=None, active_producers=[]))
+                continue
+            producers = [PR.ProducerState(
+                producer_id=e.producer_id, producer_epoch=e.producer_epoch,
+                last_sequence=e.last_seq, last_timestamp=e.last_timestamp,
+                coordinator_epoch=e.coordinator_epoch,
+                current_txn_start_offset=(-1 if e.current_txn_first_offset is None
+                                          else e.current_txn_first_offset))
+                for e in part.log.producer_state.producers.values()]
+            parts.append(PR(partition_index=index, error_code=ErrorCode.NONE,
+                            error_message=None, active_producers=producers))
+        topics.append(TR(name=t.name, partitions=parts))
+    return m.DescribeProducersResponse(throttle_time_ms=0, topics=topics)
+
+
 def handle_describe_transactions(ctx: RequestContext, req: m.DescribeTransactionsRequest
                                  ) -> m.DescribeTransactionsResponse:
     TS = m.DescribeTransactionsResponse.TransactionState  # noqa: N806
@@ -188,6 +229,7 @@ HANDLERS = [
     ApiHandler(m.ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, handle_add_offsets),
     ApiHandler(m.ApiKey.END_TXN, 0, 3, handle_end_txn),
     ApiHandler(m.ApiKey.WRITE_TXN_MARKERS, 0, 1, handle_write_txn_markers),
+    ApiHandler(m.ApiKey.DESCRIBE_PRODUCERS, 0, 0, handle_describe_producers),
     ApiHandler(m.ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, handle_describe_transactions),
     ApiHandler(m.ApiKey.LIST_TRANSACTIONS, 0, 1, handle_list_transactions),
 ]

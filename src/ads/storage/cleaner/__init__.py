@@ -18,8 +18,10 @@ than ``min.compaction.lag.ms`` are never touched. A pass:
 
 Tombstones survive ``delete.retention.ms`` after the pass that first cleaned them, which
 writes the delete horizon into their batch (attribute bit 6, ``hasDeleteHorizonMs``).
+Transaction markers survive while records of their transaction do, and then
+``delete.retention.ms`` more the same way (``txn_markers``).
 
-Modules: ``offset_map``, ``filter`` (per batch),
+Modules: ``offset_map``, ``filter`` (per batch), ``txn_markers`` (which markers go),
 ``cleaner`` (one pass over one log), ``log_cleaner`` (threads, choice of log, checkpoint,
 metrics), ``throttler`` (``log.cleaner.io.max.bytes.per.second``), ``bench`` (throughput).
 """

@@ -54,11 +54,13 @@ from ads.records.scan import batch_body, scan_records
 from ads.storage.cleaner.filter import BatchFilter, FilterCounts
 from ads.storage.cleaner.offset_map import OffsetMap
 from ads.storage.cleaner.throttler import Throttler
+from ads.storage.cleaner.txn_markers import CleanedTransactions
 from ads.storage.config import LONG_MAX, LogConfig
 from ads.storage.files import CLEANED_SUFFIX, O_CLOEXEC, BatchInfo
 from ads.storage.log import Log
 from ads.storage.segment import LogSegment
 from ads.storage.transactions import AbortedRanges
+from ads.storage.txn_index import AbortedTxn
 
 __all__ = [
     "CleanerAbortedError",
@@ -100,12 +102,15 @@ class LogToClean:
     first_dirty_offset: int
     first_uncleanable_offset: int
     now_ms: int
-    producer_last_offsets: dict[int, int]
+    # Producer id -> (offset of its last data batch or -1, offset of its last batch): the
+    # batches its state is rebuilt from, kept even when emptied.
+    producer_last_offsets: dict[int, tuple[int, int]]
     clean_bytes: int
     cleanable_bytes: int
     max_compaction_delay_ms: int
     horizon_due: bool = False
     # Aborted transactions of the segments: their records are neither mapped nor kept.
+    aborted_txns: tuple[AbortedTxn, ...] = ()
     aborted: AbortedRanges = AbortedRanges()
 
     @property
@@ -231,8 +236,11 @@ def plan_cleaning(
     triples = [(s.base_offset, end, size) for s, end, size in zip(sealed, ends, sizes, strict=True)]
     clean, dirty = cleanable_ratio(triples, log_start, first_dirty, uncleanable)
     producers = {
-        pid: entry.last_offset for pid, entry in log.producer_state.producers.items()
+        pid: (entry.batches[-1].last_offset if entry.batches else -1, entry.last_offset)
+        for pid, entry in log.producer_state.producers.items()
     }
+    # The active segment's too: a marker there may end a transaction begun before it.
+    aborted = tuple(a for s in segments for a in s.txn_index.entries)
     return LogToClean(
         log=log,
         directory=log.dir,
@@ -249,8 +257,8 @@ def plan_cleaning(
         cleanable_bytes=dirty,
         max_compaction_delay_ms=delay if first_dirty < uncleanable else 0,
         horizon_due=pending_horizon_ms is not None and pending_horizon_ms <= now_ms,
-        # The active segment's too: a marker there may end a transaction begun before it.
-        aborted=AbortedRanges.of(segments),
+        aborted_txns=aborted,
+        aborted=AbortedRanges(aborted),
     )
 
 
@@ -420,10 +428,9 @@ def _clean_group(state: _Pass, group: list[int], batch_filter: BatchFilter, map_
         plan.directory, first.base_offset, plan.config, clock, file_suffix=CLEANED_SUFFIX
     )
     try:
-        # Markers are kept, so are the aborted transactions they close.
-        for i in group:
-            for aborted in plan.segments[i].txn_index.entries:
-                cleaned.txn_index.append(aborted)
+        # The filter adds the entries of the ABORT markers it keeps; above the map end,
+        # where batches are copied as they are, every marker keeps its entry.
+        batch_filter.txn_index = cleaned.txn_index
         out = bytearray()
         infos: list[BatchInfo] = []
         max_ts, offset_of_max = -1, first.base_offset
@@ -452,6 +459,9 @@ def _clean_group(state: _Pass, group: list[int], batch_filter: BatchFilter, map_
                         ]
                         batch_filter.counts.messages_read += header.records_count
                         batch_filter.counts.messages_written += header.records_count
+                        entry = batch_filter.txns.entry_at(header.base_offset)
+                        if header.is_control and entry is not None:
+                            cleaned.txn_index.append(entry)
                     else:
                         is_last = last_segment and file_pos + header.size >= size
                         kept = batch_filter.filter(buf, pos, header, retain_empty=is_last)
@@ -509,7 +519,7 @@ def clean_log(
         delete_retention_ms=plan.config.delete_retention_ms,
         producer_last_offsets=plan.producer_last_offsets,
         max_uncompressed_bytes=state.max_uncompressed_bytes,
-        aborted=plan.aborted,
+        txns=CleanedTransactions(plan.aborted_txns),
     )
     groups = _group_segments(plan, map_end)
     after: list[tuple[int, int, int]] = []

@@ -14,15 +14,19 @@ and it is not a tombstone whose delete horizon has passed. What is written for t
   goes loses bit 6 the same way (base timestamp back to its first record's);
 - nothing survives: the batch goes, unless it must be kept as an empty batch (records count
   0, same offsets and producer fields, base and max timestamp the old max timestamp,
-  uncompressed): the last batch of a producer that still has state, so its sequence and epoch
-  survive a rebuild of producer state from the log; and the last batch of a cleaned group, so
+  uncompressed): the last batch and the last data batch of a producer that still has state,
+  so its epoch and sequence survive a rebuild of producer state from the log (a marker may
+  follow the batch holding the last sequence); and the last batch of a cleaned group, so
   the cleaned segment ends where the group ended (recovery of an interrupted swap deletes the
   old segments inside the swap file's offset range).
 
-Control batches (transaction markers) are kept as they are; records without a key (written
-before the topic became compacted) are dropped, as Kafka does, and so are the records of
-aborted transactions (their batches go, or stay empty where a producer's state needs them;
-the offset map never holds their keys, so they never supersede a committed value).
+Records without a key (written before the topic became compacted) are dropped, as Kafka
+does, and so are the records of aborted transactions (their batches go, or stay empty where
+a producer's state needs them; the offset map never holds their keys, so they never
+supersede a committed value). Control batches (transaction markers) are kept until their
+transaction has no data left and ``delete.retention.ms`` has passed since a pass found that
+(``txn_markers``): a removable marker gets a delete horizon the way a tombstone's batch
+does, and goes after it.
 
 Byte layouts are ``ads.records.batch``'s; the header struct is repeated here because the
 cleaner splices record bytes into a new header instead of re-encoding records.
@@ -45,12 +49,14 @@ from ads.records.batch import (
     MAGIC,
     BatchHeader,
     TimestampType,
+    control_record_type,
 )
 from ads.records.crc import crc32c
 from ads.records.errors import CorruptRecordError
 from ads.records.scan import RecordScan, batch_body, rebase_timestamps, scan_records
 from ads.storage.cleaner.offset_map import OffsetMap
-from ads.storage.transactions import AbortedRanges
+from ads.storage.cleaner.txn_markers import CleanedTransactions
+from ads.storage.txn_index import TransactionIndex
 
 __all__ = ["BatchFilter", "FilterCounts"]
 
@@ -72,6 +78,7 @@ class FilterCounts:
     tombstones_removed: int = 0
     keyless_removed: int = 0
     aborted_removed: int = 0
+    markers_removed: int = 0
     batches_emptied: int = 0
 
 
@@ -84,12 +91,14 @@ class BatchFilter:
         *,
         now_ms: int,
         delete_retention_ms: int,
-        producer_last_offsets: Mapping[int, int],
+        producer_last_offsets: Mapping[int, tuple[int, int]],
         max_uncompressed_bytes: int,
-        aborted: AbortedRanges | None = None,
+        txns: CleanedTransactions | None = None,
     ) -> None:
         self.offset_map = offset_map
-        self.aborted = aborted or AbortedRanges()
+        self.txns = txns or CleanedTransactions(())
+        # Where the ``.txnindex`` entries of the ABORT markers kept go (the cleaned segment's).
+        self.txn_index: TransactionIndex | None = None
         self.now_ms = now_ms
         self.new_horizon_ms = now_ms + delete_retention_ms
         self.producer_last_offsets = producer_last_offsets
@@ -110,9 +119,8 @@ class BatchFilter:
         counts = self.counts
         counts.messages_read += header.records_count
         if header.is_control:
-            counts.messages_written += header.records_count
-            return memoryview(buf)[pos : pos + size]
-        if self.aborted.holds(header):
+            return self._marker(buf, pos, header, retain_empty)
+        if self.txns.on_data(header):
             counts.aborted_removed += header.records_count
             return self._emptied(header, retain_empty)
         body, start, end = batch_body(buf, pos, header, self.max_uncompressed_bytes)
@@ -141,22 +149,49 @@ class BatchFilter:
         # left never looks due for another pass.
         clear_horizon = horizon is not None and not keeps_tombstone
         if keeps_tombstone:
-            pending = self.new_horizon_ms if horizon is None else horizon
-            if self.earliest_horizon_ms is None or pending < self.earliest_horizon_ms:
-                self.earliest_horizon_ms = pending
+            self._pending_horizon(self.new_horizon_ms if horizon is None else horizon)
         if not kept:
             return self._emptied(header, retain_empty)
         if len(kept) == header.records_count and not set_horizon and not clear_horizon:
             return memoryview(buf)[pos : pos + size]
         return self._rebuild(header, body, scan, kept, set_horizon, clear_horizon)
 
+    def _pending_horizon(self, horizon_ms: int) -> None:
+        if self.earliest_horizon_ms is None or horizon_ms < self.earliest_horizon_ms:
+            self.earliest_horizon_ms = horizon_ms
+
+    def _marker(self, buf: Buffer, pos: int, header: BatchHeader,
+                retain_empty: bool) -> Buffer | None:
+        """A control batch: kept, given its delete horizon, or removed (``txn_markers``)."""
+        counts = self.counts
+        kind: int | None = None
+        scan: RecordScan | None = None
+        body: Buffer = buf
+        if header.records_count:
+            body, start, end = batch_body(buf, pos, header, self.max_uncompressed_bytes)
+            scan = scan_records(body, start, end, header.records_count)
+            kind = control_record_type(scan.keys[0])
+        removable, entry = self.txns.on_marker(header, kind)
+        if entry is not None and self.txn_index is not None:
+            self.txn_index.append(entry)
+        horizon = header.delete_horizon_ms
+        if scan is None or (removable and horizon is not None and self.now_ms >= horizon):
+            counts.markers_removed += header.records_count
+            return self._emptied(header, retain_empty)
+        counts.messages_written += header.records_count
+        if not removable:
+            return memoryview(buf)[pos : pos + header.size]
+        if horizon is not None:
+            self._pending_horizon(horizon)
+            return memoryview(buf)[pos : pos + header.size]
+        self._pending_horizon(self.new_horizon_ms)
+        return self._rebuild(header, body, scan, list(range(header.records_count)), True, False)
+
     def _emptied(self, header: BatchHeader, retain_empty: bool) -> Buffer | None:
         if header.records_count:
             self.counts.batches_emptied += 1
-        keep_producer = (
-            header.has_producer_id
-            and self.producer_last_offsets.get(header.producer_id) == header.last_offset
-        )
+        keep_producer = header.has_producer_id and header.last_offset in (
+            self.producer_last_offsets.get(header.producer_id, ()))
         return _empty_batch(header) if retain_empty or keep_producer else None
 
     def _rebuild(
