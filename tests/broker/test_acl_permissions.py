@@ -145,7 +145,13 @@ def _kp_consume(bs: str, topic: str) -> int:
     try:
         c.assign([KTP(topic, 0)])
         c.seek_to_beginning()
-        return _code(lambda: c.poll(5000) or (_ for _ in ()).throw(AssertionError("no data")))
+        for _ in range(20):
+            try:
+                if c.poll(500):
+                    return 0
+            except KPError as exc:
+                return int(exc.errno)
+        return -1  # neither a record nor an error: fails every expectation
     finally:
         c.close()
 
