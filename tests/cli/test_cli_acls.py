@@ -192,10 +192,20 @@ def test_cli_acls_usage_errors(bootstrap: str, capsys: Cap, argv: list[str],
     assert code == 2 and says in err, err
 
 
-def test_cli_acls_refused_without_alter(tmp_path: Path, capsys: Cap) -> None:
-    """Without ALTER on the cluster the broker refuses; the command says so and exits 1."""
+def test_cli_acls_refused_without_alter_or_describe(tmp_path: Path, capsys: Cap) -> None:
+    """Without ALTER (adding) or DESCRIBE (listing) on the cluster the broker refuses; the
+    command says so and exits 1, also where librdkafka answers an empty list."""
     with EmbeddedBroker(tmp_path, config=AUTHORIZER) as b:
-        code, _, err = run(capsys, "acls", "add", "--bootstrap-server", b.bootstrap_servers,
+        bs = b.bootstrap_servers
+        code, _, err = run(capsys, "acls", "add", "--bootstrap-server", bs,
                            "--allow-principal", ANON, "--operation", "Read", "--topic", "t")
-    assert code == 1 and "CLUSTER_AUTHORIZATION_FAILED" in err, err
+        assert code == 1 and "CLUSTER_AUTHORIZATION_FAILED" in err, err
+        code, out, err = run(capsys, "acls", "list", "--bootstrap-server", bs)
+        assert code == 1 and out == "" and "CLUSTER_AUTHORIZATION_FAILED" in err, err
+
+
+def test_cli_acls_without_an_authorizer(tmp_path: Path, capsys: Cap) -> None:
+    with EmbeddedBroker(tmp_path) as b:
+        code, _, err = run(capsys, "acls", "list", "--bootstrap-server", b.bootstrap_servers)
+    assert code == 1 and "SECURITY_DISABLED" in err, err
 

@@ -14,7 +14,10 @@ groups). Every combination of principal, host, operation and resource is one ACL
 
 `remove` without principals removes every ACL of the resources named; it asks first
 unless `--force` (an answer other than "y", or no terminal, removes nothing). `list`
-without a resource lists every ACL, with `--principal` only that principal's.
+without a resource lists every ACL, with `--principal` only that principal's. librdkafka
+reports a refused DescribeAcls as an empty list; when the list is empty over PLAINTEXT,
+`list` asks the broker once more over an `ads.client` connection so a refusal
+(CLUSTER_AUTHORIZATION_FAILED, or SECURITY_DISABLED without an authorizer) is reported.
 
 Not offered: `--delegation-token` and `--user-principal` resources (ADS has neither
 delegation tokens nor user resources), `--bootstrap-controller`.
@@ -31,14 +34,25 @@ from confluent_kafka import admin as ck
 
 from ads.broker.authorized_operations import SUPPORTED
 from ads.cli.common import (
+    CommandError,
     UsageError,
     add_client_arguments,
     client_config,
+    connect_broker,
     make_client,
     result,
     run_command,
 )
-from ads.metadata.acl import CLUSTER_NAME, AclOperation, PatternType, ResourceType
+from ads.client import ClientError, parse_servers
+from ads.metadata.acl import (
+    CLUSTER_NAME,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from ads.protocol import messages as m
+from ads.protocol.errors import ErrorCode
 
 Op = AclOperation
 PRODUCER_TOPIC_OPS = (Op.WRITE, Op.DESCRIBE, Op.CREATE)
@@ -304,9 +318,38 @@ def list_(args: argparse.Namespace) -> int:
             key, line = _show_binding_resource(b), _show_binding_entry(b)
             if line not in by_resource.setdefault(key, []):
                 by_resource[key].append(line)
+    if not by_resource:
+        _check_empty(args)
     for key in sorted(by_resource):
         print(f"Current ACLs for resource `{key}`:")
         for line in sorted(by_resource[key]):
             print(f" \t{line}")
         print()
     return 0
+
+
+def _check_empty(args: argparse.Namespace) -> None:
+    """librdkafka answers a refused DescribeAcls (CLUSTER_AUTHORIZATION_FAILED, or
+    SECURITY_DISABLED without an authorizer) as an empty list. Over PLAINTEXT the command
+    asks again itself, so the refusal is reported; otherwise it says it cannot tell."""
+    conf = client_config(args)
+    if str(conf.get("security.protocol", "plaintext")).lower() != "plaintext":
+        print("No ACLs listed (an empty answer may also be a refusal: the client library "
+              "does not report DescribeAcls errors).", file=sys.stderr)
+        return
+    try:
+        host, port = parse_servers(args.bootstrap_server)[0]
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    with connect_broker(host, port) as conn:
+        try:
+            r = conn.request(m.ApiKey.DESCRIBE_ACLS, 3, m.DescribeAclsRequest(
+                resource_type_filter=ResourceType.ANY, resource_name_filter=None,
+                pattern_type_filter=PatternType.ANY, principal_filter=None, host_filter=None,
+                operation=Op.ANY, permission_type=AclPermissionType.ANY))
+        except ClientError as exc:
+            raise CommandError(f"cannot reach {args.bootstrap_server}: {exc}") from exc
+    assert isinstance(r, m.DescribeAclsResponse)
+    if r.error_code != ErrorCode.NONE:
+        name = ErrorCode(r.error_code).name
+        raise CommandError(f"{r.error_message} ({name})" if r.error_message else name)
