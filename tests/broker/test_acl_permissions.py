@@ -70,6 +70,7 @@ from ads.broker.handlers import all_handlers
 from ads.broker.permissions import PERMISSIONS
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
+from ads.records.batch import build_batch
 from ads.testing import EmbeddedBroker
 from kafka_wire import RawConnection
 
@@ -176,11 +177,14 @@ def _fetch(bs: str, topic: str, replica_id: int = -1, admin: bool = False) -> in
     return _parts(r.responses, "partitions")
 
 
-def _raw_produce_txn(bs: str, txn: str) -> int:
+def _raw_produce(bs: str, txn: str | None, transactional: bool = True) -> int:
+    """One batch to ok-a, transactional or not, under a transactional id or none."""
     P = m.ProduceRequest  # noqa: N806
+    batch = build_batch([(None, b"v")], producer_id=99, producer_epoch=0, base_sequence=0,
+                        is_transactional=transactional)
     r = raw(bs, K.PRODUCE, 9, P(transactional_id=txn, acks=-1, timeout_ms=5000, topic_data=[
         P.TopicProduceData(name="ok-a", partition_data=[
-            P.TopicProduceData.PartitionProduceData(index=0, records=b"")])]))
+            P.TopicProduceData.PartitionProduceData(index=0, records=batch)])]))
     return _parts(r.responses, "partition_responses")
 
 
@@ -436,8 +440,12 @@ TABLE: list[Row] = [
     (K.PRODUCE, DESCRIBED, "confluent", lambda bs: _produce(bs, "seen"), TOPIC_DENIED),
     (K.PRODUCE, DESCRIBED, "kafka-python", lambda bs: _kp_produce(bs, "seen"), TOPIC_DENIED),
     (K.PRODUCE, DENIED, "confluent", lambda bs: _produce(bs, "hidden"), TOPIC_DENIED),
-    (K.PRODUCE, DENIED, "transactional id", lambda bs: _raw_produce_txn(bs, "tx-no"),
+    (K.PRODUCE, DENIED, "transactional batch", lambda bs: _raw_produce(bs, "tx-no"),
      TXN_DENIED),
+    (K.PRODUCE, DENIED, "transactional batch without a transactional id",
+     lambda bs: _raw_produce(bs, None), TXN_DENIED),
+    (K.PRODUCE, ALLOWED, "a transactional id on plain batches asks nothing of it",
+     lambda bs: _raw_produce(bs, "tx-no", transactional=False), None),
     (K.FETCH, ALLOWED, "confluent READ", lambda bs: _consume(bs, "ok-a"), None),
     (K.FETCH, ALLOWED, "kafka-python READ", lambda bs: _kp_consume(bs, "ok-a"), None),
     (K.FETCH, ALLOWED, "follower with CLUSTER_ACTION",

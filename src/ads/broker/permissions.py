@@ -49,7 +49,7 @@ class Rule:
 
 
 # -- the rules handlers name -------------------------------------------------------------
-PRODUCE_TXN = Rule(TXN, Op.WRITE, TXN_DENIED, "request", "transactional produce")
+PRODUCE_TXN = Rule(TXN, Op.WRITE, TXN_DENIED, "request", "transactional batches")
 PRODUCE_TOPIC = Rule(T, Op.WRITE, TOPIC_DENIED, "resource")
 FETCH_FOLLOWER = Rule(C, Op.CLUSTER_ACTION, TOPIC_DENIED, "resource", "follower fetch")
 FETCH_TOPIC = Rule(T, Op.READ, TOPIC_DENIED, "resource", "consumer fetch")
