@@ -120,13 +120,25 @@ def cluster_call(bs: str, api: int, admin: bool | str) -> int:
             resource_type_filter=2, resource_name_filter="acl-probe", pattern_type_filter=3,
             principal_filter="User:nobody", host_filter=None, operation=3,
             permission_type=3)])),
+        K.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, m.DescribeUserScramCredentialsRequest(
+            users=None)),
+        K.ALTER_USER_SCRAM_CREDENTIALS: (0, m.AlterUserScramCredentialsRequest(
+            deletions=[m.AlterUserScramCredentialsRequest.ScramCredentialDeletion(
+                name="nobody", mechanism=1)], upsertions=[])),
+        K.DESCRIBE_CLIENT_QUOTAS: (1, m.DescribeClientQuotasRequest(components=[])),
+        K.ALTER_CLIENT_QUOTAS: (1, m.AlterClientQuotasRequest(validate_only=True, entries=[
+            m.AlterClientQuotasRequest.EntryData(
+                entity=[m.AlterClientQuotasRequest.EntryData.EntityData(
+                    entity_type="client-id", entity_name="app")],
+                ops=[m.AlterClientQuotasRequest.EntryData.OpData(
+                    key="producer_byte_rate", value=1024.0)])])),
     }[api]
     r = raw(bs, api, body[0], body[1], admin)
     top = int(getattr(r, "error_code", 0))
     if top:
         return top
     nested = (getattr(r, "responses", None) or getattr(r, "results", None)
-              or getattr(r, "filter_results", None) or [])
+              or getattr(r, "filter_results", None) or getattr(r, "entries", None) or [])
     return next((int(x.error_code) for x in nested if getattr(x, "error_code", 0)), 0)
 
 

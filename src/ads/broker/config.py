@@ -44,6 +44,9 @@ from ads.broker.configdefs import (
     render,
 )
 from ads.common import properties
+from ads.security.sasl import SUPPORTED_MECHANISMS
+
+SASL_MECHANISMS = (*SUPPORTED_MECHANISMS, "GSSAPI", "OAUTHBEARER")
 
 __all__ = [
     "BrokerConfig", "ConfigEntry", "ConfigError", "ConfigSource", "ConfigSynonym", "ConfigType",
@@ -156,11 +159,16 @@ class _Key(Generic[T]):
 
 
 def _definition(key: str) -> ConfigDef | None:
-    """The definition governing `key`, including `listener.name.<name>.<key>` overrides."""
+    """The definition governing `key`, including `listener.name.<name>.<key>` overrides and
+    Kafka's per-mechanism ones, `listener.name.<name>.<mechanism>.<key>`
+    (`listener.name.sasl_ssl.plain.sasl.jaas.config`)."""
     d = BROKER_CONFIG_DEFS.get(key)
     if d is None and key.startswith(LISTENER_PREFIX):
         base = key[len(LISTENER_PREFIX):].partition(".")[2]
         d = BROKER_CONFIG_DEFS.get(base)
+        mechanism, _, rest = base.partition(".")
+        if d is None and mechanism.upper() in SASL_MECHANISMS:
+            d = BROKER_CONFIG_DEFS.get(rest)
     return d
 
 

@@ -149,7 +149,18 @@ class HostPort:
         return f"`{value}` is not HOST:PORT"
 
 
-Validator = Range | OneOf | ListOf | KafkaVersion | HostPort
+class HostCounts:
+    """`host:count,...` (`max.connections.per.ip.overrides`); hosts are resolved at start."""
+
+    def check(self, value: object) -> str | None:
+        for item in filter(None, (i.strip() for i in str(value).split(","))):
+            host, sep, count = item.rpartition(":")
+            if not (sep and host and count.strip().isdigit()):
+                return f"`{item}` is not host:count"
+        return None
+
+
+Validator = Range | OneOf | ListOf | KafkaVersion | HostPort | HostCounts
 
 
 def _num(x: float) -> str:
@@ -334,6 +345,13 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
      "false lets the web console delete topics and empty consumer groups."),
     ("max.connections.per.ip", I, IMAX, NONNEG, MEDIUM,
      "Cap on open connections from one address."),
+    ("max.connections.per.ip.overrides", S, "", HostCounts(), MEDIUM,
+     "Per-address caps overriding max.connections.per.ip, as host:count pairs."),
+    # client quotas (docs/security.md)
+    ("quota.window.num", I, "11", POS, LOW,
+     "Samples kept when measuring a client's rate against its quota."),
+    ("quota.window.size.seconds", I, "1", POS, LOW,
+     "Length of each sample of a client's quota rate."),
     ("request.timeout.ms", I, "30000", NONNEG, MEDIUM,
      "Time the broker waits for replies on its own outbound requests."),
     # topics and messages
@@ -541,9 +559,21 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
      "Principals allowed everything, separated by semicolons (User:admin;User:broker)."),
     ("allow.everyone.if.no.acl.found", B, "false", None, LOW,
      "Whether a resource no ACL names is open to everyone (with an authorizer)."),
-    ("sasl.enabled.mechanisms", LI, "GSSAPI", None, MEDIUM, "SASL mechanisms offered."),
+    ("sasl.enabled.mechanisms", LI, "GSSAPI", None, MEDIUM,
+     "SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
     ("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", None, MEDIUM,
      "SASL mechanism brokers use with each other."),
+    ("sasl.jaas.config", P, None, None, MEDIUM,
+     "JAAS login module line; usually prefixed listener.name.<listener>.<mechanism>."),
+    ("sasl.server.max.receive.size", I, "524288", POS, LOW,
+     "Largest request frame accepted before a SASL connection has authenticated."),
+    ("connections.max.reauth.ms", L, "0", NONNEG, MEDIUM,
+     "SASL session lifetime: a connection must re-authenticate within it; 0: unlimited."),
+    ("connection.failed.authentication.delay.ms", I, "100", NONNEG, LOW,
+     "Delay before answering a failed authentication and closing the connection."),
+    # ADS's own: Kafka reads this JVM system property (-Djava.security.auth.login.config)
+    ("java.security.auth.login.config", S, None, None, LOW,
+     "JAAS file with KafkaServer / <listener>.KafkaServer sections (SASL users)."),
     ("ssl.client.auth", S, "none", OneOf(("required", "requested", "none")), MEDIUM,
      "Whether TLS listeners ask clients for a certificate."),
     ("ssl.enabled.protocols", LI, "TLSv1.2,TLSv1.3", None, MEDIUM, "TLS versions allowed."),
@@ -701,9 +731,6 @@ NO_EFFECT_BROKER_KEYS: dict[str, str] = {
                            "one at a time",
     "socket.send.buffer.bytes": "the operating system's socket buffer sizes are kept",
     "socket.receive.buffer.bytes": "the operating system's socket buffer sizes are kept",
-    "connections.max.idle.ms": "idle connections are not closed",
-    "max.connections": "the number of connections is not limited",
-    "max.connections.per.ip": "the number of connections is not limited",
     "log.preallocate": "segment files grow as they are written",
     "log.flush.start.offset.checkpoint.interval.ms": "the log start offset checkpoint is "
                                                      "written with the recovery point "
@@ -721,8 +748,8 @@ NO_EFFECT_BROKER_KEYS: dict[str, str] = {
     "replica.high.watermark.checkpoint.interval.ms": "the high watermark is checkpointed with "
                                                      "the recovery point, every "
                                                      "log.flush.offset.checkpoint.interval.ms",
-    "sasl.enabled.mechanisms": _TLS,
-    "sasl.mechanism.inter.broker.protocol": _TLS,
+    "sasl.mechanism.inter.broker.protocol": "brokers reach each other on the first listener "
+                                            "without SASL",
     "ssl.client.auth": _TLS,
     "ssl.enabled.protocols": _TLS,
     "ssl.endpoint.identification.algorithm": _TLS,

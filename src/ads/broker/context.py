@@ -11,9 +11,11 @@ import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Protocol
 
+from ads.broker.authentication import Authenticator
 from ads.broker.authorized_operations import OperationsAuthorizer
 from ads.broker.config import BrokerConfig
 from ads.broker.fetch_sessions import FetchSessionCache
+from ads.broker.quotas import ClientQuotas
 from ads.common.clock import Clock
 from ads.controller.controller import Controller
 from ads.coordinator.group.coordinator import GroupCoordinator
@@ -48,10 +50,14 @@ class BrokerContext(Protocol):
     # (`ads.broker.markers.BrokerMarkerWriter`).
     txn_requests: TxnRequests
     fetch_sessions: FetchSessionCache
+    # Client quotas (`ads.broker.quotas`), kept current from the entity configs.
+    quotas: ClientQuotas
     # Decides what the principal may do (everything, without `authorizer.class.name`).
     operations_authorizer: OperationsAuthorizer
     # Where ACLs live; None without an authorizer.
     acl_store: AclStore | None
+    # SASL settings of the listeners and the mechanism exchanges (handlers/sasl.py).
+    authenticator: Authenticator
     # Metadata's per-topic response entries (handlers/metadata.py).
     metadata_entries: TopicCache[MetadataResponse.MetadataResponseTopic]
 

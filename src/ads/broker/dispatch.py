@@ -8,6 +8,18 @@ per client and reason (`refusals.py`), as are the handlers' refusals of missing 
 (`RequestContext.refused`). ApiVersions is the exception (KIP-511): an unsupported version
 is answered in the v0 layout with UNSUPPORTED_VERSION and our ranges, so a newer client can
 retry with a version we know.
+
+Authentication gate: a SASL listener's connection that has not authenticated yet may send
+ApiVersions, SaslHandshake and SaslAuthenticate only; any other request closes it, logged,
+as Kafka does. A SASL session past its lifetime (`connections.max.reauth.ms`, KIP-368) that
+has not re-authenticated is closed when its next request other than SaslHandshake or
+SaslAuthenticate arrives. Connections of other listeners pay one attribute test per request.
+
+Quotas (`ads.broker.quotas`): the produce and fetch handlers measure their bytes against
+the client's byte-rate quotas themselves (`RequestContext.throttle`); here, with a
+`request_percentage` quota set, each request's handler time is measured against it. A
+throttled response carries the larger throttle in its `throttle_time_ms`, and the
+connection is muted that long once it is written.
 """
 
 from __future__ import annotations
@@ -19,6 +31,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ads.broker.authentication import SaslExchange
 from ads.broker.authorized_operations import (
     ALLOW_ALL,
     AclOperation,
@@ -36,7 +49,18 @@ from ads.protocol.messages import ApiKey
 
 log = logging.getLogger("ads.broker")
 
+# Not measured against request quotas, as in Kafka: what a client needs to connect and
+# authenticate, and other brokers' requests (cluster actions).
+_REQUEST_QUOTA_EXEMPT = frozenset({
+    ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
+    ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
+    ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS})
+
 HandlerFn = Callable[["RequestContext", Any], Any]
+
+_PRE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE,
+                                 ApiKey.SASL_AUTHENTICATE})
+_SASL = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +80,14 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     connection: ConnectionInfo
+    request_size: int = 0  # bytes of the request frame
+    quota_exempt: bool = False  # a follower's fetch: replication is not a client's quota
+
+    def throttle(self, throttle_ms: int) -> None:
+        """The client is over a quota: its connection is muted for `throttle_ms` after this
+        request's response (the longest of its quotas' throttles)."""
+        if throttle_ms > self.connection.throttle_ms:
+            self.connection.throttle_ms = throttle_ms
 
     def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
         """The KIP-430 bit set of what this request's principal may do to the resource."""
@@ -97,12 +129,17 @@ class Dispatcher:
         # by the network layer) to this call. Send time is the network layer's to measure:
         # the broker hands `metrics.response_sent` to the listener.
         self.metrics = metrics or BrokerMetrics()
+        self._quotas = broker.quotas
 
     def api_ranges(self) -> list[tuple[int, int, int]]:
         return sorted((h.api_key, h.min_version, h.max_version) for h in self.handlers.values())
 
     def __call__(self, frame: memoryview, conn: ConnectionInfo) -> Response | Awaitable[Response]:
         started = time.perf_counter()
+        if not conn.authenticated:
+            ex = conn.sasl
+            if isinstance(ex, SaslExchange) and ex.raw_tokens and ex.server is not None:
+                return self._broker.authenticator.raw_token(frame, conn, ex)
         try:
             header, body_offset = codec.decode_request_header(frame)
         except UnsupportedVersionError as exc:
@@ -113,6 +150,8 @@ class Dispatcher:
         except DecodeError as exc:
             log.warning("closing connection from %s: malformed request header: %s", conn.peer, exc)
             raise CloseConnection from exc
+        if not conn.authenticated or conn.session_deadline:
+            _authentication_gate(header.api_key, header.client_id, conn)
 
         handler = self.handlers.get(header.api_key)
         if handler is None or not handler.min_version <= header.api_version <= handler.max_version:
@@ -137,7 +176,7 @@ class Dispatcher:
 
         ctx = RequestContext(
             self._broker, self, header.api_key, header.api_version, header.correlation_id,
-            header.client_id, conn)
+            header.client_id, conn, len(frame))
         try:
             result = handler.fn(ctx, request)
         except CloseConnection:
@@ -147,14 +186,17 @@ class Dispatcher:
                           _api_name(header.api_key), header.api_version, conn.peer)
             raise CloseConnection from exc
         if inspect.isawaitable(result):
-            return self._finish(ctx, result, started, started - conn.received_s)
+            return self._finish(ctx, result, started, started - conn.received_s,
+                                time.perf_counter() - started)
+        if self._quotas.request.enabled and header.api_key not in _REQUEST_QUOTA_EXEMPT:
+            self._request_quota(ctx, result, time.perf_counter() - started)
         response = self._encode(ctx, result)
         self.metrics.request_done(header.api_key, header.api_version,
                                   time.perf_counter() - started, started - conn.received_s)
         return response
 
     async def _finish(self, ctx: RequestContext, pending: Awaitable[Any],
-                      started: float, queued_s: float) -> Response:
+                      started: float, queued_s: float, handler_s: float) -> Response:
         try:
             body = await pending
         except CloseConnection:
@@ -163,10 +205,26 @@ class Dispatcher:
             log.exception("error handling %s v%d from %s; closing the connection",
                           _api_name(ctx.api_key), ctx.api_version, ctx.connection.peer)
             raise CloseConnection from exc
+        if self._quotas.request.enabled and ctx.api_key not in _REQUEST_QUOTA_EXEMPT:
+            # Only the handler's own time counts: waiting in purgatory uses no thread.
+            self._request_quota(ctx, body, handler_s)
         response = self._encode(ctx, body)
         self.metrics.request_done(ctx.api_key, ctx.api_version,
                                   time.perf_counter() - started, queued_s)
         return response
+
+    def _request_quota(self, ctx: RequestContext, body: Any, handler_s: float) -> None:
+        """Kafka's request quota: handler time in percent of a thread (100 = 1 s/s)."""
+        if ctx.quota_exempt:
+            return
+        throttle_ms = self._quotas.request.record(
+            ctx.connection.principal, ctx.client_id, handler_s * 100.0,
+            self._broker.clock.time_ms())
+        if throttle_ms:
+            ctx.throttle(throttle_ms)
+        if body is not None and ctx.connection.throttle_ms > getattr(
+                body, "throttle_time_ms", ctx.connection.throttle_ms):
+            body.throttle_time_ms = ctx.connection.throttle_ms
 
     @staticmethod
     def _encode(ctx: RequestContext, body: Any) -> Response:
@@ -187,6 +245,23 @@ class Dispatcher:
     def _api_versions_fallback(self, correlation_id: int) -> Response:
         return [codec.encode_api_versions_fallback(
             correlation_id, ErrorCode.UNSUPPORTED_VERSION, self.api_ranges())]
+
+
+def _authentication_gate(api_key: int, client_id: str | None, conn: ConnectionInfo) -> None:
+    """Raises CloseConnection for a request the connection's SASL state does not allow."""
+    if not conn.authenticated:
+        if api_key in _PRE_AUTHENTICATION:
+            return
+        log.warning("closing connection from %s (client %s, listener %s): %s before SASL "
+                    "authentication; only ApiVersions, SaslHandshake and SaslAuthenticate are "
+                    "served until then", conn.peer, client_id, conn.listener_name,
+                    _api_name(api_key))
+        raise CloseConnection
+    if conn.received_s > conn.session_deadline and api_key not in _SASL:
+        log.info("closing connection from %s (%s, listener %s): its SASL session expired "
+                 "(connections.max.reauth.ms) without re-authentication", conn.peer,
+                 conn.principal, conn.listener_name)
+        raise CloseConnection
 
 
 def _api_name(api_key: int) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ads.broker import config as bconfig
 from ads.broker import coordinators
+from ads.broker.authentication import Authenticator
 from ads.broker.authorized_operations import ALLOW_ALL, OperationsAuthorizer
 from ads.broker.configdefs import DEPRECATED_TOPIC_KEYS
 from ads.broker.context import TxnRequests
@@ -26,6 +27,7 @@ from ads.broker.handlers import all_handlers
 from ads.broker.http.app import OpsHttp, start_ops_http
 from ads.broker.markers import BrokerMarkerWriter
 from ads.broker.metrics import BrokerMetrics
+from ads.broker.quotas import ClientQuotas
 from ads.broker.settings import cleaner_config_from, fetcher_config, log_config_from
 from ads.broker.shutdown import controlled_shutdown
 from ads.common.clock import Clock, SystemClock
@@ -38,6 +40,7 @@ from ads.metadata.embedded import EmbeddedMetadataStore
 from ads.metadata.model import BrokerEndpoint, PartitionState, TopicState
 from ads.metadata.store import MetadataStore
 from ads.metadata.zookeeper import ZkMetadataStore
+from ads.net.limits import ConnectionLimits, parse_overrides
 from ads.net.server import KafkaListener
 from ads.protocol.messages import MetadataResponse
 from ads.replication.fetcher import ReplicaFetcherManager
@@ -81,6 +84,18 @@ def _metadata_store(config: bconfig.BrokerConfig, first_dir: Path) -> MetadataSt
                            timeout if isinstance(timeout, int) else None)
 
 
+def _connection_limits(config: bconfig.BrokerConfig) -> ConnectionLimits:
+    try:
+        overrides = parse_overrides(str(config.get("max.connections.per.ip.overrides") or ""))
+    except ValueError as exc:
+        raise bconfig.ConfigError(
+            f"Invalid value for max.connections.per.ip.overrides: {exc}",
+            "max.connections.per.ip.overrides") from exc
+    return ConnectionLimits(config.get_int("max.connections"),
+                            config.get_int("max.connections.per.ip"), overrides,
+                            config.get_int("connections.max.idle.ms"))
+
+
 class Broker:
     def __init__(self, config: bconfig.BrokerConfig, clock: Clock | None = None,
                  file_io: FileIO = OS_FILE_IO) -> None:
@@ -89,6 +104,8 @@ class Broker:
         self.clock: Clock = clock or SystemClock()
         self.node_id: int = config.node_id
         self.log_dirs = [Path(d) for d in config.log_dirs]
+        # ConfigError for SASL settings it cannot serve (a bad JAAS line, GSSAPI, ...)
+        self.authenticator = Authenticator(config, lambda: self.metadata.entity_configs)
         self.metadata: MetadataStore = _metadata_store(config, self.log_dirs[0])
         self.metadata.add_listener(self._metadata_changed)
         self.controller: Controller | None = None
@@ -101,6 +118,11 @@ class Broker:
         self.replica_manager.isr_writer = self.metadata.update_isr
         self.fetchers: ReplicaFetcherManager | None = None
         self.metrics = BrokerMetrics()
+        self.quotas = ClientQuotas(config.get_int("quota.window.num"),
+                                   config.get_int("quota.window.size.seconds"))
+        self.metadata.add_entity_listener(
+            lambda _path: self.quotas.update(self.metadata.entity_configs))
+        self.connection_limits = _connection_limits(config)
         self.dispatcher = Dispatcher(self, all_handlers(config.zookeeper_connect is not None),
                                      self.metrics)
         self.group_coordinator = coordinators.create_group_coordinator(self)
@@ -140,6 +162,7 @@ class Broker:
             d.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(self.metadata.load)
         await self._start_authorizer()
+        self.quotas.update(self.metadata.entity_configs)
         self.log_manager.startup()
         self.fetchers = ReplicaFetcherManager(self.node_id, fetcher_config(self.config),
                                               self._endpoint_of)
@@ -152,7 +175,8 @@ class Broker:
         self.listener = KafkaListener(
             self.dispatcher, host, port, self.config.socket_request_max_bytes,
             on_sent=self.dispatcher.metrics.response_sent, listener_name=first.listener_name,
-            security_protocol=first.security_protocol)
+            security_protocol=first.security_protocol, limits=self.connection_limits,
+            sasl_max_receive_size=self.config.get_int("sasl.server.max.receive.size"))
         bound_host, bound_port = await self.listener.start()
         self.bound_address = (bound_host, bound_port)
         http_listener = self.config.get("http.listener")
@@ -255,6 +279,7 @@ class Broker:
         if self.ops_http is not None:
             await self.ops_http.stop()
         await self.listener.drain(grace_s=5.0)
+        self.connection_limits.stop()
         for task in [*self._tasks, *self._opening.values()]:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._opening.values(), return_exceptions=True)

@@ -64,7 +64,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(config: BrokerConfig) -> int:
-    broker = Broker(config)
+    try:
+        broker = Broker(config)
+    except ConfigError as exc:  # what only start-up can check (host names, SASL settings)
+        print(f"ads broker: invalid configuration: {exc}", file=sys.stderr)
+        return 2
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -1,7 +1,7 @@
 """The client commands of `ads`: `topics`, `produce`, `consume`, `groups`,
-`transactions`, `acls`, `bench` and `pipeline`, plus `log`, which reads a broker's data directory,
-`top`, which reads a broker's `/metrics`, and `cluster`, which runs a local cluster and
-shows any cluster's state.
+`transactions`, `acls`, `quotas`, `users`, `bench` and `pipeline`, plus `log`, which reads
+a broker's data directory, `top`, which reads a broker's `/metrics`, and `cluster`, which
+runs a local cluster and shows any cluster's state.
 
 The network ones are clients like any other, built on confluent-kafka (or on PySpark for
 `pipeline`), so they work against any Kafka-protocol cluster; `ads.cli.main` registers
@@ -21,9 +21,11 @@ from ads.cli import (
     logdump,
     pipeline,
     produce,
+    quotas,
     top,
     topics,
     transactions,
+    users,
 )
 
 
@@ -35,7 +37,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     groups.add_parser(sub)
     transactions.add_parser(sub)
     acls.add_parser(sub)
+    quotas.add_parser(sub)
     bench.add_parser(sub)
     pipeline.add_parser(sub)
     logdump.add_parser(sub)
     top.add_parser(sub)
+    users.add_parser(sub)

@@ -2,7 +2,12 @@
 
 Framing: every Kafka request is `int32 size` followed by `size` bytes. The size is checked
 against `socket.request.max.bytes` before anything is allocated; a negative or oversized
-size closes that connection (Kafka does the same) and nothing else.
+size closes that connection (Kafka does the same) and nothing else. Until a SASL
+listener's connection has authenticated, the limit is `sasl.server.max.receive.size`
+instead, so an unauthenticated peer cannot make the broker hold more than that.
+
+A handler that sets `ConnectionInfo.close_after_response` has its response written, then
+the connection closed (a failed authentication is answered, then the peer is gone).
 
 Requests of one connection are answered strictly in order, one at a time, as Kafka does by
 muting a channel while its request is in flight; clients pipeline several requests and we
@@ -10,9 +15,8 @@ read ahead, so a long-polling fetch delays only its own connection.
 
 A response is a list of chunks: bytes-like objects are written to the transport, other
 chunks are file regions (objects with `fd`, `offset` and `length`) sent with sendfile, so
-record data goes from the page cache to the socket without passing through Python. Regions
-up to `SENDFILE_MIN_BYTES` are read and written with the response's other bytes instead:
-for them a sendfile costs more than the copy it spares.
+record data goes from the page cache to the socket without passing through Python; small
+regions are read and written with the response's other bytes instead (`ads.net.regions`).
 
 Timing, for Kafka's request phases: when a read completes frames, `time.perf_counter()` is
 taken once and kept beside each of them; the handler finds it in
@@ -20,6 +24,10 @@ taken once and kept beside each of them; the handler finds it in
 the ones before it (Kafka's queue time) is its start minus that. The listener's `on_sent`
 is told each response's API key and how long handing it to the transport took, sendfile
 and waiting for a full transport to drain included (Kafka's send time).
+
+Limits: connections are admitted and closed when idle by `ads.net.limits`. A handler that
+sets `ConnectionInfo.throttle_ms` (a client over its quota) has its response written, then
+the connection muted that long: nothing of it is read or answered (KIP-219).
 """
 
 from __future__ import annotations
@@ -34,7 +42,10 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
+
+from ads.net.limits import ConnectionLimits
+from ads.net.regions import FileRegion, inline_small_regions
 
 log = logging.getLogger("ads.net")
 
@@ -51,17 +62,6 @@ _SCRATCH_BYTES = 256 << 10  # receive buffer of a connection, reused for small r
 _DIRECT_MIN_BYTES = 64 << 10
 _PRODUCE = 0
 _HIGH_WATER = 4 << 20
-# File regions up to this size are read and sent inline rather than with sendfile.
-SENDFILE_MIN_BYTES = 64 << 10
-_BYTES_LIKE = (bytes, bytearray, memoryview)
-
-
-class FileRegion(Protocol):
-    fd: int
-    offset: int
-    length: int
-
-
 class CloseConnection(Exception):  # noqa: N818 - it is a request, not a failure
     """Raised by a handler to close the connection that sent the request."""
 
@@ -84,8 +84,19 @@ class ConnectionInfo:
     # SASL names someone. ACLs and quotas are decided on it.
     principal: str = ANONYMOUS
     # False on a SASL listener until authentication succeeds: until then only ApiVersions
-    # and the SASL requests are served.
+    # and the SASL requests are served, and frames are limited to the pre-authentication
+    # size.
     authenticated: bool = True
+    # The SASL exchange of this connection (the broker's authenticator owns it).
+    sasl: object = None
+    # perf_counter() after which an authenticated SASL session has expired and must
+    # re-authenticate before anything else is served (KIP-368); 0.0: never.
+    session_deadline: float = 0.0
+    # Set by a handler: close the connection once this request's response is written.
+    close_after_response: bool = False
+    # Set by a handler whose client is over a quota: once the response is written, the
+    # connection is muted this long (then reset to 0).
+    throttle_ms: int = 0
 
 
 _ids = itertools.count(1)
@@ -94,9 +105,17 @@ _ids = itertools.count(1)
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, handler: Handler, max_request_size: int,
                  on_close: Callable[[ConnectionInfo], None] | None = None,
-                 on_sent: SentCallback | None = None) -> None:
+                 on_sent: SentCallback | None = None,
+                 limits: ConnectionLimits | None = None,
+                 pre_auth_max_size: int | None = None) -> None:
         self._handler = handler
+        self._limits = limits
+        self._ip = "?"
+        self._last_active = time.perf_counter()  # a request received or a response written
+        self._unmute: asyncio.TimerHandle | None = None
         self._max_request_size = max_request_size
+        self._pre_auth_max_size = (max_request_size if pre_auth_max_size is None
+                                   else min(pre_auth_max_size, max_request_size))
         self._on_close = on_close
         self._on_sent = on_sent
         # Unparsed input is scratch[_start:_end], or a large request being received into
@@ -131,6 +150,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         peer = transport.get_extra_info("peername")
         self.info.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self._ip = str(peer[0]) if peer else "?"
+        if self._limits is not None and not self._limits.admit(self, self._ip):
+            self.info.closed = True
+            transport.abort()
+            return
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -140,6 +164,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.info.closed = True
+        if self._limits is not None:
+            self._limits.release(self, self._ip)
+        if self._unmute is not None:
+            self._unmute.cancel()
         if not self.lost.done():
             self.lost.set_result(None)
         if self._task is not None and not self._task.done():
@@ -192,6 +220,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._transport.pause_reading()
 
     def _queue(self, frame: memoryview, received_s: float) -> None:
+        self._last_active = received_s
         self._pending.append(frame)
         self._received.append(received_s)
         self._pending_bytes += len(frame)
@@ -203,10 +232,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         received_s = time.perf_counter()  # every frame completed by this read
         while end - pos >= 4:
             size = int.from_bytes(view[pos:pos + 4], "big", signed=True)
-            if size <= 0 or size > self._max_request_size:
+            limit = (self._max_request_size if self.info.authenticated
+                     else self._pre_auth_max_size)
+            if size <= 0 or size > limit:
                 log.warning(
-                    "closing connection from %s: request size %d outside 1..%d "
-                    "(socket.request.max.bytes)", self.info.peer, size, self._max_request_size)
+                    "closing connection from %s: request size %d outside 1..%d (%s)",
+                    self.info.peer, size, limit,
+                    "socket.request.max.bytes" if self.info.authenticated
+                    else "sasl.server.max.receive.size, before authentication")
                 self._close()
                 return False
             if end - pos - 4 >= size:
@@ -249,7 +282,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
             if result is not None and not inspect.isawaitable(result):
                 try:
-                    result, large = _inline_small_regions(result)
+                    result, large = inline_small_regions(result)
                 except OSError as exc:
                     log.warning("connection %s: cannot read a file region: %s",
                                 self.info.peer, exc)
@@ -261,6 +294,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self._unsent_apis.append(_api_key(frame))
                     out_bytes += sum(map(len, result))
                     result = None
+                    if self.info.close_after_response:
+                        self._write_bytes(out)
+                        self._close()
+                        return
+                    if self.info.throttle_ms:
+                        self._write_bytes(out)
+                        self._mute()
+                        return
                     if out_bytes < _HIGH_WATER:
                         continue
                     self._write_bytes(out)
@@ -269,6 +310,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._write_bytes(out)
                 self._busy = True
                 self._task = asyncio.ensure_future(self._finish_async(result, _api_key(frame)))
+                return
+            if self.info.throttle_ms:  # a request answered with nothing (acks=0)
+                self._write_bytes(out)
+                self._mute()
                 return
             if self._drain_waiter is not None and not self._drain_waiter.done():
                 self._busy = True
@@ -295,6 +340,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 await self._drain_waiter
             if written and self._on_sent is not None:
                 self._on_sent(api_key, time.perf_counter() - started)
+            if self.info.close_after_response:
+                self._close()
+                return
         except CloseConnection:
             self._close()
             return
@@ -308,9 +356,44 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.exception("connection %s: unexpected error; closing it", self.info.peer)
             self._close()
             return
-        self._busy = False
         self._task = None
+        self._last_active = time.perf_counter()
+        if self.info.throttle_ms:
+            self._mute()
+            return
+        self._busy = False
         self._process()
+
+    def _mute(self) -> None:
+        """Kafka's channel muting: nothing is read or answered for `info.throttle_ms`."""
+        delay_s = self.info.throttle_ms / 1000.0
+        self.info.throttle_ms = 0
+        if self.info.closed:
+            return
+        self._busy = True
+        if not self._reading_paused:
+            self._reading_paused = True
+            assert self._transport is not None
+            self._transport.pause_reading()
+        self._unmute = asyncio.get_running_loop().call_later(delay_s, self._unmuted)
+
+    def _unmuted(self) -> None:
+        self._unmute = None
+        self._last_active = time.perf_counter()
+        self._busy = False
+        if not self.info.closed:
+            self._process()
+
+    def idle_since(self) -> float | None:  # for ads.net.limits
+        if (self._busy or self._pending or self._frame is not None or self._end > self._start
+                or self.info.closed):
+            return None
+        return self._last_active
+
+    def close_idle(self) -> None:
+        log.info("closing connection from %s: no request for longer than "
+                 "connections.max.idle.ms", self.info.peer)
+        self._close()
 
     def _write_bytes(self, chunks: Sequence[Chunk]) -> None:
         if chunks:
@@ -327,7 +410,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         transport = self._transport
         assert transport is not None
         loop = asyncio.get_running_loop()
-        chunks, _ = _inline_small_regions(chunks)
+        chunks, _ = inline_small_regions(chunks)
         pending: list[Chunk] = []
         for chunk in chunks:
             if isinstance(chunk, (bytes, bytearray, memoryview)):
@@ -396,48 +479,20 @@ def _api_key(frame: memoryview) -> int:
     return frame[0] << 8 | frame[1] if len(frame) > 1 else -1
 
 
-def _inline_small_regions(chunks: Sequence[Chunk]) -> tuple[Sequence[Chunk], bool]:
-    """Replaces file regions of at most `SENDFILE_MIN_BYTES` by their bytes.
-
-    Returns the chunks and whether a (larger) region remains for sendfile. A small region
-    costs less read and sent with the response's other bytes than sendfile'd: asyncio's
-    sendfile needs a task, a drained transport and a syscall of its own per region
-    (docs/benchmarks.md has the measurements).
-    """
-    if all(isinstance(c, _BYTES_LIKE) for c in chunks):
-        return chunks, False
-    out: list[Chunk] = []
-    large = False
-    for chunk in chunks:
-        if isinstance(chunk, _BYTES_LIKE):
-            out.append(chunk)
-        elif chunk.length > SENDFILE_MIN_BYTES:
-            out.append(chunk)
-            large = True
-        elif chunk.length:
-            out.append(_pread_exactly(chunk.fd, chunk.length, chunk.offset))
-    return out, large
-
-
-def _pread_exactly(fd: int, length: int, offset: int) -> bytes:
-    data = os.pread(fd, length, offset)
-    while len(data) < length:
-        more = os.pread(fd, length - len(data), offset + len(data))
-        if not more:
-            # The size prefix already counts these bytes: the response cannot be finished.
-            raise ConnectionAbortedError(f"file region ends early ({len(data)}/{length})")
-        data += more
-    return data
-
-
 class KafkaListener:
     """Accepts connections on one host:port and hands their frames to `handler`."""
 
     def __init__(self, handler: Handler, host: str, port: int, max_request_size: int,
                  on_close: Callable[[ConnectionInfo], None] | None = None,
                  on_sent: SentCallback | None = None, listener_name: str = "PLAINTEXT",
-                 security_protocol: str = "PLAINTEXT") -> None:
+                 security_protocol: str = "PLAINTEXT",
+                 limits: ConnectionLimits | None = None,
+                 sasl_max_receive_size: int | None = None) -> None:
+        """`sasl_max_receive_size`: the frame size limit of a connection that has not
+        authenticated yet (SASL listeners)."""
         self._handler = handler
+        self._limits = limits
+        self._sasl_max_receive_size = sasl_max_receive_size
         self.listener_name = listener_name
         self.security_protocol = security_protocol
         self._on_sent = on_sent
@@ -462,7 +517,7 @@ class KafkaListener:
 
     def _make_connection(self) -> KafkaConnection:
         conn = KafkaConnection(self._handler, self._max_request_size, self._closed,
-                               self._on_sent)
+                               self._on_sent, self._limits, self._sasl_max_receive_size)
         conn.info.listener_name = self.listener_name
         conn.info.security_protocol = self.security_protocol
         conn.info.authenticated = not self.security_protocol.startswith("SASL_")

@@ -1,0 +1,1 @@
+"""Security mechanisms without I/O: JAAS configuration, SASL PLAIN and SCRAM servers."""

@@ -6,6 +6,7 @@ from ads.broker.dispatch import ApiHandler
 from ads.broker.handlers import (
     acls,
     api_versions,
+    client_quotas,
     configs,
     consumer_groups,
     fetch,
@@ -17,6 +18,8 @@ from ads.broker.handlers import (
     produce,
     producer_id,
     reassignments,
+    sasl,
+    scram_users,
     topics,
     transactions,
 )
@@ -26,6 +29,7 @@ def all_handlers(cluster: bool = False) -> list[ApiHandler]:
     """`cluster`: the broker runs on ZooKeeper, and also takes the controller's requests
     from other brokers."""
     modules = [api_versions, metadata, produce, fetch, offsets, topics, configs, producer_id,
-               groups, group_offsets, consumer_groups, leadership, transactions, acls]
+               groups, group_offsets, consumer_groups, leadership, transactions, acls,
+               client_quotas, sasl, scram_users]
     extra = [*leadership.CLUSTER_HANDLERS, *reassignments.CLUSTER_HANDLERS] if cluster else []
     return [h for module in modules for h in module.HANDLERS] + extra

@@ -23,6 +23,11 @@ aborted records batch by batch.
 From v16 a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names its
 current leader, and the response carries the leader's endpoint (KIP-951,
 `current_leader.py`).
+
+A consumer over its `consumer_byte_rate` quota (`ads.broker.quotas`) gets, as from Kafka,
+an empty response with `throttle_time_ms` (what was read is not counted against it), and
+its connection is muted that long; a fetch asks for at most what the quota allows over
+its measuring span. Followers' fetches are not held to client quotas.
 """
 
 from __future__ import annotations
@@ -130,7 +135,7 @@ def _topic_name(ctx: RequestContext, topic: TopicKey) -> str | None:
     return topic
 
 
-def _read(ctx: RequestContext, req: m.FetchRequest, plan: _Plan
+def _read(ctx: RequestContext, req: m.FetchRequest, plan: _Plan, quota_cap: float | None
           ) -> FetchResult | Awaitable[FetchResult]:
     """Reads the partitions the principal may read and that name a known topic id; the
     others are answered at once without being read (Kafka's "erroneous" partitions), so
@@ -161,6 +166,8 @@ def _read(ctx: RequestContext, req: m.FetchRequest, plan: _Plan
     # As in Kafka, the broker's fetch.max.bytes caps what a client asks for.
     max_bytes = req.max_bytes if replica_id >= 0 else min(
         req.max_bytes, ctx.broker.config.get_int("fetch.max.bytes"))
+    if quota_cap is not None:
+        max_bytes = max(1, min(max_bytes, int(quota_cap)))
     params = FetchParams(max_bytes, req.min_bytes, req.max_wait_ms,
                          req.isolation_level == READ_COMMITTED, ctx.api_version >= 9,
                          replica_id)
@@ -261,18 +268,45 @@ def handle(ctx: RequestContext, req: m.FetchRequest
         return plan
     read_committed = req.isolation_level == READ_COMMITTED
     follower = _replica_id(ctx, req) >= 0
-    result = _read(ctx, req, plan)
+    quota = ctx.broker.quotas.fetch
+    cap = None
+    if follower:
+        ctx.quota_exempt = True
+    elif quota.enabled:
+        cap = quota.max_value_in_window(ctx.connection.principal, ctx.client_id,
+                                        ctx.broker.clock.time_ms())
+    result = _read(ctx, req, plan, cap)
     metrics = ctx.dispatcher.metrics
     if isinstance(result, FetchResult):
-        _count(metrics, plan, result, follower)
-        return _response(ctx, plan, result, read_committed)
+        return _answer(ctx, plan, result, read_committed, metrics, follower)
     return _respond_later(ctx, plan, result, read_committed, metrics, follower)
 
 
 async def _respond_later(ctx: RequestContext, plan: _Plan, pending: Awaitable[FetchResult],
                          read_committed: bool,
                          metrics: BrokerMetrics, follower: bool) -> m.FetchResponse:
-    result = await pending
+    return _answer(ctx, plan, await pending, read_committed, metrics, follower)
+
+
+def _answer(ctx: RequestContext, plan: _Plan, result: FetchResult, read_committed: bool,
+            metrics: BrokerMetrics, follower: bool) -> m.FetchResponse:
+    quota = ctx.broker.quotas.fetch
+    if quota.enabled and not follower:
+        size = sum(read.size for read in result.reads)
+        principal, now = ctx.connection.principal, ctx.broker.clock.time_ms()
+        throttle_ms = quota.record(principal, ctx.client_id, size, now)
+        if throttle_ms:
+            # As Kafka: nothing is sent, so nothing counts; the consumer asks again.
+            quota.unrecord(principal, ctx.client_id, size, now)
+            ctx.throttle(throttle_ms)
+            session_id = plan.session.id if plan.session else 0
+            if plan.session is not None and not plan.incremental:
+                # As Kafka's throttled full fetch, which makes no session: the consumer
+                # starts afresh after the throttle.
+                ctx.broker.fetch_sessions.remove(session_id)
+                session_id = 0
+            return m.FetchResponse(throttle_time_ms=throttle_ms, error_code=ErrorCode.NONE,
+                                   session_id=session_id, responses=[])
     _count(metrics, plan, result, follower)
     return _response(ctx, plan, result, read_committed)
 

@@ -21,6 +21,9 @@ From v10 a NOT_LEADER_OR_FOLLOWER partition names the current leader and the res
 carries its endpoint (KIP-951, `current_leader.py`).
 With acks=0 no response is sent; if a partition fails, the connection is closed so the
 client notices, as Kafka does.
+A client over its `producer_byte_rate` quota (`ads.broker.quotas`; the request's size is
+what counts, as in Kafka) is told so in `throttle_time_ms` and its connection is muted
+that long after the response (after the request, with acks=0).
 """
 
 from __future__ import annotations
@@ -161,11 +164,16 @@ def _append(ctx: RequestContext, req: m.ProduceRequest,
                 counters[FAILED_PRODUCE] += 1
             results.append(resp)
         responses.append(TopicResp(name=td.name, partition_responses=results))
+    quota = broker.quotas.produce
+    throttle_ms = (quota.record(ctx.connection.principal, ctx.client_id, ctx.request_size, now)
+                   if quota.enabled else 0)
+    if throttle_ms:
+        ctx.throttle(throttle_ms)
     if acks == 0:
         if failed:
             raise CloseConnection
         return None
-    response = m.ProduceResponse(responses=responses, throttle_time_ms=0)
+    response = m.ProduceResponse(responses=responses, throttle_time_ms=throttle_ms)
     pending = replicas.wait_for_commit(appended, req.timeout_ms) if appended else None
     if pending is None:
         if failed and ctx.api_version >= 10:

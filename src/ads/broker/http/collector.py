@@ -108,6 +108,24 @@ class BrokerCollector(Collector):
         yield purgatory
         yield GaugeMetricFamily("ads_broker_ready", "1 once the broker serves requests.",
                                 value=1 if b.started else 0)
+        limits = b.connection_limits
+        yield CounterMetricFamily(
+            "ads_connections_refused", "New connections closed at once: max.connections or "
+            "max.connections.per.ip reached.", value=limits.refused)
+        yield CounterMetricFamily(
+            "ads_connections_idle_closed", "Connections closed after "
+            "connections.max.idle.ms without a request.", value=limits.idle_closed)
+        throttled = CounterMetricFamily(
+            "ads_quota_throttled_requests", "Responses throttled for a client over its "
+            "quota, per quota.", labels=["quota"])
+        throttle_time = CounterMetricFamily(
+            "ads_quota_throttle_time_seconds", "Throttle time given to clients over their "
+            "quota, per quota.", labels=["quota"])
+        for manager in b.quotas.managers:
+            throttled.add_metric([manager.key], manager.throttled)
+            throttle_time.add_metric([manager.key], manager.throttle_ms_total / 1000.0)
+        yield throttled
+        yield throttle_time
 
     def _logs(self, parts: list[PartitionView]) -> Iterator[Metric]:
         local = [p for p in parts if p.size_bytes or p.log_end_offset >= 0]

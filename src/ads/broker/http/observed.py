@@ -13,6 +13,7 @@ from typing import Protocol
 
 from ads.broker.context import BrokerContext
 from ads.broker.metrics import BrokerMetrics
+from ads.net.limits import ConnectionLimits
 from ads.net.server import KafkaListener
 from ads.storage.cleaner import LogCleaner
 
@@ -20,6 +21,7 @@ from ads.storage.cleaner import LogCleaner
 class ObservedBroker(BrokerContext, Protocol):
     metrics: BrokerMetrics
     listener: KafkaListener | None
+    connection_limits: ConnectionLimits
     log_cleaner: LogCleaner | None
     started: bool
 
