@@ -9,8 +9,10 @@ from ads.client import ClientError, Connection
 
 
 class RawConnection:
-    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
-        self.conn = Connection.connect(bootstrap, client_id="raw-test", timeout_s=timeout)
+    def __init__(self, bootstrap: str, timeout: float = 10.0,
+                 source_host: str | None = None) -> None:
+        self.conn = Connection.connect(bootstrap, client_id="raw-test", timeout_s=timeout,
+                                       source_host=source_host)
 
     def close(self) -> None:
         self.conn.close()

@@ -49,7 +49,7 @@ class Rule:
 
 
 # -- the rules handlers name -------------------------------------------------------------
-PRODUCE_TXN = Rule(TXN, Op.WRITE, TXN_DENIED, "request", "transactional produce")
+PRODUCE_TXN = Rule(TXN, Op.WRITE, TXN_DENIED, "request", "transactional batches")
 PRODUCE_TOPIC = Rule(T, Op.WRITE, TOPIC_DENIED, "resource")
 FETCH_FOLLOWER = Rule(C, Op.CLUSTER_ACTION, TOPIC_DENIED, "resource", "follower fetch")
 FETCH_TOPIC = Rule(T, Op.READ, TOPIC_DENIED, "resource", "consumer fetch")
@@ -90,6 +90,8 @@ OFFSET_FETCH_GROUP = Rule(G, Op.DESCRIBE, GROUP_DENIED, "request")
 TOPIC_READ = Rule(T, Op.READ, TOPIC_DENIED, "resource")
 TXN_WRITE = Rule(TXN, Op.WRITE, TXN_DENIED, "request")
 TXN_DESCRIBE = Rule(TXN, Op.DESCRIBE, TXN_DENIED, "resource")
+TXN_DESCRIBE_TOPICS = Rule(T, Op.DESCRIBE, ErrorCode.NONE, "filtered",
+                           "the transaction's partitions shown")
 DESCRIBE_PRODUCERS = Rule(T, Op.READ, TOPIC_DENIED, "resource")
 LIST_TXNS = Rule(TXN, Op.DESCRIBE, ErrorCode.NONE, "filtered")
 TXN_TOPIC_WRITE = Rule(T, Op.WRITE, TOPIC_DENIED, "resource", "v0-3 (clients)")
@@ -139,7 +141,7 @@ PERMISSIONS: dict[ApiKey, tuple[Rule, ...]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: (TXN_WRITE, GROUP_READ),
     ApiKey.END_TXN: (TXN_WRITE,),
     ApiKey.WRITE_TXN_MARKERS: (MARKERS_ALTER, CLUSTER_ACTION),
-    ApiKey.DESCRIBE_TRANSACTIONS: (TXN_DESCRIBE,),
+    ApiKey.DESCRIBE_TRANSACTIONS: (TXN_DESCRIBE, TXN_DESCRIBE_TOPICS),
     ApiKey.DESCRIBE_PRODUCERS: (DESCRIBE_PRODUCERS,),
     ApiKey.LIST_TRANSACTIONS: (LIST_TXNS,),
     ApiKey.ELECT_LEADERS: (CLUSTER_ALTER,),

@@ -36,13 +36,17 @@ _RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVA
                         ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_LEADER_OR_FOLLOWER})
 
 
+def is_transactional(records: memoryview | None) -> bool:
+    """Whether the first batch's attributes say transactional (a byte read)."""
+    # The low byte of the big-endian attributes holds the transactional bit.
+    return bool(records and len(records) >= rb.BATCH_OVERHEAD
+                and records[rb.ATTRIBUTES_OFFSET + 1] & rb.TRANSACTIONAL_FLAG_MASK)
+
+
 def transactional_header(records: memoryview | None) -> rb.BatchHeader | None:
     """The header of a transactional batch; None for anything else (which the partition
     validates as usual)."""
-    if not records or len(records) < rb.BATCH_OVERHEAD:
-        return None
-    # The low byte of the big-endian attributes holds the transactional bit.
-    if not records[rb.ATTRIBUTES_OFFSET + 1] & rb.TRANSACTIONAL_FLAG_MASK:
+    if records is None or not is_transactional(records):
         return None
     try:
         return rb.read_batch_header(records)

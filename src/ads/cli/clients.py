@@ -1,6 +1,6 @@
 """The client commands of `ads`: `topics`, `produce`, `consume`, `groups`,
-`transactions`, `quotas`, `users`, `bench` and `pipeline`, plus `log`, which reads a
-broker's data directory, `top`, which reads a broker's `/metrics`, and `cluster`, which
+`transactions`, `acls`, `quotas`, `users`, `bench` and `pipeline`, plus `log`, which reads
+a broker's data directory, `top`, which reads a broker's `/metrics`, and `cluster`, which
 runs a local cluster and shows any cluster's state.
 
 The network ones are clients like any other, built on confluent-kafka (or on PySpark for
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 
 from ads.cli import (
+    acls,
     bench,
     cluster,
     consume,
@@ -35,6 +36,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     consume.add_parser(sub)
     groups.add_parser(sub)
     transactions.add_parser(sub)
+    acls.add_parser(sub)
     quotas.add_parser(sub)
     bench.add_parser(sub)
     pipeline.add_parser(sub)

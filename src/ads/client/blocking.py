@@ -127,17 +127,20 @@ def _code(value: int) -> ErrorCode:
 
 class Connection:
     """One blocking TCP connection to one broker. ``timeout_s`` bounds the connect and each
-    socket operation after it (None: wait forever)."""
+    socket operation after it (None: wait forever). ``source_host`` binds the local end to
+    that address (the broker sees the client there, e.g. for ACLs that name a host)."""
 
     def __init__(self, host: str, port: int, *, client_id: str | None = "ads",
                  timeout_s: float | None = 30.0,
-                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                 source_host: str | None = None) -> None:
         self.address = f"{host}:{port}"
         self.client_id = client_id
         self.max_frame_bytes = max_frame_bytes
         try:
             self._sock: socket.socket | None = socket.create_connection(
-                (host, port), timeout=timeout_s)
+                (host, port), timeout=timeout_s,
+                source_address=(source_host, 0) if source_host else None)
             self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError as exc:
             raise ClientError(f"cannot connect to broker {self.address}: {exc}",
@@ -150,14 +153,15 @@ class Connection:
     @classmethod
     def connect(cls, address: str, *, client_id: str | None = "ads",
                 timeout_s: float | None = 30.0,
-                max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> Connection:
+                max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                source_host: str | None = None) -> Connection:
         """Connects to ``host:port``."""
         try:
             host, port = parse_address(address)
         except ValueError as exc:
             raise ClientError(str(exc), address=address) from exc
         return cls(host, port, client_id=client_id, timeout_s=timeout_s,
-                   max_frame_bytes=max_frame_bytes)
+                   max_frame_bytes=max_frame_bytes, source_host=source_host)
 
     def __enter__(self) -> Connection:
         return self

@@ -52,7 +52,12 @@ from ads.broker.metrics import (
 from ads.metadata.acl import CLUSTER_NAME
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
-from ads.replication.replica_manager import FetchParams, FetchPartition, FetchResult
+from ads.replication.replica_manager import (
+    UNKNOWN_READ,
+    FetchParams,
+    FetchPartition,
+    FetchResult,
+)
 
 if TYPE_CHECKING:
     from ads.storage.txn_index import AbortedTxn
@@ -132,23 +137,32 @@ def _topic_name(ctx: RequestContext, topic: TopicKey) -> str | None:
 
 def _read(ctx: RequestContext, req: m.FetchRequest, plan: _Plan, quota_cap: float | None
           ) -> FetchResult | Awaitable[FetchResult]:
+    """Reads the partitions the principal may read and that name a known topic id; the
+    others are answered at once without being read (Kafka's "erroneous" partitions), so
+    they neither end nor extend a long poll: a fetch of denied topics only answers at once,
+    one mixing them with readable topics waits for those as any fetch does."""
     names = plan.names
+    readable: list[int] = []  # indexes into plan.targets of the partitions read
     targets = []
     replica_id = _replica_id(ctx, req)
-    # A follower must be allowed CLUSTER_ACTION, a consumer READ on each topic; denied
-    # partitions are read as unknown ones (nothing), then answered as denied.
+    # A follower must be allowed CLUSTER_ACTION, a consumer READ on each topic.
     rule = P.FETCH_FOLLOWER if replica_id >= 0 else P.FETCH_TOPIC
     follower_allowed = replica_id < 0 or ctx.authorize(rule.resource, CLUSTER_NAME,
                                                        rule.operation)
-    for t in plan.targets:
+    for i, t in enumerate(plan.targets):
         if t.topic not in names:
             name = names[t.topic] = _topic_name(ctx, t.topic)
             if name is not None and not (follower_allowed if replica_id >= 0 else
                                          ctx.authorize(rule.resource, name, rule.operation)):
                 plan.denied.add(t.topic)
-        targets.append(FetchPartition(None if t.topic in plan.denied else names[t.topic],
-                                      t.partition, t.fetch_offset, t.partition_max_bytes,
+        name = names[t.topic]
+        if name is None or t.topic in plan.denied:
+            continue
+        readable.append(i)
+        targets.append(FetchPartition(name, t.partition, t.fetch_offset, t.partition_max_bytes,
                                       t.current_leader_epoch, t.last_fetched_epoch))
+    if plan.targets and not targets:
+        return _merged(plan, readable, FetchResult([], 0, True, []))
     # As in Kafka, the broker's fetch.max.bytes caps what a client asks for.
     max_bytes = req.max_bytes if replica_id >= 0 else min(
         req.max_bytes, ctx.broker.config.get_int("fetch.max.bytes"))
@@ -157,7 +171,27 @@ def _read(ctx: RequestContext, req: m.FetchRequest, plan: _Plan, quota_cap: floa
     params = FetchParams(max_bytes, req.min_bytes, req.max_wait_ms,
                          req.isolation_level == READ_COMMITTED, ctx.api_version >= 9,
                          replica_id)
-    return ctx.broker.replica_manager.fetch(targets, params)
+    result = ctx.broker.replica_manager.fetch(targets, params)
+    if len(targets) == len(plan.targets):
+        return result
+    if isinstance(result, FetchResult):
+        return _merged(plan, readable, result)
+    return _merged_later(plan, readable, result)
+
+
+def _merged(plan: _Plan, readable: list[int], result: FetchResult) -> FetchResult:
+    """The reads of every target in request order: the partitions not read answer as unknown
+    ones (`_response` turns a denied topic's into TOPIC_AUTHORIZATION_FAILED and an unknown
+    topic id's into UNKNOWN_TOPIC_ID)."""
+    reads = [UNKNOWN_READ] * len(plan.targets)
+    for i, read in zip(readable, result.reads, strict=True):
+        reads[i] = read
+    return FetchResult(reads, result.bytes, True, result.keys)
+
+
+async def _merged_later(plan: _Plan, readable: list[int], pending: Awaitable[FetchResult]
+                        ) -> FetchResult:
+    return _merged(plan, readable, await pending)
 
 
 def _aborted(aborted: list[AbortedTxn] | None) -> list[PartResp.AbortedTransaction]:
@@ -173,8 +207,10 @@ def _count(metrics: BrokerMetrics, plan: _Plan, result: FetchResult, follower: b
     names = plan.names
     for t, read in zip(plan.targets, result.reads, strict=True):
         name = names.get(t.topic)
-        # Names clients make up must not grow the metrics without bound.
-        if name is None or read.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        # Names clients make up must not grow the metrics without bound (a denied name may
+        # be one).
+        if (name is None or t.topic in plan.denied
+                or read.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
             name = UNKNOWN_TOPIC
         counters = metrics.topic(name)
         counters[FETCH_REQUESTS] += 1

@@ -56,11 +56,20 @@ PartResp = R.TopicProduceResponse.PartitionProduceResponse
 RecordErr = PartResp.BatchIndexAndErrorMessage
 
 
+def _has_transactional_batch(req: m.ProduceRequest) -> bool:
+    """Whether a partition's first batch is transactional (Kafka looks at the first)."""
+    return any(txn_verify.is_transactional(pd.records)
+               for td in req.topic_data for pd in td.partition_data)
+
+
 def handle(ctx: RequestContext, req: m.ProduceRequest
            ) -> m.ProduceResponse | Awaitable[m.ProduceResponse | None] | None:
     rule = P.PRODUCE_TXN
-    if req.transactional_id is not None and not ctx.authorize(
-            rule.resource, req.transactional_id, rule.operation):
+    # As Kafka: transactional batches need WRITE on the request's transactional id (and
+    # one); the check costs a byte per partition.
+    if ctx.authorizing and _has_transactional_batch(req) and (
+            req.transactional_id is None
+            or not ctx.authorize(rule.resource, req.transactional_id, rule.operation)):
         if req.acks == 0:
             raise CloseConnection
         return m.ProduceResponse(throttle_time_ms=0, responses=[

@@ -30,7 +30,12 @@ NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."
 async def _alter(ctx: RequestContext, req: m.AlterPartitionReassignmentsRequest) -> A:
     rule = P.CLUSTER_ALTER
     if not ctx.authorize(rule.resource, CLUSTER_NAME, rule.operation):
-        return A(error_code=rule.error, error_message=None, responses=[])
+        # As Kafka: the error on the request and on every partition named.
+        return A(error_code=rule.error, error_message=None, responses=[
+            A.ReassignableTopicResponse(name=t.name, partitions=[
+                A.ReassignableTopicResponse.ReassignablePartitionResponse(
+                    partition_index=p.partition_index, error_code=rule.error,
+                    error_message=None) for p in t.partitions]) for t in req.topics])
     controller = ctx.broker.controller
     requests = {(t.name, p.partition_index): (list(p.replicas) if p.replicas is not None
                                               else None)

@@ -199,7 +199,9 @@ def handle_describe_transactions(ctx: RequestContext, req: m.DescribeTransaction
                              topics=[]))
             continue
         d = ctx.broker.transaction_coordinator.describe(txn_id)
-        by_topic = by_topics(d.partitions)
+        shown = P.TXN_DESCRIBE_TOPICS
+        by_topic = {t: parts for t, parts in by_topics(d.partitions).items()
+                    if ctx.authorize(shown.resource, t, shown.operation)}
         states.append(TS(
             error_code=d.error, transactional_id=txn_id, transaction_state=d.state,
             transaction_timeout_ms=d.timeout_ms, transaction_start_time_ms=d.start_ms,
