@@ -35,8 +35,12 @@ $(JS_STAMP): tests/js/package.json | system-deps
 # Debian packages the tests drive: kcat (librdkafka's command-line client), a Java runtime
 # for Spark, zookeeper (the offset import from ZooKeeper is tested against a real server),
 # Node.js with npm for kafkajs, chromium with its chromedriver (the console is tested
-# in a headless browser), and tmux (`ads top` is tested on a terminal tmux renders).
+# in a headless browser), tmux (`ads top` is tested on a terminal tmux renders), and openssl
+# (TLS tests make short-lived certificates with it).
 system-deps:
+	@command -v openssl >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openssl; }
 	@command -v kcat >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq kcat; }

@@ -33,7 +33,13 @@ def _ads_broker(tmp_path: Path, *sets: str) -> subprocess.CompletedProcess[str]:
       "sasl.enabled.mechanisms=PLAIN"), PREFIXED),
     ((), "sasl.enabled.mechanisms"),  # Kafka's default, GSSAPI, is not supported
     (("sasl.enabled.mechanisms=PLAIN",), PREFIXED),  # PLAIN without users
-    (("sasl.enabled.mechanisms=SCRAM-SHA-256", "zookeeper.connect=127.0.0.1:1"), "listeners"),
+    # In a cluster, brokers need a listener to reach each other on: by default the one of
+    # protocol PLAINTEXT, and not a SASL one (their own clients do not authenticate).
+    (("sasl.enabled.mechanisms=SCRAM-SHA-256", "zookeeper.connect=127.0.0.1:1"),
+     "security.inter.broker.protocol"),
+    (("listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+      "inter.broker.listener.name=SASL_PLAINTEXT", "sasl.enabled.mechanisms=SCRAM-SHA-256",
+      "zookeeper.connect=127.0.0.1:1"), "inter.broker.listener.name"),
     (("sasl.enabled.mechanisms=PLAIN", "java.security.auth.login.config=/nonexistent"),
      "java.security.auth.login.config"),
 ])

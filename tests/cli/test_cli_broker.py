@@ -41,6 +41,21 @@ def test_cli_broker_invalid_config_file_exits_2(tmp_path: Path) -> None:
     assert "log.retention.hours" in done.stderr
 
 
+@pytest.mark.parametrize("sets, key", [
+    (["inter.broker.listener.name=INTERNAL"], "inter.broker.listener.name"),
+    (["inter.broker.listener.name=PLAINTEXT", "security.inter.broker.protocol=PLAINTEXT"],
+     "inter.broker.listener.name"),
+])
+def test_cli_broker_bad_inter_broker_listener_exits_2(tmp_path: Path, sets: list[str],
+                                                      key: str) -> None:
+    args = ["broker", "--data-dir", str(tmp_path), "--port", "0"]
+    for s in sets:
+        args += ["--set", s]
+    done = _ads(*args)
+    assert done.returncode == 2, done.stderr
+    assert key in done.stderr and "Traceback" not in done.stderr
+
+
 def test_cli_broker_config_file_flags_and_set(tmp_path: Path) -> None:
     props = tmp_path / "server.properties"
     props.write_text("num.partitions=3\nsome.unknown.key=1\nlog.dirs=/nonexistent/ignored\n")
@@ -66,3 +81,36 @@ def test_cli_broker_config_file_flags_and_set(tmp_path: Path) -> None:
     assert f"listening on 127.0.0.1:{port}" in out and str(data) in out
     assert "stopped cleanly" in out
     assert not Path("/nonexistent/ignored").exists()
+
+
+@pytest.mark.parametrize("sets, key", [
+    (["ssl.keystore.type=PEM", "ssl.keystore.location=/nonexistent/broker.pem"],
+     "ssl.keystore.location"),
+    ([], "ssl.keystore.location"),  # an SSL listener without a key store
+    (["ssl.keystore.location=KEYSTORE"], "ssl.keystore.type"),  # JKS is not read
+    (["ssl.keystore.type=PEM", "ssl.keystore.location=ENCRYPTED", "ssl.key.password=wrong"],
+     "ssl.keystore.location"),
+    (["ssl.keystore.type=PEM", "ssl.keystore.location=KEYSTORE", "ssl.client.auth=required",
+      "ssl.truststore.type=PEM", "ssl.truststore.location=BROKER_KEY"],
+     "ssl.truststore.location"),  # a key is no certificate
+    (["ssl.keystore.type=PEM", "ssl.keystore.location=KEYSTORE",
+      "ssl.principal.mapping.rules=RULE:^CN=(.*)$/$1/X"], "ssl.principal.mapping.rules"),
+    (["listener.name.ssl.ssl.keystore.type=PEM",
+      "listener.name.ssl.ssl.keystore.location=/nonexistent/ssl.pem"],
+     "ssl.keystore.location"),
+])
+def test_cli_broker_bad_tls_settings_exit_2(tmp_path: Path, sets: list[str], key: str) -> None:
+    from tls_support import make_pki  # noqa: PLC0415 - openssl only where needed
+
+    pki = make_pki(tmp_path / "pki")
+    sets = [s.replace("KEYSTORE", str(pki.broker_keystore))
+            .replace("BROKER_KEY", str(pki.broker_key))
+            .replace("ENCRYPTED", str(pki.broker_encrypted_keystore)) for s in sets]
+    args = ["broker", "--data-dir", str(tmp_path / "d"), "--set",
+            f"listeners=PLAINTEXT://127.0.0.1:{free_port()},SSL://127.0.0.1:0"]
+    for s in sets:
+        args += ["--set", s]
+    done = _ads(*args)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert key in done.stderr and "listener SSL" in done.stderr

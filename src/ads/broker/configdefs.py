@@ -287,6 +287,7 @@ COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 CLEANUP_POLICIES = ("compact", "delete")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+TLS_VERSIONS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
 GZIP_LEVEL, LZ4_LEVEL, ZSTD_LEVEL = Range(1, 9, also=(-1,)), Range(1, 17), Range(-131072, 22)
 
 BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
@@ -575,17 +576,31 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
     ("java.security.auth.login.config", S, None, None, LOW,
      "JAAS file with KafkaServer / <listener>.KafkaServer sections (SASL users)."),
     ("ssl.client.auth", S, "none", OneOf(("required", "requested", "none")), MEDIUM,
-     "Whether TLS listeners ask clients for a certificate."),
-    ("ssl.enabled.protocols", LI, "TLSv1.2,TLSv1.3", None, MEDIUM, "TLS versions allowed."),
+     "Whether TLS listeners ask clients for a certificate (mTLS)."),
+    ("ssl.enabled.protocols", LI, "TLSv1.2,TLSv1.3", ListOf(TLS_VERSIONS), MEDIUM,
+     "TLS versions allowed."),
+    ("ssl.cipher.suites", LI, "", None, LOW,
+     "TLS 1.2 cipher suites allowed (IANA or OpenSSL names); empty allows OpenSSL's default."),
     ("ssl.endpoint.identification.algorithm", S, "https", None, LOW,
-     "Host name checking of peer certificates; empty turns it off."),
-    ("ssl.keystore.type", S, "JKS", None, MEDIUM, "Format of the key store file."),
-    ("ssl.keystore.location", S, None, None, HIGH, "Key store holding this broker's key."),
-    ("ssl.keystore.password", P, None, None, HIGH, "Password of the key store."),
-    ("ssl.key.password", P, None, None, HIGH, "Password of the private key."),
-    ("ssl.truststore.type", S, "JKS", None, MEDIUM, "Format of the trust store file."),
-    ("ssl.truststore.location", S, None, None, HIGH, "Trust store for peer certificates."),
-    ("ssl.truststore.password", P, None, None, HIGH, "Password of the trust store."),
+     "Host name checking of other brokers' certificates; empty turns it off."),
+    ("ssl.keystore.type", S, "JKS", None, MEDIUM,
+     "Format of the key store; ADS reads PEM only (set PEM with ssl.keystore.location)."),
+    ("ssl.keystore.location", S, None, None, HIGH,
+     "PEM file holding this broker's private key and certificate chain."),
+    ("ssl.keystore.password", P, None, None, HIGH, "Password of a JKS or PKCS12 key store."),
+    ("ssl.keystore.certificate.chain", P, None, None, HIGH,
+     "This broker's certificate chain as PEM text."),
+    ("ssl.keystore.key", P, None, None, HIGH, "This broker's private key as PEM text."),
+    ("ssl.key.password", P, None, None, HIGH, "Password of an encrypted private key."),
+    ("ssl.truststore.type", S, "JKS", None, MEDIUM,
+     "Format of the trust store; ADS reads PEM only."),
+    ("ssl.truststore.location", S, None, None, HIGH,
+     "PEM file of the certificate authorities trusted for peers' certificates."),
+    ("ssl.truststore.certificates", P, None, None, HIGH,
+     "Trusted certificate authorities as PEM text."),
+    ("ssl.truststore.password", P, None, None, HIGH, "Password of a JKS or PKCS12 trust store."),
+    ("ssl.principal.mapping.rules", S, "DEFAULT", None, LOW,
+     "Rules mapping a client certificate's subject to the principal's name."),
 )
 
 TOPIC_CONFIG_DEFS: dict[str, ConfigDef] = _table(
@@ -716,15 +731,12 @@ DEPRECATED_TOPIC_KEYS: dict[str, str] = {
 # effect" lists exactly these (tests/broker/test_config_no_effect.py holds both). Every other
 # defined key acts as in Kafka.
 _KRAFT = "KRaft is not supported; clusters will use ZooKeeper"
-_INTER_BROKER = "brokers reach each other on the first listener (PLAINTEXT), as registered"
 _THROTTLE = "replication is not throttled"
 _TIERED = "tiered storage is not supported"
-_TLS = "TLS and SASL are not built yet: listeners are PLAINTEXT"
+_PEM_ONLY = "ADS reads PEM key and trust stores only (JKS and PKCS12 are refused)"
 NO_EFFECT_BROKER_KEYS: dict[str, str] = {
     "process.roles": _KRAFT,
     "controller.quorum.voters": _KRAFT,
-    "inter.broker.listener.name": _INTER_BROKER,
-    "security.inter.broker.protocol": _INTER_BROKER,
     "num.network.threads": "one asyncio event loop serves every connection",
     "num.io.threads": "requests are handled on the event loop; disk waits go to worker threads",
     "queued.max.requests": "not enforced: each connection's requests are answered in order, "
@@ -748,18 +760,10 @@ NO_EFFECT_BROKER_KEYS: dict[str, str] = {
     "replica.high.watermark.checkpoint.interval.ms": "the high watermark is checkpointed with "
                                                      "the recovery point, every "
                                                      "log.flush.offset.checkpoint.interval.ms",
-    "sasl.mechanism.inter.broker.protocol": "brokers reach each other on the first listener "
-                                            "without SASL",
-    "ssl.client.auth": _TLS,
-    "ssl.enabled.protocols": _TLS,
-    "ssl.endpoint.identification.algorithm": _TLS,
-    "ssl.keystore.type": _TLS,
-    "ssl.keystore.location": _TLS,
-    "ssl.keystore.password": _TLS,
-    "ssl.key.password": _TLS,
-    "ssl.truststore.type": _TLS,
-    "ssl.truststore.location": _TLS,
-    "ssl.truststore.password": _TLS,
+    "sasl.mechanism.inter.broker.protocol": "brokers do not authenticate to each other with "
+                                            "SASL: the inter-broker listener is not a SASL one",
+    "ssl.keystore.password": _PEM_ONLY,
+    "ssl.truststore.password": _PEM_ONLY,
 }
 NO_EFFECT_TOPIC_KEYS: dict[str, str] = {
     "follower.replication.throttled.replicas": _THROTTLE,

@@ -15,6 +15,7 @@ from ads.broker.authentication import Authenticator
 from ads.broker.authorized_operations import OperationsAuthorizer
 from ads.broker.config import BrokerConfig
 from ads.broker.fetch_sessions import FetchSessionCache
+from ads.broker.listeners import InterBroker
 from ads.broker.quotas import ClientQuotas
 from ads.common.clock import Clock
 from ads.controller.controller import Controller
@@ -50,6 +51,8 @@ class BrokerContext(Protocol):
     # (`ads.broker.markers.BrokerMarkerWriter`).
     txn_requests: TxnRequests
     fetch_sessions: FetchSessionCache
+    # How this broker reaches the others (the inter-broker listener, TLS or not).
+    inter_broker: InterBroker
     # Client quotas (`ads.broker.quotas`), kept current from the entity configs.
     quotas: ClientQuotas
     # Decides what the principal may do (everything, without `authorizer.class.name`).

@@ -175,11 +175,8 @@ class BrokerMarkerWriter:
             conn = self._connections.get(node)
             if conn is not None and not conn.closed:
                 return conn
-            endpoint = self.broker.metadata.brokers.get(node)
-            if endpoint is None:
-                raise NetClientError(f"broker {node} is not live", str(node))
-            conn = await BrokerConnection.connect(endpoint.host, endpoint.port,
-                                                  request_timeout_s=_REQUEST_TIMEOUT_S)
+            conn = await self.broker.inter_broker.connect(node,
+                                                          request_timeout_s=_REQUEST_TIMEOUT_S)
             self._connections[node] = conn
             return conn
 

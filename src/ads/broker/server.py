@@ -1,7 +1,9 @@
 """The broker: wiring of metadata, logs, the replica manager, coordinators, the listener and
 the background jobs.
 
-Start order: config → metadata store → log manager (recovery) → partitions → listener.
+Start order: config (TLS contexts are made with the broker, so a bad key stops it before
+anything starts) → metadata store → log manager (recovery) → partitions → listeners (one
+per entry of `listeners`) → registration with every advertised endpoint.
 Stop order is the reverse: stop accepting, answer in-flight requests, close connections,
 flush logs, write checkpoints and finally the clean-shutdown marker, so the next start
 skips recovery.
@@ -25,6 +27,7 @@ from ads.broker.dispatch import Dispatcher
 from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.handlers import all_handlers
 from ads.broker.http.app import OpsHttp, start_ops_http
+from ads.broker.listeners import InterBroker, advertised_endpoints, listener_tls
 from ads.broker.markers import BrokerMarkerWriter
 from ads.broker.metrics import BrokerMetrics
 from ads.broker.quotas import ClientQuotas
@@ -137,7 +140,10 @@ class Broker:
         self.acl_store: AclStore | None = None
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots"))
-        self.listener: KafkaListener | None = None
+        # One per entry of `listeners`; each knows its name and security protocol.
+        self.listeners: list[KafkaListener] = []
+        self._tls = {e.listener_name: listener_tls(config, e) for e in config.listener_endpoints}
+        self.inter_broker = InterBroker(config, self.metadata)
         self.ops_http: OpsHttp | None = None  # http.listener: metrics, health, console
         self.log_cleaner: LogCleaner | None = None
         self.endpoint = BrokerEndpoint(self.node_id, "127.0.0.1", 0)
@@ -165,47 +171,50 @@ class Broker:
         self.quotas.update(self.metadata.entity_configs)
         self.log_manager.startup()
         self.fetchers = ReplicaFetcherManager(self.node_id, fetcher_config(self.config),
-                                              self._endpoint_of)
+                                              self.inter_broker.address,
+                                              self.inter_broker.ssl_context)
         self.replica_manager.fetchers = self.fetchers
         for topic in self.metadata.topics.values():
             self._open_partitions(topic)
         self.coordinator_deadlines = coordinators.start(self)
-        host, port = self.config.listeners[0]
-        first = self.config.listener_endpoints[0]
-        self.listener = KafkaListener(
-            self.dispatcher, host, port, self.config.socket_request_max_bytes,
-            on_sent=self.dispatcher.metrics.response_sent, listener_name=first.listener_name,
-            security_protocol=first.security_protocol, limits=self.connection_limits,
-            sasl_max_receive_size=self.config.get_int("sasl.server.max.receive.size"))
-        bound_host, bound_port = await self.listener.start()
-        self.bound_address = (bound_host, bound_port)
-        http_listener = self.config.get("http.listener")
-        if http_listener:  # before registering: /readyz answers 503 until the broker serves
-            try:
+        bound: dict[str, tuple[str, int]] = {}
+        try:
+            for endpoint, (host, port) in zip(self.config.listener_endpoints,
+                                              self.config.listeners, strict=True):
+                tls = self._tls[endpoint.listener_name]
+                # One ConnectionLimits for every listener: the limits are the broker's.
+                listener = KafkaListener(
+                    self.dispatcher, host, port, self.config.socket_request_max_bytes,
+                    on_sent=self.dispatcher.metrics.response_sent,
+                    listener_name=endpoint.listener_name,
+                    security_protocol=endpoint.security_protocol,
+                    limits=self.connection_limits,
+                    sasl_max_receive_size=self.config.get_int("sasl.server.max.receive.size"),
+                    ssl_context=tls.context if tls else None,
+                    principal_of=tls.principal_of if tls else None)
+                bound[endpoint.listener_name] = await listener.start()
+                self.listeners.append(listener)
+            self.bound_address = bound[self.config.listener_endpoints[0].listener_name]
+            http_listener = self.config.get("http.listener")
+            if http_listener:  # before registering: /readyz answers 503 until it serves
                 self.ops_http = await start_ops_http(
                     self, str(http_listener), self.config.get_int("console.sample.interval.ms"),
                     self.config.get_bool("console.read.only"))
-            except OSError:
-                self.listener.stop_accepting()
-                await self.listener.drain(grace_s=0.0)
-                coordinators.stop(self, self.coordinator_deadlines)
-                self.log_manager.shutdown()
-                self.metadata.close()
-                raise
-        adv_host, adv_port = self.config.advertised_listeners[0]
-        if adv_port == 0 or adv_port == port:
-            adv_port = bound_port if port == 0 or adv_port == 0 else adv_port
-        if adv_host in ("", "0.0.0.0"):  # noqa: S104 - only a comparison
-            adv_host = "127.0.0.1" if bound_host in ("0.0.0.0", "") else bound_host  # noqa: S104
-        self.endpoint = BrokerEndpoint(self.node_id, adv_host, adv_port,
-                                       _rack(self.config))
+        except OSError:
+            await self._close_listeners()
+            coordinators.stop(self, self.coordinator_deadlines)
+            self.log_manager.shutdown()
+            self.metadata.close()
+            raise
+        advertised = advertised_endpoints(self.config, bound)
+        self.endpoint = BrokerEndpoint(self.node_id, advertised[0].host, advertised[0].port,
+                                       _rack(self.config), advertised)
         self.started = True
         try:
             self.metadata.register(self.endpoint)
         except Exception:
             self.started = False
-            self.listener.stop_accepting()
-            await self.listener.drain(grace_s=0.0)
+            await self._close_listeners()
             if self.ops_http is not None:
                 await self.ops_http.stop()
             for task in self._tasks:
@@ -241,9 +250,9 @@ class Broker:
             self.log_manager, cleaner_config_from(self.config), clock=self.clock,
             submit_to_owner=asyncio.get_running_loop().call_soon_threadsafe)
         self.log_cleaner.startup()
-        log.info("ADS broker %d listening on %s:%d (advertised %s:%d), data in %s",
-                 self.node_id, bound_host, bound_port, adv_host, adv_port,
-                 ", ".join(str(d) for d in self.log_dirs))
+        log.info("ADS broker %d listening on %s (advertised %s), data in %s",
+                 self.node_id, ", ".join(f"{h}:{p} ({n})" for n, (h, p) in bound.items()),
+                 ", ".join(e.url for e in advertised), ", ".join(str(d) for d in self.log_dirs))
 
     async def _start_authorizer(self) -> None:
         """Reads the ACLs before the listener opens: no request is decided without them."""
@@ -261,7 +270,6 @@ class Broker:
         if not self.started or self._stopping:
             return
         self._stopping = True
-        assert self.listener is not None
         metadata = self.metadata
         if self.fetchers is not None:
             # First, as Kafka's StopReplica would: a leaving follower still fetching could
@@ -273,12 +281,13 @@ class Broker:
             # While this broker still serves: clients keep their connections until the
             # leaders have moved.
             await controlled_shutdown(self.config, metadata, self.node_id,
-                                      metadata.broker_epoch)
+                                      metadata.broker_epoch, self.inter_broker)
         self.started = False
-        self.listener.stop_accepting()
+        for listener in self.listeners:
+            listener.stop_accepting()
         if self.ops_http is not None:
             await self.ops_http.stop()
-        await self.listener.drain(grace_s=5.0)
+        await asyncio.gather(*(listener.drain(grace_s=5.0) for listener in self.listeners))
         self.connection_limits.stop()
         for task in [*self._tasks, *self._opening.values()]:
             task.cancel()
@@ -293,6 +302,12 @@ class Broker:
             await asyncio.to_thread(self.log_cleaner.shutdown)
         self.log_manager.shutdown()
         log.info("ADS broker %d stopped cleanly", self.node_id)
+
+    async def _close_listeners(self) -> None:
+        """A failed start: the listeners already started close without serving."""
+        for listener in self.listeners:
+            listener.stop_accepting()
+        await asyncio.gather(*(listener.drain(grace_s=0.0) for listener in self.listeners))
 
     def spawn(self, work: Coroutine[object, object, None]) -> None:
         """Runs `work` on the broker's loop; it is cancelled when the broker stops."""
@@ -343,10 +358,6 @@ class Broker:
     def topic_log_config(self, topic: TopicState) -> LogConfig:
         self._warn_deprecated(topic)
         return log_config_from(bconfig.effective_topic_config(self.config, topic.configs))
-
-    def _endpoint_of(self, node_id: int) -> tuple[str, int] | None:
-        broker = self.metadata.brokers.get(node_id)
-        return (broker.host, broker.port) if broker is not None else None
 
     def _known_partition(self, name: str, index: int) -> bool:
         topic = self.metadata.topics.get(name)

@@ -19,8 +19,9 @@ import asyncio
 import logging
 
 from ads.broker.config import BrokerConfig
+from ads.broker.listeners import InterBroker
 from ads.metadata.store import MetadataStore
-from ads.net.client import BrokerConnection, NetClientError
+from ads.net.client import NetClientError
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
@@ -36,14 +37,14 @@ def _leads_replicated(metadata: MetadataStore, node_id: int) -> bool:
 
 
 async def controlled_shutdown(config: BrokerConfig, metadata: MetadataStore, node_id: int,
-                              broker_epoch: int) -> bool:
+                              broker_epoch: int, inter_broker: InterBroker) -> bool:
     """Asks the controller to move this broker's leaderships; True when none is left."""
     attempts = max(config.get_int("controlled.shutdown.max.retries"), 0)
     backoff_s = max(config.get_int("controlled.shutdown.retry.backoff.ms"), 0) / 1000.0
     timeout_s = max(config.get_int("controller.socket.timeout.ms"), 1) / 1000.0
     log.info("starting controlled shutdown")
     for attempt in range(1, attempts + 1):
-        if await _attempt(metadata, node_id, broker_epoch, timeout_s):
+        if await _attempt(metadata, node_id, broker_epoch, timeout_s, inter_broker):
             await metadata.wait(lambda: not _leads_replicated(metadata, node_id), SEE_MOVES_S)
             log.info("controlled shutdown succeeded")
             return True
@@ -56,15 +57,13 @@ async def controlled_shutdown(config: BrokerConfig, metadata: MetadataStore, nod
 
 
 async def _attempt(metadata: MetadataStore, node_id: int, broker_epoch: int,
-                   timeout_s: float) -> bool:
-    controller = metadata.brokers.get(metadata.controller_id)
-    if controller is None:
+                   timeout_s: float, inter_broker: InterBroker) -> bool:
+    if metadata.controller_id not in metadata.brokers:
         log.info("controlled shutdown: no controller known")
         return False
     try:
-        conn = await BrokerConnection.connect(controller.host, controller.port,
-                                              connect_timeout_s=timeout_s,
-                                              request_timeout_s=timeout_s)
+        conn = await inter_broker.connect(metadata.controller_id, connect_timeout_s=timeout_s,
+                                          request_timeout_s=timeout_s)
     except NetClientError as exc:
         log.info("controlled shutdown: %s", exc)
         return False
@@ -79,7 +78,7 @@ async def _attempt(metadata: MetadataStore, node_id: int, broker_epoch: int,
         await conn.close()
     assert isinstance(resp, m.ControlledShutdownResponse)
     if resp.error_code != ErrorCode.NONE:
-        log.info("controlled shutdown: controller %d answered %s", controller.node_id,
+        log.info("controlled shutdown: controller %d answered %s", metadata.controller_id,
                  ErrorCode(resp.error_code).name)
         return False
     if resp.remaining_partitions:

@@ -82,8 +82,8 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve(config: BrokerConfig) -> int:
     try:
-        broker = Broker(config)
-    except ConfigError as exc:  # what only start-up can check (host names, SASL settings)
+        broker = Broker(config)  # reads TLS keys and certificates; resolves host names
+    except ConfigError as exc:  # what only start-up can check (host names, TLS and SASL)
         print(f"ads broker: invalid configuration: {exc}", file=sys.stderr)
         return 2
     stop = asyncio.Event()

@@ -94,8 +94,40 @@ class TopicState:
 
 
 @dataclass(frozen=True, slots=True)
+class ListenerEndpoint:
+    """One advertised listener of a broker: Kafka's `EndPoint`."""
+
+    listener_name: str  # e.g. PLAINTEXT, SSL, or any name of listener.security.protocol.map
+    security_protocol: str  # PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.listener_name}://{host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerEndpoint:
+    """A live broker as clients and other brokers reach it.
+
+    `endpoints` holds every advertised listener; `host` and `port` are the first one's,
+    for what names a broker without caring how it is reached (logs, the console). A client
+    is answered with the endpoint of the listener its request came in on (`on`)."""
+
     node_id: int
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple[ListenerEndpoint, ...] = ()
+
+    def on(self, listener_name: str) -> ListenerEndpoint | None:
+        """The endpoint of `listener_name`; None when this broker does not have it. A broker
+        registered without listener names (an older registration) has only PLAINTEXT."""
+        for e in self.endpoints:
+            if e.listener_name == listener_name:
+                return e
+        if not self.endpoints and listener_name == "PLAINTEXT":
+            return ListenerEndpoint("PLAINTEXT", "PLAINTEXT", self.host, self.port)
+        return None

@@ -6,7 +6,10 @@ knows Kafka can read an ADS cluster with `zkCli.sh`:
     /cluster/id                                   {"version":"1","id":"<cluster id>"}
     /controller                  (ephemeral)      {"version":1,"brokerid":1,"timestamp":"..."}
     /controller_epoch                             "3"
-    /brokers/ids/<id>            (ephemeral)      host, port, endpoints, rack
+    /brokers/ids/<id>            (ephemeral)      {"version":5,"host":...,"port":9092,
+                                                   "endpoints":["SSL://h:9093",...],
+                                                   "listener_security_protocol_map":
+                                                   {"SSL":"SSL",...},"rack":...}
     /brokers/topics/<topic>                       {"topic_id":...,"partitions":{"0":[1,2]},
                                                    "adding_replicas":{},"removing_replicas":{}}
     /brokers/topics/<topic>/partitions/<p>/state  {"leader":1,"leader_epoch":0,"isr":[1],...}
@@ -29,7 +32,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ads.metadata.model import BrokerEndpoint
+from ads.metadata.model import BrokerEndpoint, ListenerEndpoint
 
 CLUSTER_ID = "/cluster/id"
 CONTROLLER = "/controller"
@@ -116,24 +119,39 @@ def decode_epoch(raw: bytes) -> int:
 
 # -- /brokers/ids/<id> --------------------------------------------------------------------
 def encode_broker(endpoint: BrokerEndpoint) -> bytes:
-    url = f"PLAINTEXT://{endpoint.host}:{endpoint.port}"
-    return _dump({"version": 5, "host": endpoint.host, "port": endpoint.port, "jmx_port": -1,
-                  "timestamp": _now_ms(), "endpoints": [url],
-                  "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+    """Kafka's v5 registration: every advertised listener in `endpoints` with its security
+    protocol in `listener_security_protocol_map`; `host` and `port` name the PLAINTEXT one
+    (null and -1 without one), for tools that predate listeners."""
+    listeners = endpoint.endpoints or (
+        ListenerEndpoint("PLAINTEXT", "PLAINTEXT", endpoint.host, endpoint.port),)
+    plain = next((e for e in listeners if e.security_protocol == "PLAINTEXT"), None)
+    return _dump({"version": 5, "host": plain.host if plain else None,
+                  "port": plain.port if plain else -1, "jmx_port": -1,
+                  "timestamp": _now_ms(), "endpoints": [e.url for e in listeners],
+                  "listener_security_protocol_map": {e.listener_name: e.security_protocol
+                                                     for e in listeners},
                   "rack": endpoint.rack, "features": {}})
 
 
 def decode_broker(node_id: int, raw: bytes) -> BrokerEndpoint:
     data = _load(raw)
-    host, port = data.get("host"), data.get("port", -1)
-    for url in data.get("endpoints", []):  # host and port are null when not PLAINTEXT
-        if host and port != -1:
-            break
-        _, _, address = str(url).partition("://")
-        host, _, p = address.rpartition(":")
-        port = int(p)
+    protocols = data.get("listener_security_protocol_map") or {}
+    listeners: list[ListenerEndpoint] = []
+    for url in data.get("endpoints", []):
+        name, _, address = str(url).partition("://")
+        host, _, port = address.rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        # Before the map (registration v1), the listener name was the protocol's.
+        listeners.append(ListenerEndpoint(name, str(protocols.get(name, name)), host,
+                                          int(port)))
+    if not listeners and data.get("host"):
+        listeners.append(ListenerEndpoint("PLAINTEXT", "PLAINTEXT", str(data["host"]),
+                                          int(data.get("port", -1))))
+    first = listeners[0] if listeners else ListenerEndpoint("PLAINTEXT", "PLAINTEXT", "", -1)
     rack = data.get("rack")
-    return BrokerEndpoint(node_id, str(host), int(port), str(rack) if rack else None)
+    return BrokerEndpoint(node_id, first.host, first.port, str(rack) if rack else None,
+                          tuple(listeners))
 
 
 # -- /brokers/topics/<topic> --------------------------------------------------------------

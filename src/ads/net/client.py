@@ -25,7 +25,11 @@ Errors are all ``NetClientError``: ``ConnectError`` (could not connect in time),
 ``RequestTimeoutError``, ``ConnectionLostError``. Socket and codec exceptions never leave
 this module.
 
-Limits: PLAINTEXT only (no TLS, no SASL yet); no reconnect (the owner makes a new
+TLS: ``connect(..., ssl_context=...)`` (a context from ``ads.client.tls``) wraps the connection
+before the first request; a failed handshake is a ``ConnectError``. The host name checked
+against the certificate is the one connected to unless ``server_hostname`` says otherwise.
+
+Limits: no SASL yet; no reconnect (the owner makes a new
 connection); no flow control beyond the transport's write buffer (``drain``). Not
 thread-safe: use it from the loop that connected it.
 """
@@ -35,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 import struct
 from dataclasses import dataclass
 
@@ -104,11 +109,18 @@ class BrokerConnection:
     @classmethod
     async def connect(cls, host: str, port: int, *, client_id: str | None = "ads-broker",
                       connect_timeout_s: float = 10.0, request_timeout_s: float = 30.0,
-                      max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> BrokerConnection:
+                      max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                      ssl_context: ssl.SSLContext | None = None,
+                      server_hostname: str | None = None) -> BrokerConnection:
         address = f"{host}:{port}"
         try:
             async with asyncio.timeout(connect_timeout_s):
-                reader, writer = await asyncio.open_connection(host, port)
+                if ssl_context is None:
+                    reader, writer = await asyncio.open_connection(host, port)
+                else:
+                    reader, writer = await asyncio.open_connection(
+                        host, port, ssl=ssl_context, server_hostname=server_hostname or host,
+                        ssl_handshake_timeout=connect_timeout_s)
         except TimeoutError as exc:
             raise ConnectError(f"connecting to {address} timed out after "
                                f"{connect_timeout_s} s", address) from exc

@@ -28,6 +28,9 @@ and waiting for a full transport to drain included (Kafka's send time).
 Limits: connections are admitted and closed when idle by `ads.net.limits`. A handler that
 sets `ConnectionInfo.throttle_ms` (a client over its quota) has its response written, then
 the connection muted that long: nothing of it is read or answered (KIP-219).
+
+TLS (SSL and SASL_SSL listeners): each connection is upgraded after it is accepted
+(`ads.net.tls_accept`); its requests wait for the handshake and its principal.
 """
 
 from __future__ import annotations
@@ -37,19 +40,18 @@ import collections
 import inspect
 import itertools
 import logging
-import os
 import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ads.net.limits import ConnectionLimits
-from ads.net.regions import FileRegion, inline_small_regions
+from ads.net.regions import Chunk, inline_small_regions, write_chunks
+from ads.net.tls_accept import PrincipalOf, name_principal, server_handshake
 
 log = logging.getLogger("ads.net")
 
-Chunk = Any  # bytes-like, or a file region with fd/offset/length
 Response = Sequence[Chunk] | None
 Handler = Callable[[memoryview, "ConnectionInfo"], "Response | Awaitable[Response]"]
 # Told the API key of each response written and the seconds its send took.
@@ -62,6 +64,8 @@ _SCRATCH_BYTES = 256 << 10  # receive buffer of a connection, reused for small r
 _DIRECT_MIN_BYTES = 64 << 10
 _PRODUCE = 0
 _HIGH_WATER = 4 << 20
+
+
 class CloseConnection(Exception):  # noqa: N818 - it is a request, not a failure
     """Raised by a handler to close the connection that sent the request."""
 
@@ -102,17 +106,24 @@ class ConnectionInfo:
 _ids = itertools.count(1)
 
 
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, handler: Handler, max_request_size: int,
                  on_close: Callable[[ConnectionInfo], None] | None = None,
                  on_sent: SentCallback | None = None,
                  limits: ConnectionLimits | None = None,
-                 pre_auth_max_size: int | None = None) -> None:
+                 pre_auth_max_size: int | None = None,
+                 ssl_context: ssl.SSLContext | None = None,
+                 principal_of: PrincipalOf | None = None) -> None:
         self._handler = handler
         self._limits = limits
         self._ip = "?"
         self._last_active = time.perf_counter()  # a request received or a response written
         self._unmute: asyncio.TimerHandle | None = None
+        self._ssl_context = ssl_context
+        self._principal_of = principal_of
+        self._handshake: asyncio.Task[None] | None = None
         self._max_request_size = max_request_size
         self._pre_auth_max_size = (max_request_size if pre_auth_max_size is None
                                    else min(pre_auth_max_size, max_request_size))
@@ -158,20 +169,49 @@ class KafkaConnection(asyncio.BufferedProtocol):
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if transport.get_extra_info("sslcontext") is None:
-                self._sock_fd = sock.fileno()
+        if self._ssl_context is not None:
+            # Nothing is read until start_tls owns the socket; requests wait (busy) until
+            # the handshake is done and the principal known (`_start_tls`).
+            transport.pause_reading()
+            self._busy = True
+            self._handshake = asyncio.ensure_future(self._start_tls(transport,
+                                                                    self._ssl_context))
+            return
+        if sock is not None and transport.get_extra_info("sslcontext") is None:
+            self._sock_fd = sock.fileno()
         transport.set_write_buffer_limits(high=_HIGH_WATER)
 
+    async def _start_tls(self, raw: asyncio.Transport, context: ssl.SSLContext) -> None:
+        try:
+            tls = await server_handshake(raw, self, context, self.info)
+        except asyncio.CancelledError:
+            self.connection_lost(None)
+            raise
+        if tls is None or self.info.closed:
+            self.connection_lost(None)
+            return
+        self._transport = tls
+        tls.set_write_buffer_limits(high=_HIGH_WATER)
+        if not name_principal(tls, self._principal_of, self.info):
+            self._close()
+            return
+        self._busy = False
+        if self._pending:
+            self._process()
+
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.lost.done():  # a failed TLS handshake may be reported twice
+            return
         self.info.closed = True
         if self._limits is not None:
             self._limits.release(self, self._ip)
         if self._unmute is not None:
             self._unmute.cancel()
-        if not self.lost.done():
-            self.lost.set_result(None)
+        self.lost.set_result(None)
         if self._task is not None and not self._task.done():
             self._task.cancel()
+        if self._handshake is not None and not self._handshake.done():
+            self._handshake.cancel()
         if self._drain_waiter is not None and not self._drain_waiter.done():
             self._drain_waiter.set_result(None)
         if self._on_close is not None:
@@ -407,45 +447,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._unsent_apis.clear()
 
     async def _write(self, chunks: Sequence[Chunk]) -> None:
-        transport = self._transport
-        assert transport is not None
-        loop = asyncio.get_running_loop()
-        chunks, _ = inline_small_regions(chunks)
-        pending: list[Chunk] = []
-        for chunk in chunks:
-            if isinstance(chunk, (bytes, bytearray, memoryview)):
-                pending.append(chunk)
-                continue
-            if pending:
-                transport.writelines(pending)
-                pending = []
-            sent = self._sendfile_now(transport, chunk)
-            if sent < chunk.length:
-                with os.fdopen(chunk.fd, "rb", buffering=0, closefd=False) as f:
-                    await loop.sendfile(transport, f, chunk.offset + sent, chunk.length - sent)
-        if pending:
-            transport.writelines(pending)
-
-    def _sendfile_now(self, transport: asyncio.Transport, region: FileRegion) -> int:
-        """Sends what the socket takes right now straight from the file; returns how much.
-
-        asyncio's sendfile, which sends the rest, costs a future and two selector updates
-        even when the socket takes the whole region at once. Only on a plain socket whose
-        transport holds nothing unsent, so bytes go out in order.
-        """
-        if self._sock_fd < 0 or transport.get_write_buffer_size():
-            return 0
-        sent = 0
-        try:
-            while sent < region.length:
-                n = os.sendfile(self._sock_fd, region.fd, region.offset + sent,
-                                region.length - sent)
-                if n == 0:
-                    break
-                sent += n
-        except (BlockingIOError, InterruptedError):
-            pass
-        return sent
+        assert self._transport is not None
+        await write_chunks(self._transport, chunks, self._sock_fd,
+                           tls=self._ssl_context is not None)
 
     def _maybe_resume_reading(self) -> None:
         if (self._reading_paused and not self._stopped and len(self._pending) < 16
@@ -487,12 +491,18 @@ class KafkaListener:
                  on_sent: SentCallback | None = None, listener_name: str = "PLAINTEXT",
                  security_protocol: str = "PLAINTEXT",
                  limits: ConnectionLimits | None = None,
-                 sasl_max_receive_size: int | None = None) -> None:
+                 sasl_max_receive_size: int | None = None,
+                 ssl_context: ssl.SSLContext | None = None,
+                 principal_of: PrincipalOf | None = None) -> None:
         """`sasl_max_receive_size`: the frame size limit of a connection that has not
-        authenticated yet (SASL listeners)."""
+        authenticated yet (SASL listeners); `ssl_context`: the TLS listener's server context
+        (None: plain TCP); `principal_of`: names the principal of a client that shows a
+        certificate."""
         self._handler = handler
         self._limits = limits
         self._sasl_max_receive_size = sasl_max_receive_size
+        self._ssl_context = ssl_context
+        self._principal_of = principal_of
         self.listener_name = listener_name
         self.security_protocol = security_protocol
         self._on_sent = on_sent
@@ -517,7 +527,8 @@ class KafkaListener:
 
     def _make_connection(self) -> KafkaConnection:
         conn = KafkaConnection(self._handler, self._max_request_size, self._closed,
-                               self._on_sent, self._limits, self._sasl_max_receive_size)
+                               self._on_sent, self._limits, self._sasl_max_receive_size,
+                               self._ssl_context, self._principal_of)
         conn.info.listener_name = self.listener_name
         conn.info.security_protocol = self.security_protocol
         conn.info.authenticated = not self.security_protocol.startswith("SASL_")

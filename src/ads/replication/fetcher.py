@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -50,7 +51,7 @@ log = logging.getLogger("ads.replication.fetcher")
 
 FETCH_VERSION = 12  # topic names, last_fetched_epoch and diverging_epoch (KIP-320/595)
 
-# (host, port) of a live broker, or None.
+# (host, port) of a live broker on the inter-broker listener, or None.
 EndpointLookup = Callable[[int], tuple[str, int] | None]
 
 
@@ -70,10 +71,13 @@ class FetcherConfig:
 class ReplicaFetcherManager:
     """Which fetcher follows which partition; fetchers start and stop with their work."""
 
-    def __init__(self, node_id: int, config: FetcherConfig, endpoint: EndpointLookup) -> None:
+    def __init__(self, node_id: int, config: FetcherConfig, endpoint: EndpointLookup,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        """`ssl_context`: TLS to the leaders when the inter-broker listener uses it."""
         self.node_id = node_id
         self.config = config
         self._endpoint = endpoint
+        self._ssl_context = ssl_context
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._where: dict[PartitionKey, tuple[int, int]] = {}
         self._stopped = False
@@ -88,7 +92,7 @@ class ReplicaFetcherManager:
         fetcher = self._fetchers.get(slot)
         if fetcher is None:
             fetcher = self._fetchers[slot] = ReplicaFetcher(
-                self.node_id, part.leader_id, self.config, self._endpoint)
+                self.node_id, part.leader_id, self.config, self._endpoint, self._ssl_context)
         self._where[part.key] = slot
         fetcher.add(part)
 
@@ -112,11 +116,12 @@ class ReplicaFetcher:
     """Fetches a set of partitions from one leader, one request at a time."""
 
     def __init__(self, node_id: int, leader_id: int, config: FetcherConfig,
-                 endpoint: EndpointLookup) -> None:
+                 endpoint: EndpointLookup, ssl_context: ssl.SSLContext | None = None) -> None:
         self.node_id = node_id
         self.leader_id = leader_id
         self.config = config
         self._endpoint = endpoint
+        self._ssl_context = ssl_context
         self.partitions: dict[PartitionKey, Partition] = {}
         self._delayed: dict[PartitionKey, float] = {}  # key -> loop time it may fetch again
         self._conn: BrokerConnection | None = None
@@ -174,7 +179,8 @@ class ReplicaFetcher:
             return None
         self._conn = await BrokerConnection.connect(
             address[0], address[1], client_id=f"ads-replica-fetcher-{self.node_id}",
-            request_timeout_s=self.config.request_timeout_ms / 1000.0)
+            request_timeout_s=self.config.request_timeout_ms / 1000.0,
+            ssl_context=self._ssl_context)
         return self._conn
 
     async def _round(self) -> None:

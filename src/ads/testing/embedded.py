@@ -50,6 +50,14 @@ class EmbeddedBroker:
         assert self.broker is not None, "broker not started"
         return f"{self.broker.endpoint.host}:{self.broker.endpoint.port}"
 
+    def bootstrap_for(self, listener_name: str) -> str:
+        """host:port of the broker's advertised endpoint on `listener_name`."""
+        assert self.broker is not None, "broker not started"
+        endpoint = self.broker.endpoint.on(listener_name)
+        if endpoint is None:
+            raise KeyError(f"no listener {listener_name}")
+        return f"{endpoint.host}:{endpoint.port}"
+
     @property
     def port(self) -> int:
         assert self.broker is not None, "broker not started"

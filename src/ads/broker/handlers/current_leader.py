@@ -33,8 +33,9 @@ def current_leader(metadata: MetadataStore, topic: str, partition: int) -> tuple
 class LeaderEndpoints:
     """Collects the endpoints of the leaders named in one response (each once)."""
 
-    def __init__(self, metadata: MetadataStore) -> None:
+    def __init__(self, metadata: MetadataStore, listener_name: str) -> None:
         self.metadata = metadata
+        self.listener_name = listener_name
         self._ids: dict[int, None] = {}
 
     def leader(self, topic: str, partition: int) -> tuple[int, int]:
@@ -45,5 +46,10 @@ class LeaderEndpoints:
 
     def endpoints(self, cls: type[E]) -> list[E]:
         brokers = self.metadata.brokers
-        return [cls(node_id=n, host=brokers[n].host, port=brokers[n].port,
-                    rack=brokers[n].rack) for n in self._ids if n in brokers]
+        out = []
+        for n in self._ids:
+            b = brokers.get(n)
+            e = b.on(self.listener_name) if b is not None else None
+            if b is not None and e is not None:
+                out.append(cls(node_id=n, host=e.host, port=e.port, rack=b.rack))
+        return out

@@ -208,7 +208,7 @@ def _response(ctx: RequestContext, plan: _Plan, result: FetchResult, read_commit
                 epoch=read.diverging_epoch, end_offset=read.diverging_end_offset)
         if code in _NAMES_LEADER and ctx.api_version >= 16 and plan.names[t.topic]:
             # KIP-951, as Kafka fills it: from v16, where node_endpoints exist.
-            leaders = leaders or LeaderEndpoints(ctx.broker.metadata)
+            leaders = leaders or LeaderEndpoints(ctx.broker.metadata, ctx.connection.listener_name)
             leader_id, epoch = leaders.leader(plan.names[t.topic] or "", t.partition)
             resp.current_leader = PartResp.LeaderIdAndEpoch(leader_id=leader_id,
                                                             leader_epoch=epoch)

@@ -35,7 +35,7 @@ from ads.broker.authorized_operations import NOT_REQUESTED, ResourceType
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.coordinator.group.api import JoinRequest, JoinResult, SyncResult
 from ads.metadata.acl import CLUSTER_NAME
-from ads.metadata.model import BrokerEndpoint
+from ads.metadata.model import BrokerEndpoint, ListenerEndpoint
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
@@ -108,7 +108,8 @@ def _find_coordinator(ctx: RequestContext, req: m.FindCoordinatorRequest,
     found = []
     for key in keys:
         error, message = ErrorCode.NONE, None
-        ep: BrokerEndpoint | None = None
+        ep: ListenerEndpoint | None = None
+        node = -1
         rule = P.COORDINATOR_GROUP if key_type == 0 else P.COORDINATOR_TXN
         if runtime is None:
             error, message = ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}"
@@ -117,11 +118,14 @@ def _find_coordinator(ctx: RequestContext, req: m.FindCoordinatorRequest,
         else:
             error = group_error
             if error is ErrorCode.NONE:
-                ep = _coordinator(broker, runtime, key)
+                coordinator = _coordinator(broker, runtime, key)
+                if coordinator is not None:
+                    # As Kafka: a coordinator without the request's listener is unavailable.
+                    node, ep = coordinator.node_id, coordinator.on(ctx.connection.listener_name)
                 error = ErrorCode.NONE if ep else ErrorCode.COORDINATOR_NOT_AVAILABLE
         ok = error is ErrorCode.NONE and ep is not None
         found.append(m.FindCoordinatorResponse.Coordinator(
-            key=key, node_id=ep.node_id if ok and ep else -1, host=ep.host if ok and ep else "",
+            key=key, node_id=node if ok else -1, host=ep.host if ok and ep else "",
             port=ep.port if ok and ep else -1, error_code=error,
             error_message=message))
     if ctx.api_version >= 4:

@@ -1,6 +1,9 @@
 """Metadata (key 3), versions 0-12, and DescribeCluster (key 60), versions 0-1.
 
-Brokers are the live ones the metadata store knows, the controller its controller. A
+Brokers are the live ones the metadata store knows, each with its endpoint of the listener
+the request came in on (a broker without that listener is left out, and a partition it
+leads answers LISTENER_NOT_FOUND from v6, LEADER_NOT_AVAILABLE before, as Kafka); the
+controller is the store's controller. A
 partition is listed with its leader when that leader is live and, if it is this broker,
 serves it; otherwise with LEADER_NOT_AVAILABLE and no leader (a new topic while its leaders
 are elected and its files made, or a partition whose replicas are all down), and clients
@@ -32,7 +35,13 @@ from ads.broker.authorized_operations import NOT_REQUESTED, ResourceType
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.metadata.acl import CLUSTER_NAME
 from ads.metadata.assignment import AssignmentError
-from ads.metadata.model import InvalidTopicError, TopicState, validate_topic_name
+from ads.metadata.model import (
+    BrokerEndpoint,
+    InvalidTopicError,
+    ListenerEndpoint,
+    TopicState,
+    validate_topic_name,
+)
 from ads.metadata.store import TopicExistsError
 from ads.net.server import CloseConnection
 from ads.protocol import messages as m
@@ -46,28 +55,38 @@ ZERO_UUID = uuid.UUID(int=0)
 R = m.MetadataResponse
 
 
-def _cached_entry(broker: BrokerContext, topic: TopicState) -> R.MetadataResponseTopic:
+def _cached_entry(ctx: RequestContext, topic: TopicState, everywhere: bool
+                  ) -> R.MetadataResponseTopic:
     """The topic's entry, built once per metadata version while all its partitions are
-    served: building a 1,000-partition entry took a third of a Metadata request."""
+    served: building a 1,000-partition entry took a third of a Metadata request. Entries
+    are the same on every listener that every live broker has; only those are cached."""
+    broker = ctx.broker
+    listener = ctx.connection.listener_name
     cache = broker.metadata_entries
-    hit = cache.get(topic)
+    hit = cache.get(topic) if everywhere else None
     if hit is not None:
         return hit
-    entry = _topic_entry(topic, broker)
-    if all(p.error_code == ErrorCode.NONE for p in entry.partitions):
+    entry = _topic_entry(topic, broker, listener,
+                         ErrorCode.LISTENER_NOT_FOUND if ctx.api_version >= 6
+                         else ErrorCode.LEADER_NOT_AVAILABLE)
+    if everywhere and all(p.error_code == ErrorCode.NONE for p in entry.partitions):
         cache.put(topic, entry, len(broker.metadata.topics))
     return entry
 
 
-def _topic_entry(topic: TopicState, broker: BrokerContext) -> R.MetadataResponseTopic:
+def _topic_entry(topic: TopicState, broker: BrokerContext, listener: str,
+                 no_listener: ErrorCode) -> R.MetadataResponseTopic:
     parts = []
     live = broker.metadata.brokers
     here = broker.node_id
     rm = broker.replica_manager
     for p in topic.partitions:
         up = p.leader in live and (p.leader != here or (topic.name, p.partition) in rm)
+        error = ErrorCode.NONE if up else ErrorCode.LEADER_NOT_AVAILABLE
+        if up and live[p.leader].on(listener) is None:
+            up, error = False, no_listener
         parts.append(R.MetadataResponseTopic.MetadataResponsePartition(
-            error_code=ErrorCode.NONE if up else ErrorCode.LEADER_NOT_AVAILABLE,
+            error_code=error,
             partition_index=p.partition, leader_id=p.leader if up else -1,
             leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
             offline_replicas=[r for r in p.replicas if r not in live]))
@@ -150,9 +169,11 @@ async def _create_then_answer(ctx: RequestContext, req: m.MetadataRequest,
 def _answer(ctx: RequestContext, req: m.MetadataRequest, refused: set[str]
             ) -> m.MetadataResponse:
     broker = ctx.broker
+    everywhere = all(b.on(ctx.connection.listener_name) is not None
+                     for b in broker.metadata.brokers.values())
     topics: list[R.MetadataResponseTopic] = []
     if _all_topics(ctx, req):
-        topics = [_cached_entry(broker, t) for t in broker.metadata.topics.values()
+        topics = [_cached_entry(ctx, t, everywhere) for t in broker.metadata.topics.values()
                   if not ctx.authorizing or _describable(ctx, t.name)]
     else:
         for wanted in req.topics or []:
@@ -163,7 +184,7 @@ def _answer(ctx: RequestContext, req: m.MetadataRequest, refused: set[str]
                 if found is not None and not _describable(ctx, found.name):
                     topics.append(_error_entry(P.DESCRIBE_TOPIC.error, None, topic_id))
                     continue
-                topics.append(_cached_entry(broker, found) if found
+                topics.append(_cached_entry(ctx, found, everywhere) if found
                               else _error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id))
                 continue
             if not _describable(ctx, name):
@@ -183,7 +204,7 @@ def _answer(ctx: RequestContext, req: m.MetadataRequest, refused: set[str]
                     code = P.AUTO_CREATE_TOPIC.error
                 topics.append(_error_entry(code, name))
                 continue
-            topics.append(_cached_entry(broker, topic))
+            topics.append(_cached_entry(ctx, topic, everywhere))
     v = ctx.api_version
     cluster_operations = NOT_REQUESTED
     if v >= 8:
@@ -199,9 +220,9 @@ def _answer(ctx: RequestContext, req: m.MetadataRequest, refused: set[str]
                                                            CLUSTER_NAME)
     return m.MetadataResponse(
         throttle_time_ms=0,
-        brokers=[R.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port,
+        brokers=[R.MetadataResponseBroker(node_id=b.node_id, host=e.host, port=e.port,
                                           rack=b.rack)
-                 for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.node_id)],
+                 for b, e in listener_endpoints(broker, ctx.connection.listener_name)],
         cluster_id=broker.metadata.cluster_id,
         controller_id=broker.metadata.controller_id,
         topics=topics,
@@ -236,8 +257,19 @@ def handle_describe_cluster(ctx: RequestContext, req: m.DescribeClusterRequest
         controller_id=broker.metadata.controller_id,
         cluster_authorized_operations=operations,
         brokers=[m.DescribeClusterResponse.DescribeClusterBroker(
-            broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-            for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.node_id)])
+            broker_id=b.node_id, host=e.host, port=e.port, rack=b.rack)
+            for b, e in listener_endpoints(broker, ctx.connection.listener_name)])
+
+
+def listener_endpoints(broker: BrokerContext, listener: str
+                       ) -> list[tuple[BrokerEndpoint, ListenerEndpoint]]:
+    """The live brokers that have `listener`, by node id, each with its endpoint there."""
+    out = []
+    for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.node_id):
+        e = b.on(listener)
+        if e is not None:
+            out.append((b, e))
+    return out
 
 
 HANDLERS = [

@@ -193,7 +193,7 @@ async def _after_commit(ctx: RequestContext, pending: DelayedProduce,
 
 def _name_leaders(ctx: RequestContext, response: m.ProduceResponse) -> None:
     """KIP-951: each NOT_LEADER_OR_FOLLOWER partition names its leader."""
-    leaders = LeaderEndpoints(ctx.broker.metadata)
+    leaders = LeaderEndpoints(ctx.broker.metadata, ctx.connection.listener_name)
     for topic in response.responses:
         for part in topic.partition_responses:
             if part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:

@@ -95,9 +95,8 @@ class BrokerCollector(Collector):
 
     def _network(self) -> Iterator[Metric]:
         b = self._broker
-        listener = b.listener
         yield GaugeMetricFamily("ads_connections", "Open Kafka client connections.",
-                                value=listener.connection_count if listener else 0)
+                                value=sum(lst.connection_count for lst in b.listeners))
         yield GaugeMetricFamily("ads_http_connections", "Open HTTP connections.",
                                 value=self._http_connections())
         purgatory = GaugeMetricFamily(

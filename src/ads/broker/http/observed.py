@@ -20,7 +20,7 @@ from ads.storage.cleaner import LogCleaner
 
 class ObservedBroker(BrokerContext, Protocol):
     metrics: BrokerMetrics
-    listener: KafkaListener | None
+    listeners: list[KafkaListener]
     connection_limits: ConnectionLimits
     log_cleaner: LogCleaner | None
     started: bool
