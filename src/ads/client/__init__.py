@@ -1,6 +1,7 @@
 """Blocking Kafka-protocol client connections (``ads.client.blocking``), for the command
-line, the Spark source, tools and tests; built on ``ads.protocol`` only. TLS contexts from
-Kafka's ``ssl.*`` keys are in ``ads.client.tls``."""
+line, the Spark source, tools and tests; built on ``ads.protocol`` only. Connections secured
+as Kafka client properties say (TLS, SASL) come from ``ads.client.security.
+ConnectionFactory``; TLS contexts from Kafka's ``ssl.*`` keys are in ``ads.client.tls``."""
 
 from ads.client.blocking import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -10,11 +11,15 @@ from ads.client.blocking import (
     parse_address,
     parse_servers,
 )
+from ads.client.security import ClientConfigError, ClientSecurity, ConnectionFactory
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
+    "ClientConfigError",
     "ClientError",
+    "ClientSecurity",
     "Connection",
+    "ConnectionFactory",
     "choose_versions",
     "parse_address",
     "parse_servers",

@@ -1,0 +1,132 @@
+"""Client security settings from Kafka client properties, and the factory every blocking
+connection of ADS is made with.
+
+A client's properties (a `--command-config` file, the Spark connector's `kafka.*` options)
+name the security protocol and its settings with Kafka's keys; both the Java client's and
+librdkafka's spellings are read:
+
+- `security.protocol`: PLAINTEXT (default), SSL, SASL_PLAINTEXT or SASL_SSL;
+- TLS: the `ssl.*` keys `ads.client.tls.client_context` reads, the server's host name
+  checked unless `ssl.endpoint.identification.algorithm` is empty;
+- SASL: `sasl.mechanism` (Java) or `sasl.mechanisms` (librdkafka), default GSSAPI as in
+  Kafka, so it must be set to PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; the user and password
+  from `sasl.username` / `sasl.password` (librdkafka) or the `username=` / `password=`
+  options of a `sasl.jaas.config` line (Java).
+
+Everything is read, and files opened, when the settings are made: a problem raises
+`ClientConfigError` naming the key, before any connection is tried.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ads.client.blocking import DEFAULT_MAX_FRAME_BYTES, ClientError, Connection, parse_address
+from ads.client.sasl import PLAIN, SCRAM_HASHES
+from ads.client.tls import TlsConfigError, client_context
+from ads.common.jaas import JaasError, parse_jaas_config
+
+__all__ = ["PROTOCOLS", "ClientConfigError", "ClientSecurity", "ConnectionFactory",
+           "jaas_credentials"]
+
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_MECHANISMS = (PLAIN, *SCRAM_HASHES)
+
+
+class ClientConfigError(ValueError):
+    """A client property cannot be used; `key` names it."""
+
+    def __init__(self, message: str, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def jaas_credentials(text: str, key: str = "sasl.jaas.config") -> tuple[str, str] | None:
+    """The `username` and `password` options of a JAAS line's first login module that has
+    both (Kafka's PlainLoginModule and ScramLoginModule take them); None if none has."""
+    try:
+        modules = parse_jaas_config(text)
+    except JaasError as exc:
+        raise ClientConfigError(f"{key}: {exc}", key) from exc
+    for module in modules:
+        user, password = module.options.get("username"), module.options.get("password")
+        if user is not None and password is not None:
+            return user, password
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSecurity:
+    """How to secure a connection: a TLS context for SSL and SASL_SSL, a SASL mechanism
+    with its credentials for SASL_PLAINTEXT and SASL_SSL."""
+
+    protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    mechanism: str = ""
+    username: str = ""
+    password: str = ""
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, object]) -> ClientSecurity:
+        text = {k: str(v) for k, v in props.items() if isinstance(v, str | int | float)}
+        protocol = (text.get("security.protocol") or "PLAINTEXT").strip().upper()
+        if protocol not in PROTOCOLS:
+            raise ClientConfigError(f"security.protocol={protocol} is not one of "
+                                    f"{', '.join(PROTOCOLS)}", "security.protocol")
+        text["security.protocol"] = protocol
+        try:
+            ctx = client_context(text)
+        except TlsConfigError as exc:
+            raise ClientConfigError(str(exc), exc.key) from exc
+        if not protocol.startswith("SASL_"):
+            return cls(protocol, ctx)
+        key = "sasl.mechanisms" if "sasl.mechanism" not in text and "sasl.mechanisms" in text \
+            else "sasl.mechanism"
+        mechanism = (text.get(key) or "GSSAPI").strip().upper()
+        if mechanism not in _MECHANISMS:
+            raise ClientConfigError(f"{key}={mechanism} is not supported (PLAIN, "
+                                    "SCRAM-SHA-256 or SCRAM-SHA-512)", key)
+        user, password = text.get("sasl.username"), text.get("sasl.password")
+        if (user is None or password is None) and text.get("sasl.jaas.config"):
+            found = jaas_credentials(text["sasl.jaas.config"])
+            if found is None:
+                raise ClientConfigError("sasl.jaas.config has no username and password "
+                                        "options", "sasl.jaas.config")
+            user, password = found
+        if user is None or password is None:
+            raise ClientConfigError(f"security.protocol={protocol} needs sasl.username and "
+                                    "sasl.password (or a sasl.jaas.config line with "
+                                    "username= and password=)", "sasl.username")
+        return cls(protocol, ctx, mechanism, user, password)
+
+
+class ConnectionFactory:
+    """Makes blocking connections secured as the client properties say. The properties are
+    read once, here (`ClientConfigError` for a bad one); each call connects, wraps the
+    socket in TLS and authenticates (`ClientError` when that fails)."""
+
+    def __init__(self, props: Mapping[str, object] | None = None, *,
+                 client_id: str | None = "ads", timeout_s: float | None = 30.0,
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self.security = ClientSecurity.from_properties(props or {})
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self.max_frame_bytes = max_frame_bytes
+
+    def __call__(self, host: str, port: int) -> Connection:
+        return Connection(host, port, client_id=self.client_id, timeout_s=self.timeout_s,
+                          max_frame_bytes=self.max_frame_bytes, security=self.security)
+
+    def connect(self, address: str) -> Connection:
+        """Connects to `host:port`."""
+        try:
+            host, port = parse_address(address)
+        except ValueError as exc:
+            raise ClientError(str(exc), address=address) from exc
+        return self(host, port)
