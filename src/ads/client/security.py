@@ -29,7 +29,7 @@ from ads.client.tls import TlsConfigError, client_context
 from ads.common.jaas import JaasError, parse_jaas_config
 
 __all__ = ["PROTOCOLS", "ClientConfigError", "ClientSecurity", "ConnectionFactory",
-           "jaas_credentials"]
+           "jaas_credentials", "librdkafka_properties"]
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _MECHANISMS = (PLAIN, *SCRAM_HASHES)
@@ -55,6 +55,41 @@ def jaas_credentials(text: str, key: str = "sasl.jaas.config") -> tuple[str, str
         if user is not None and password is not None:
             return user, password
     return None
+
+
+def librdkafka_properties(props: Mapping[str, object]) -> dict[str, object]:
+    """`props` with the Java client's security keys that librdkafka does not know turned
+    into librdkafka's, so one client.properties serves both kinds of client:
+    `sasl.jaas.config` becomes `sasl.username` / `sasl.password`; PEM trust and key stores
+    (`ssl.truststore.location`, `ssl.keystore.location` of type PEM, and the inline
+    `ssl.truststore.certificates`, `ssl.keystore.certificate.chain`, `ssl.keystore.key`)
+    become `ssl.ca.location`, `ssl.certificate.location` + `ssl.key.location`,
+    `ssl.ca.pem`, `ssl.certificate.pem`, `ssl.key.pem`; an empty
+    `ssl.endpoint.identification.algorithm` becomes `none`. Keys librdkafka has already
+    win; other keys pass unchanged."""
+    out = dict(props)
+    jaas = out.pop("sasl.jaas.config", None)
+    if isinstance(jaas, str) and "sasl.username" not in out:
+        found = jaas_credentials(jaas)
+        if found is not None:
+            out["sasl.username"], out["sasl.password"] = found
+    truststore_type = str(out.pop("ssl.truststore.type", "PEM")).strip().upper()
+    if "ssl.truststore.location" in out and truststore_type == "PEM":
+        out.setdefault("ssl.ca.location", out.pop("ssl.truststore.location"))
+    if "ssl.truststore.certificates" in out:
+        out.setdefault("ssl.ca.pem", out.pop("ssl.truststore.certificates"))
+    keystore_type = str(out.pop("ssl.keystore.type", "PEM")).strip().upper()
+    if "ssl.keystore.location" in out and keystore_type == "PEM":
+        location = out.pop("ssl.keystore.location")  # key and chain in one file
+        out.setdefault("ssl.certificate.location", location)
+        out.setdefault("ssl.key.location", location)
+    for java, native in (("ssl.keystore.certificate.chain", "ssl.certificate.pem"),
+                         ("ssl.keystore.key", "ssl.key.pem")):
+        if java in out:
+            out.setdefault(native, out.pop(java))
+    if str(out.get("ssl.endpoint.identification.algorithm", "x")).strip() == "":
+        out["ssl.endpoint.identification.algorithm"] = "none"
+    return out
 
 
 @dataclass(frozen=True, slots=True)
