@@ -30,7 +30,7 @@ be trusted (half a frame may be read), so the connection closes itself and every
 raises ``ClientError`` too.
 
 Security (``security=``, a ``ads.client.security.ClientSecurity``; make connections with
-``ads.client.security.ConnectionFactory`` from client properties): over SSL and SASL_SSL the
+``ConnectionFactory`` below, from client properties): over SSL and SASL_SSL the
 socket is wrapped in TLS before anything is sent, the server's certificate and (unless the
 context says not to) its host name checked; over SASL_PLAINTEXT and SASL_SSL the connection
 authenticates before it is handed out, as Kafka's clients do: SaslHandshake v1 naming the
@@ -53,22 +53,21 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from ads.client.sasl import SaslClientError, sasl_client
+from ads.client.security import ClientSecurity
 from ads.protocol import messages as m
 from ads.protocol.base import Message
 from ads.protocol.codec import decode_response, encode_request
 from ads.protocol.errors import ErrorCode, ProtocolError
 from ads.protocol.types import BytesLike
 
-if TYPE_CHECKING:
-    from ads.client.security import ClientSecurity
-
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
     "ClientError",
     "Connection",
+    "ConnectionFactory",
     "choose_versions",
     "parse_address",
     "parse_servers",
@@ -362,3 +361,29 @@ class Connection:
         closed = isinstance(exc, ConnectionResetError | BrokenPipeError)
         return ClientError(f"broker {self.address} connection failed: {exc}",
                            address=self.address, closed=closed)
+
+
+class ConnectionFactory:
+    """Makes blocking connections secured as the client properties say. The properties are
+    read once, here (`ClientConfigError` for a bad one); each call connects, wraps the
+    socket in TLS and authenticates (`ClientError` when that fails)."""
+
+    def __init__(self, props: Mapping[str, object] | None = None, *,
+                 client_id: str | None = "ads", timeout_s: float | None = 30.0,
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self.security = ClientSecurity.from_properties(props or {})
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self.max_frame_bytes = max_frame_bytes
+
+    def __call__(self, host: str, port: int) -> Connection:
+        return Connection(host, port, client_id=self.client_id, timeout_s=self.timeout_s,
+                          max_frame_bytes=self.max_frame_bytes, security=self.security)
+
+    def connect(self, address: str) -> Connection:
+        """Connects to `host:port`."""
+        try:
+            host, port = parse_address(address)
+        except ValueError as exc:
+            raise ClientError(str(exc), address=address) from exc
+        return self(host, port)

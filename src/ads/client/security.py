@@ -1,5 +1,5 @@
-"""Client security settings from Kafka client properties, and the factory every blocking
-connection of ADS is made with.
+"""Client security settings from Kafka client properties, which
+``ads.client.blocking.ConnectionFactory`` makes every blocking connection of ADS with.
 
 A client's properties (a `--command-config` file, the Spark connector's `kafka.*` options)
 name the security protocol and its settings with Kafka's keys; both the Java client's and
@@ -23,13 +23,12 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ads.client.blocking import DEFAULT_MAX_FRAME_BYTES, ClientError, Connection, parse_address
 from ads.client.sasl import PLAIN, SCRAM_HASHES
 from ads.client.tls import TlsConfigError, client_context
 from ads.common.jaas import JaasError, parse_jaas_config
 
-__all__ = ["PROTOCOLS", "ClientConfigError", "ClientSecurity", "ConnectionFactory",
-           "jaas_credentials", "librdkafka_properties"]
+__all__ = ["PROTOCOLS", "ClientConfigError", "ClientSecurity", "jaas_credentials",
+           "librdkafka_properties"]
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _MECHANISMS = (PLAIN, *SCRAM_HASHES)
@@ -139,29 +138,3 @@ class ClientSecurity:
                                     "sasl.password (or a sasl.jaas.config line with "
                                     "username= and password=)", "sasl.username")
         return cls(protocol, ctx, mechanism, user, password)
-
-
-class ConnectionFactory:
-    """Makes blocking connections secured as the client properties say. The properties are
-    read once, here (`ClientConfigError` for a bad one); each call connects, wraps the
-    socket in TLS and authenticates (`ClientError` when that fails)."""
-
-    def __init__(self, props: Mapping[str, object] | None = None, *,
-                 client_id: str | None = "ads", timeout_s: float | None = 30.0,
-                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
-        self.security = ClientSecurity.from_properties(props or {})
-        self.client_id = client_id
-        self.timeout_s = timeout_s
-        self.max_frame_bytes = max_frame_bytes
-
-    def __call__(self, host: str, port: int) -> Connection:
-        return Connection(host, port, client_id=self.client_id, timeout_s=self.timeout_s,
-                          max_frame_bytes=self.max_frame_bytes, security=self.security)
-
-    def connect(self, address: str) -> Connection:
-        """Connects to `host:port`."""
-        try:
-            host, port = parse_address(address)
-        except ValueError as exc:
-            raise ClientError(str(exc), address=address) from exc
-        return self(host, port)
