@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ads.security.jaas import JaasError, LoginModule, parse_jaas_config, parse_jaas_file
+from ads.common.jaas import JaasError, LoginModule, parse_jaas_config, parse_jaas_file
 from ads.security.sasl import PlainServer, SaslAuthenticationError
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"

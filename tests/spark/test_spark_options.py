@@ -57,7 +57,10 @@ def test_spark_options_keys_are_case_insensitive() -> None:
     ({**BASE, "kafka.auto.offset.reset": "earliest"}, "'auto.offset.reset' is not supported"),
     ({**BASE, "kafka.isolation.level": "dirty"}, "'kafka.isolation.level'"),
     ({**BASE, "startingOffsetsByTimestampStrategy": "x"}, "startingOffsetsByTimestampStrategy"),
-    ({**BASE, "kafka.security.protocol": "SSL"}, "PLAINTEXT"),
+    ({**BASE, "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "GSSAPI"},
+     "'kafka.sasl.mechanism'"),
+    ({**BASE, "kafka.security.protocol": "SSL", "kafka.ssl.ca.location": "/nonexistent"},
+     "'kafka.ssl.ca.location'"),
     ({**BASE, "startingTimestamp": "soon"}, "'startingTimestamp'"),
 ])
 def test_spark_options_errors_name_the_option(options: dict[str, str], message: str) -> None:

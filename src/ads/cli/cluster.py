@@ -35,6 +35,7 @@ from ads.cli.common import (
     CommandError,
     add_client_arguments,
     client_config,
+    connection_factory,
     describe_error,
     make_client,
     run_command,
@@ -302,8 +303,9 @@ def status(args: argparse.Namespace) -> int:
     if args.replica_offsets:
         addresses = {n: a.rsplit(":", 1) for n, a in view.brokers.items()}
         view.log_end_offsets = log_end_offsets(
-            (r, addresses[r][0], int(addresses[r][1]), p.topic, p.partition)
-            for p in view.partitions for r in p.replicas if r in addresses)
+            connection_factory(args),
+            [(r, addresses[r][0], int(addresses[r][1]), p.topic, p.partition)
+             for p in view.partitions for r in p.replicas if r in addresses])
     print("\n".join(format_status(view)))
     return 0
 

@@ -6,7 +6,9 @@ both, and the client library's `KafkaException`, into one line on stderr, so an 
 failure never shows a traceback.
 
 Client properties are layered as Kafka's tools do: built-in defaults, then the
-`--command-config` file, then the explicit flags of the command.
+`--command-config` file, then the explicit flags of the command. The same file secures
+the command's own protocol connections (`connect_broker`: TLS, SASL), so a command works
+against any listener its confluent-kafka clients can use.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
-from ads.client import ClientError, Connection, parse_servers
+from ads.client import ClientConfigError, ClientError, Connection, ConnectionFactory, parse_servers
+from ads.client.security import librdkafka_properties
 from ads.common.properties import PropertiesError, parse_properties
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
@@ -82,7 +85,10 @@ def client_config(args: argparse.Namespace, defaults: dict[str, Any] | None = No
     conf: dict[str, Any] = {"logger": _client_log}
     conf.update(defaults or {})
     if args.command_config:
-        conf.update(read_properties(args.command_config))
+        try:
+            conf.update(librdkafka_properties(read_properties(args.command_config)))
+        except ClientConfigError as exc:
+            raise UsageError(f"invalid client configuration: {exc}") from exc
     conf["bootstrap.servers"] = args.bootstrap_server
     conf.update(overrides or {})
     return conf
@@ -98,10 +104,28 @@ def make_client(factory: Callable[[dict[str, Any]], T], conf: dict[str, Any]) ->
         raise UsageError(f"invalid client configuration: {text}") from exc
 
 
-def connect_broker(host: str, port: int) -> Connection:
-    """A blocking protocol connection (`ads.client`), for what the AdminClient lacks."""
+def connection_factory(args: argparse.Namespace) -> ConnectionFactory:
+    """Blocking connections secured as `--command-config` says; its files are read once
+    per command. A property that cannot be used is a usage error."""
+    factory = getattr(args, "connection_factory", None)
+    if isinstance(factory, ConnectionFactory):
+        return factory
+    path = getattr(args, "command_config", None)
+    props = read_properties(path) if path else {}
     try:
-        return Connection(host, port, client_id="ads-cli", timeout_s=TIMEOUT_S)
+        factory = ConnectionFactory(props, client_id="ads-cli", timeout_s=TIMEOUT_S)
+    except ClientConfigError as exc:
+        raise UsageError(f"invalid client configuration: {exc}") from exc
+    args.connection_factory = factory
+    return factory
+
+
+def connect_broker(args: argparse.Namespace, host: str, port: int) -> Connection:
+    """A blocking protocol connection (`ads.client`), for what the AdminClient lacks,
+    authenticated as the command's client properties say."""
+    factory = connection_factory(args)
+    try:
+        return factory(host, port)
     except ClientError as exc:
         raise CommandError(str(exc)) from exc
 
@@ -202,7 +226,7 @@ def coordinator_connection(args: argparse.Namespace, key: str, key_type: int) ->
         host, port = parse_servers(args.bootstrap_server)[0]
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    conn = connect_broker(host, port)
+    conn = connect_broker(args, host, port)
     what = "group" if key_type == 0 else "transactional id"
     try:
         found = conn.request(m.ApiKey.FIND_COORDINATOR, 3,
@@ -217,5 +241,5 @@ def coordinator_connection(args: argparse.Namespace, key: str, key_type: int) ->
                            f"{ErrorCode(found.error_code).name}")
     if (found.host, found.port) != (host, port):
         conn.close()
-        conn = connect_broker(found.host, found.port)
+        conn = connect_broker(args, found.host, found.port)
     return conn

@@ -14,7 +14,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ads.cli.common import DEFAULT_BOOTSTRAP, CommandError, UsageError, parse_assignments
+from ads.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    CommandError,
+    UsageError,
+    parse_assignments,
+    read_properties,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -23,6 +29,18 @@ if TYPE_CHECKING:
     from ads.spark.pipeline import LoadOptions
 
 _NEEDS_SPARK = "needs the spark extra: pip install 'ads[spark]'"
+_COMMAND_CONFIG_HELP = ("client properties file; its security settings (security.protocol, "
+                        "sasl.*, ssl.*) are used to reach the cluster")
+
+
+def _security(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
+    """The security properties of `--command-config`, checked (SourceOptionError)."""
+    from ads.spark.options import security_properties
+
+    if not args.command_config:
+        return ()
+    props = read_properties(args.command_config)
+    return security_properties({f"kafka.{k}": v for k, v in props.items()})
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -52,6 +70,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                       help="fail when records were deleted before they were loaded")
     load.add_argument("--min-partitions", type=int, metavar="N",
                       help="split large partitions so at least N Spark tasks read")
+    load.add_argument("--command-config", metavar="FILE", help=_COMMAND_CONFIG_HELP)
     load.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                       help="extra Spark configuration (repeatable)")
     load.set_defaults(func=_load)
@@ -86,6 +105,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                            "murmur2 of the key")
     copy.add_argument("--producer-conf", action="append", default=[], metavar="KEY=VALUE",
                       help="producer setting for the output, librdkafka names (repeatable)")
+    copy.add_argument("--command-config", metavar="FILE", help=_COMMAND_CONFIG_HELP)
     copy.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                       help="extra Spark configuration (repeatable)")
     copy.set_defaults(func=_copy)
@@ -94,6 +114,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     stat.add_argument("--output", required=True, metavar="PATH")
     stat.add_argument("--bootstrap-server", metavar="HOST:PORT",
                       help="cluster to measure lag against (default: the one loaded from)")
+    stat.add_argument("--command-config", metavar="FILE", help=_COMMAND_CONFIG_HELP)
     stat.set_defaults(func=_status)
 
 
@@ -159,7 +180,7 @@ def _load_options(args: argparse.Namespace) -> tuple[LoadOptions, dict[str, str]
         output=Path(args.output), trigger=args.trigger,
         max_records_per_batch=args.max_records_per_batch,
         starting=args.starting_offsets, fail_on_data_loss=args.fail_on_data_loss == "true",
-        min_partitions=args.min_partitions)
+        min_partitions=args.min_partitions, security=_security(args))
     return options, parse_assignments(args.spark_conf, "--spark-conf")
 
 
@@ -212,7 +233,8 @@ def _copy_options(args: argparse.Namespace) -> tuple[CopyOptions, dict[str, str]
         to_topic=args.to_topic, checkpoint=checkpoint.absolute(), transform=args.transform,
         trigger=args.trigger, max_records_per_batch=args.max_records_per_batch,
         starting=args.starting_offsets, fail_on_data_loss=args.fail_on_data_loss == "true",
-        partitioning=args.partitioning, producer_config=tuple(sorted(producer.items())))
+        partitioning=args.partitioning, producer_config=tuple(sorted(producer.items())),
+        security=_security(args))
     return options, parse_assignments(args.spark_conf, "--spark-conf")
 
 
@@ -224,9 +246,11 @@ def _status(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"ads pipeline: {_NEEDS_SPARK} ({exc})", file=sys.stderr)
         return 1
+    from ads.spark.options import SourceOptionError
+
     try:
-        last, rows = status(args.output, args.bootstrap_server)
-    except (OutputError, KafkaWireError) as exc:
+        last, rows = status(args.output, args.bootstrap_server, dict(_security(args)))
+    except (OutputError, KafkaWireError, SourceOptionError, UsageError) as exc:
         print(f"ads pipeline status: {exc}", file=sys.stderr)
         return 1
     if last is None:

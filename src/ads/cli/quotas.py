@@ -96,7 +96,7 @@ def _connection(args: argparse.Namespace) -> Any:
         host, port = parse_servers(args.bootstrap_server)[0]
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    return connect_broker(host, port)
+    return connect_broker(args, host, port)
 
 
 def _alter(args: argparse.Namespace) -> int:

@@ -60,7 +60,7 @@ def _controller(args: argparse.Namespace) -> Connection:
     failure: Exception | None = None
     for host, port in servers:  # the first that answers, as a client's bootstrap does
         try:
-            conn = connect_broker(host, port)
+            conn = connect_broker(args, host, port)
         except CommandError as exc:
             failure = exc
             continue
@@ -78,7 +78,7 @@ def _controller(args: argparse.Namespace) -> Connection:
         raise CommandError("the cluster has no controller now")
     if (node.host, node.port) != (host, port):
         conn.close()
-        conn = connect_broker(node.host, node.port)
+        conn = connect_broker(args, node.host, node.port)
     return conn
 
 

@@ -8,9 +8,8 @@ not answer leaves its replicas out (shown as '?').
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from ads.cli.common import TIMEOUT_S
 from ads.client import ClientError, Connection
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
@@ -22,8 +21,10 @@ LO = m.ListOffsetsRequest
 Replica = tuple[int, str, int, str, int]
 
 
-def log_end_offsets(replicas: Iterable[Replica]) -> dict[tuple[int, str, int], int]:
-    """(node id, topic, partition) -> that replica's log end offset."""
+def log_end_offsets(connect: Callable[[str, int], Connection], replicas: Iterable[Replica]
+                    ) -> dict[tuple[int, str, int], int]:
+    """(node id, topic, partition) -> that replica's log end offset, asked over connections
+    made by ``connect(host, port)``."""
     hosted: dict[tuple[int, str, int], dict[str, list[int]]] = {}
     for node, host, port, topic, partition in replicas:
         hosted.setdefault((node, host, port), {}).setdefault(topic, []).append(partition)
@@ -34,7 +35,7 @@ def log_end_offsets(replicas: Iterable[Replica]) -> dict[tuple[int, str, int], i
                 LO.ListOffsetsTopic.ListOffsetsPartition(partition_index=i, timestamp=-1)
                 for i in ps]) for t, ps in topics.items()])
         try:
-            with Connection(host, port, client_id="ads-cli", timeout_s=TIMEOUT_S) as conn:
+            with connect(host, port) as conn:
                 resp = conn.request(m.ApiKey.LIST_OFFSETS, 5, req)
         except ClientError:
             continue

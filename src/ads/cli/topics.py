@@ -39,6 +39,7 @@ from ads.cli.common import (
     UsageError,
     add_client_arguments,
     client_config,
+    connection_factory,
     describe_error,
     kafka_error_code,
     make_client,
@@ -211,7 +212,7 @@ def describe(args: argparse.Namespace) -> int:
     end = _offsets(admin, args, partitions, OffsetSpec.latest())
 
     files = scan_data_dir(args.data_dir) if args.data_dir is not None else {}
-    replica_ends = _replica_ends(descriptions) if args.replica_offsets else {}
+    replica_ends = _replica_ends(args, descriptions) if args.replica_offsets else {}
     lines: list[str] = []
     for d in descriptions:
         rf = len(d.partitions[0].replicas) if d.partitions else 0
@@ -240,9 +241,11 @@ def describe(args: argparse.Namespace) -> int:
     return 0
 
 
-def _replica_ends(descriptions: list[Any]) -> dict[tuple[int, str, int], int]:
-    return log_end_offsets((r.id, r.host, r.port, d.name, p.id) for d in descriptions
-                           for p in d.partitions for r in p.replicas)
+def _replica_ends(args: argparse.Namespace, descriptions: list[Any]
+                  ) -> dict[tuple[int, str, int], int]:
+    return log_end_offsets(connection_factory(args), [
+        (r.id, r.host, r.port, d.name, p.id) for d in descriptions
+        for p in d.partitions for r in p.replicas])
 
 
 def _ids(nodes: list[Any]) -> str:

@@ -97,7 +97,7 @@ def _metadata(args: argparse.Namespace, topics: list[str] | None) -> m.MetadataR
     MT = m.MetadataRequest.MetadataRequestTopic  # noqa: N806
     req = m.MetadataRequest(topics=None if topics is None else [MT(name=t) for t in topics],
                             allow_auto_topic_creation=False)
-    with connect_broker(host, port) as conn:
+    with connect_broker(args, host, port) as conn:
         try:
             md = conn.request(m.ApiKey.METADATA, 9, req)
         except ClientError as exc:
@@ -126,7 +126,7 @@ def _list_transactions(args: argparse.Namespace, states: list[str], producer_ids
                                     duration_filter=duration_ms)
     found: list[tuple[str, int, int, str]] = []
     for node, host, port in _brokers(args):
-        with connect_broker(host, port) as conn:
+        with connect_broker(args, host, port) as conn:
             try:
                 resp = conn.request(m.ApiKey.LIST_TRANSACTIONS, 1, req)
             except ClientError as exc:
@@ -188,7 +188,7 @@ def _describe_producers(args: argparse.Namespace, node: int, address: tuple[str,
                         ) -> list[tuple[str, int, ProducerState]]:
     """The producers of ``partitions`` as broker ``node`` knows them."""
     out: list[tuple[str, int, ProducerState]] = []
-    with connect_broker(*address) as conn:
+    with connect_broker(args, *address) as conn:
         for start in range(0, len(partitions), _BATCH):
             by_topic = by_topics(partitions[start:start + _BATCH])
             req = DP(topics=[DP.TopicRequest(name=t, partition_indexes=i)
@@ -326,7 +326,7 @@ def abort(args: argparse.Namespace) -> int:
         producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=False,
         topics=[W.WritableTxnMarkerTopic(name=args.topic, partition_indexes=[args.partition])],
         coordinator_epoch=coordinator_epoch)])
-    with connect_broker(*addresses[leader]) as conn:
+    with connect_broker(args, *addresses[leader]) as conn:
         try:
             resp = conn.request(m.ApiKey.WRITE_TXN_MARKERS, 1, req)
         except ClientError as exc:

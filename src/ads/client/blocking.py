@@ -29,19 +29,34 @@ it at their boundary. After a failure while sending or receiving, the stream can
 be trusted (half a frame may be read), so the connection closes itself and every later call
 raises ``ClientError`` too.
 
-Limits: PLAINTEXT only (no TLS, no SASL); no reconnect, no retries, no metadata cache: that
-is the callers' business. Not thread-safe: one thread uses one connection.
+Security (``security=``, a ``ads.client.security.ClientSecurity``; make connections with
+``ConnectionFactory`` below, from client properties): over SSL and SASL_SSL the
+socket is wrapped in TLS before anything is sent, the server's certificate and (unless the
+context says not to) its host name checked; over SASL_PLAINTEXT and SASL_SSL the connection
+authenticates before it is handed out, as Kafka's clients do: SaslHandshake v1 naming the
+mechanism, then SaslAuthenticate v1 tokens until the mechanism is done (SCRAM checks the
+server's signature). A refusal raises ``ClientError`` with the broker's error code and
+message. When the broker gives the session a lifetime (``connections.max.reauth.ms``,
+KIP-368), the connection authenticates again on its own before the first request sent
+past 85% of it (with nothing in flight), so long-lived connections outlive their sessions.
+
+Limits: no reconnect, no retries, no metadata cache: that is the callers' business. Not
+thread-safe: one thread uses one connection.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
+import time
 from collections import deque
 from collections.abc import Mapping
 from types import TracebackType
 from typing import TypeVar
 
+from ads.client.sasl import SaslClientError, sasl_client
+from ads.client.security import ClientSecurity
 from ads.protocol import messages as m
 from ads.protocol.base import Message
 from ads.protocol.codec import decode_response, encode_request
@@ -52,6 +67,7 @@ __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
     "ClientError",
     "Connection",
+    "ConnectionFactory",
     "choose_versions",
     "parse_address",
     "parse_servers",
@@ -60,6 +76,8 @@ __all__ = [
 DEFAULT_MAX_FRAME_BYTES = 1 << 30
 _SIZE = struct.Struct(">i")
 K = TypeVar("K", bound=int)
+# Re-authenticate once this share of the session lifetime has passed (librdkafka's choice).
+_REAUTH_SHARE = 0.85
 
 
 class ClientError(Exception):
@@ -133,22 +151,41 @@ class Connection:
     def __init__(self, host: str, port: int, *, client_id: str | None = "ads",
                  timeout_s: float | None = 30.0,
                  max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                 security: ClientSecurity | None = None,
                  source_host: str | None = None) -> None:
         self.address = f"{host}:{port}"
         self.client_id = client_id
         self.max_frame_bytes = max_frame_bytes
-        try:
-            self._sock: socket.socket | None = socket.create_connection(
-                (host, port), timeout=timeout_s,
-                source_address=(source_host, 0) if source_host else None)
-            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except OSError as exc:
-            raise ClientError(f"cannot connect to broker {self.address}: {exc}",
-                              address=self.address) from exc
+        self._security = security
+        self._reauth_at: float | None = None
         self._correlation = 0
         self._inflight: deque[tuple[int, int, int]] = deque()
         self._size = bytearray(4)
         self._size_view = memoryview(self._size)
+        self._sock: socket.socket | None = None
+        try:
+            sock = socket.create_connection(
+                (host, port), timeout=timeout_s,
+                source_address=(source_host, 0) if source_host else None)
+        except OSError as exc:
+            raise ClientError(f"cannot connect to broker {self.address}: {exc}",
+                              address=self.address) from exc
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if security is not None and security.ssl_context is not None:
+                sock = security.ssl_context.wrap_socket(sock, server_hostname=host)
+        except (OSError, ValueError) as exc:
+            sock.close()
+            reason = exc.reason if isinstance(exc, ssl.SSLError) and exc.reason else exc
+            raise ClientError(f"TLS handshake with broker {self.address} failed: {reason}",
+                              address=self.address) from exc
+        self._sock = sock
+        if security is not None and security.sasl:
+            try:
+                self._authenticate()
+            except ClientError:
+                self.close()
+                raise
 
     @classmethod
     def connect(cls, address: str, *, client_id: str | None = "ads",
@@ -197,6 +234,9 @@ class Connection:
     # -- requests -------------------------------------------------------------------------
     def send(self, api_key: int, version: int, body: Message) -> int:
         """Sends one request and returns its correlation id; ``receive`` reads the answer."""
+        if (self._reauth_at is not None and not self._inflight
+                and time.monotonic() >= self._reauth_at):
+            self._authenticate()
         self._correlation = correlation = (self._correlation + 1) & 0x7FFFFFFF
         self.send_frame(encode_request(api_key, version, correlation, self.client_id, body))
         self._inflight.append((api_key, version, correlation))
@@ -235,6 +275,45 @@ class Connection:
             raise ClientError(f"ApiVersions failed on {self.address}: {code.name}",
                               address=self.address, code=code)
         return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+    def _authenticate(self) -> None:
+        """SaslHandshake v1 and SaslAuthenticate v1 until the mechanism is complete."""
+        security = self._security
+        assert security is not None
+        self._reauth_at = None
+        mechanism = security.mechanism
+        shake = self.request(m.ApiKey.SASL_HANDSHAKE, 1,
+                             m.SaslHandshakeRequest(mechanism=mechanism))
+        assert isinstance(shake, m.SaslHandshakeResponse)
+        if shake.error_code:
+            code = _code(shake.error_code)
+            self.close()
+            raise ClientError(f"broker {self.address} does not offer SASL mechanism "
+                              f"{mechanism} (it offers {', '.join(shake.mechanisms) or 'none'})"
+                              f": {code.name}", address=self.address, code=code)
+        client = sasl_client(mechanism, security.username, security.password)
+        token: bytes | None = client.first()
+        lifetime_ms = 0
+        try:
+            while token is not None:
+                answer = self.request(m.ApiKey.SASL_AUTHENTICATE, 1,
+                                      m.SaslAuthenticateRequest(auth_bytes=token))
+                assert isinstance(answer, m.SaslAuthenticateResponse)
+                if answer.error_code:
+                    code = _code(answer.error_code)
+                    self.close()
+                    raise ClientError(
+                        f"authentication as {security.username} with {mechanism} failed on "
+                        f"broker {self.address}: {answer.error_message or code.name}",
+                        address=self.address, code=code)
+                lifetime_ms = answer.session_lifetime_ms
+                token = client.respond(bytes(answer.auth_bytes))
+        except SaslClientError as exc:
+            self.close()
+            raise ClientError(f"authentication with {mechanism} failed on broker "
+                              f"{self.address}: {exc}", address=self.address) from exc
+        if lifetime_ms > 0:
+            self._reauth_at = time.monotonic() + lifetime_ms / 1000.0 * _REAUTH_SHARE
 
     # -- raw frames -----------------------------------------------------------------------
     def send_frame(self, frame: BytesLike) -> None:
@@ -287,3 +366,29 @@ class Connection:
         closed = isinstance(exc, ConnectionResetError | BrokenPipeError)
         return ClientError(f"broker {self.address} connection failed: {exc}",
                            address=self.address, closed=closed)
+
+
+class ConnectionFactory:
+    """Makes blocking connections secured as the client properties say. The properties are
+    read once, here (`ClientConfigError` for a bad one); each call connects, wraps the
+    socket in TLS and authenticates (`ClientError` when that fails)."""
+
+    def __init__(self, props: Mapping[str, object] | None = None, *,
+                 client_id: str | None = "ads", timeout_s: float | None = 30.0,
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self.security = ClientSecurity.from_properties(props or {})
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self.max_frame_bytes = max_frame_bytes
+
+    def __call__(self, host: str, port: int) -> Connection:
+        return Connection(host, port, client_id=self.client_id, timeout_s=self.timeout_s,
+                          max_frame_bytes=self.max_frame_bytes, security=self.security)
+
+    def connect(self, address: str) -> Connection:
+        """Connects to `host:port`."""
+        try:
+            host, port = parse_address(address)
+        except ValueError as exc:
+            raise ClientError(str(exc), address=address) from exc
+        return self(host, port)

@@ -78,6 +78,8 @@ class CopyOptions:
     fail_on_data_loss: bool = True
     partitioning: str = "same"
     producer_config: tuple[tuple[str, str], ...] = ()
+    # client security properties for both topics (``ads.spark.options.security_properties``)
+    security: tuple[tuple[str, str], ...] = ()
 
     def interval_s(self) -> float | None:
         if self.trigger == "available-now":
@@ -121,7 +123,7 @@ def check_topics(o: CopyOptions) -> None:
     if o.partitioning not in PARTITIONINGS:
         raise CopyError(f"partitioning must be one of {', '.join(PARTITIONINGS)}, got "
                         f"{o.partitioning!r}")
-    with Cluster(o.bootstrap_servers) as cluster:
+    with Cluster(o.bootstrap_servers, security=dict(o.security)) as cluster:
         cluster.refresh([o.from_topic, o.to_topic])
         counts = {t: len(cluster.partitions(t)) for t in (o.from_topic, o.to_topic)}
     for topic, n in counts.items():
@@ -160,6 +162,7 @@ def start_query(spark: SparkSession, o: CopyOptions) -> StreamingQuery:
               .option("maxOffsetsPerTrigger", str(o.max_records_per_batch))
               .option("includeHeaders", "true")
               .option("kafka.isolation.level", "read_committed")
+              .options(**{f"kafka.{k}": v for k, v in o.security})
               .load())
     frame = source
     if o.transform is not None:
@@ -176,7 +179,7 @@ def start_query(spark: SparkSession, o: CopyOptions) -> StreamingQuery:
               .option("topic", o.to_topic)
               .option("exactlyOnce", "true")
               .option("checkpointLocation", str(o.checkpoint)))
-    for key, value in o.producer_config:
+    for key, value in (*o.security, *o.producer_config):
         writer = writer.option(f"kafka.{key}", value)
     interval = o.interval_s()
     if interval is None:

@@ -9,6 +9,12 @@ Offset specifications (``startingOffsets`` / ``endingOffsets``) are ``earliest``
 latest; timestamp specifications are one ``startingTimestamp`` for every partition or JSON
 ``{"topic": {"partition": timestamp_ms}}``. For one end of the range, a timestamp option
 wins over a by-timestamp JSON, which wins over the offsets option.
+
+Security, as Spark's connector takes it: the Kafka client keys with the `kafka.` prefix,
+`kafka.security.protocol`, `kafka.sasl.mechanism`, `kafka.sasl.username`,
+`kafka.sasl.password`, `kafka.sasl.jaas.config` and `kafka.ssl.*` (Java's or librdkafka's
+names, as ``ads.client.security`` reads them). They are checked here, at planning, and
+travel to the tasks as strings: each task reads the files they name itself.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from ads.client.security import ClientConfigError, ClientSecurity
 
 __all__ = [
     "EARLIEST",
@@ -27,6 +35,7 @@ __all__ = [
     "SourceOptionError",
     "parse_sink_options",
     "parse_source_options",
+    "security_properties",
 ]
 
 EARLIEST = -2
@@ -96,6 +105,8 @@ class SourceOptions:
     fetch_max_wait_ms: int = 500
     request_timeout_ms: int = 30_000
     check_crcs: bool = True
+    # client security properties without the `kafka.` prefix (see the module docstring)
+    security: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,10 +115,27 @@ class SinkOptions:
     topic: str | None
     exactly_once: bool
     producer_config: tuple[tuple[str, str], ...]
+    security: tuple[tuple[str, str], ...] = ()
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in options.items() if v is not None}
+
+
+_SECURITY_PREFIXES = ("kafka.security.protocol", "kafka.sasl.", "kafka.ssl.")
+
+
+def security_properties(options: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The client security properties among `kafka.*` options, without the prefix, checked
+    (files opened, the mechanism known): a bad one is a `SourceOptionError` naming it."""
+    opts = _lower(options)
+    props = tuple(sorted((k[len("kafka."):], v) for k, v in opts.items()
+                         if k.startswith(_SECURITY_PREFIXES)))
+    try:
+        ClientSecurity.from_properties(dict(props))
+    except ClientConfigError as exc:
+        raise SourceOptionError(f"Option 'kafka.{exc.key}': {exc}") from exc
+    return props
 
 
 def _bool(opts: Mapping[str, str], key: str, name: str, default: bool) -> bool:
@@ -281,11 +309,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         if key in opts:
             raise SourceOptionError(
                 f"Kafka option '{key[len('kafka.'):]}' is not supported. {advice}")
-    protocol = opts.get("kafka.security.protocol", "PLAINTEXT").strip().upper()
-    if protocol != "PLAINTEXT":
-        raise SourceOptionError(
-            f"Option 'kafka.security.protocol' is {protocol}; the ads source supports "
-            "PLAINTEXT only for now")
+    security = security_properties(opts)
     if streaming:
         for key, name in (("endingoffsets", "endingOffsets"),
                           ("endingtimestamp", "endingTimestamp"),
@@ -335,6 +359,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         request_timeout_ms=_positive(opts, "kafka.request.timeout.ms",
                                      "kafka.request.timeout.ms") or 30_000,
         check_crcs=_bool(opts, "kafka.check.crcs", "kafka.check.crcs", True),
+        security=security,
     )
 
 
@@ -358,4 +383,5 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         topic=topic.strip() if topic and topic.strip() else None,
         exactly_once=_bool(opts, "exactlyonce", "exactlyOnce", False),
         producer_config=config,
+        security=security_properties(opts),
     )

@@ -61,6 +61,8 @@ class LoadOptions:
     starting: str = "earliest"
     fail_on_data_loss: bool = True
     min_partitions: int | None = None
+    # client security properties (``ads.spark.options.security_properties``)
+    security: tuple[tuple[str, str], ...] = ()
 
     def interval_s(self) -> float | None:
         if self.trigger in ("once", "available-now"):
@@ -78,7 +80,8 @@ class LoadResult:
 
 def _source_options(o: LoadOptions) -> SourceOptions:
     return SourceOptions(bootstrap_servers=o.bootstrap_servers, strategy="subscribe",
-                         topics=o.topics, fail_on_data_loss=o.fail_on_data_loss)
+                         topics=o.topics, fail_on_data_loss=o.fail_on_data_loss,
+                         security=o.security)
 
 
 def _plan_batch(planner: Planner, committed: Offsets, o: LoadOptions,
@@ -183,6 +186,8 @@ def _batch_frame(spark: SparkSession, o: LoadOptions, start: Offsets, end: Offse
               .option("failOnDataLoss", str(o.fail_on_data_loss).lower()))
     if o.min_partitions:
         reader = reader.option("minPartitions", str(o.min_partitions))
+    for key, value in o.security:
+        reader = reader.option(f"kafka.{key}", value)
     df = reader.load()
     return df.withColumn("date", f.date_format(
         f.to_utc_timestamp(f.col("timestamp"),
@@ -202,7 +207,7 @@ def load(spark: SparkSession, o: LoadOptions, report: Report = print) -> LoadRes
     previous = install_stop_handlers(stopping)
     began = time.monotonic()
     try:
-        with log.lock(), Cluster(o.bootstrap_servers) as cluster:
+        with log.lock(), Cluster(o.bootstrap_servers, security=dict(o.security)) as cluster:
             log.recover()
             planner = Planner(_source_options(o), cluster)
             target = None
@@ -297,10 +302,12 @@ class PartitionStatus:
     lag: int | None
 
 
-def status(output: str | Path, bootstrap_servers: str | None = None
+def status(output: str | Path, bootstrap_servers: str | None = None,
+           security: Mapping[str, str] | None = None
            ) -> tuple[Commit | None, list[PartitionStatus]]:
     """What the output directory holds per partition, and the lag to the topics' ends
-    (asked of ``bootstrap_servers``, or of the cluster the last commit came from)."""
+    (asked of ``bootstrap_servers``, or of the cluster the last commit came from, with the
+    client ``security`` properties)."""
     last = OutputLog(output).latest()
     if last is None:
         return None, []
@@ -309,7 +316,7 @@ def status(output: str | Path, bootstrap_servers: str | None = None
     latest: Offsets = {}
     servers = bootstrap_servers or last.bootstrap_servers
     if servers:
-        with Cluster(servers) as cluster:
+        with Cluster(servers, security=security) as cluster:
             options = SourceOptions(bootstrap_servers=servers, strategy="subscribe",
                                     topics=tuple(sorted(last.offsets)), fail_on_data_loss=False)
             planner = Planner(options, cluster)

@@ -66,12 +66,13 @@ class FetchSettings:
     fetch_max_wait_ms: int
     request_timeout_ms: int
     check_crcs: bool
+    security: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_options(cls, o: SourceOptions) -> FetchSettings:
         return cls(o.bootstrap_servers, o.client_id, o.include_headers, o.read_committed,
                    o.fail_on_data_loss, o.fetch_max_bytes, o.fetch_max_wait_ms,
-                   o.request_timeout_ms, o.check_crcs)
+                   o.request_timeout_ms, o.check_crcs, o.security)
 
 
 class RangePartition(InputPartition):
@@ -99,7 +100,7 @@ def read_range(r: OffsetRange, s: FetchSettings) -> Iterator[pa.RecordBatch]:
         return
     tp = r.topic_partition
     with Cluster(s.bootstrap_servers, client_id=s.client_id,
-                 timeout_s=s.request_timeout_ms / 1000) as cluster:
+                 timeout_s=s.request_timeout_ms / 1000, security=dict(s.security)) as cluster:
         cluster.refresh([r.topic])
         fetcher = _Fetcher(cluster, tp, s)
         pos = r.start
@@ -226,7 +227,8 @@ class AdsBatchReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         settings = FetchSettings.from_options(self.options)
         with Cluster(self.options.bootstrap_servers, client_id=self.options.client_id,
-                     timeout_s=self.options.request_timeout_ms / 1000) as cluster:
+                     timeout_s=self.options.request_timeout_ms / 1000,
+                     security=dict(self.options.security)) as cluster:
             ranges = Planner(self.options, cluster).batch_ranges()
         return [RangePartition(r, settings) for r in ranges]
 

@@ -47,6 +47,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from ads.client.security import librdkafka_properties
 from ads.spark.options import SinkOptions, SourceOptionError
 
 __all__ = ["AdsBatchWriter", "AdsStreamWriter", "SinkCommit", "check_producer_config",
@@ -106,7 +107,7 @@ def _is_headers(dtype: Any) -> bool:
 
 def producer_config(options: SinkOptions) -> dict[str, Any]:
     config: dict[str, Any] = {"partitioner": "murmur2_random", "linger.ms": 5}
-    config.update(dict(options.producer_config))
+    config.update(librdkafka_properties(dict(options.producer_config)))
     config["bootstrap.servers"] = options.bootstrap_servers
     return config
 
@@ -213,7 +214,8 @@ class _TransactionalProducing(_Producing):
     def write(self, batches: Iterator[pa.RecordBatch]) -> SinkCommit:
         producer = self.producer
         producer.init_transactions(_FLUSH_TIMEOUT_S)
-        group = Consumer({"bootstrap.servers": self.options.bootstrap_servers,
+        group = Consumer({**librdkafka_properties(dict(self.options.security)),
+                          "bootstrap.servers": self.options.bootstrap_servers,
                           "group.id": self.name, "isolation.level": "read_committed",
                           "enable.auto.commit": False})
         try:

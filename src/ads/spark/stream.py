@@ -82,7 +82,8 @@ class AdsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if self._cluster is None:
                 self._cluster = Cluster(self.options.bootstrap_servers,
                                         client_id=self.options.client_id,
-                                        timeout_s=self.options.request_timeout_ms / 1000)
+                                        timeout_s=self.options.request_timeout_ms / 1000,
+                                        security=dict(self.options.security))
             try:
                 return fn(Planner(self.options, self._cluster))
             except KafkaWireError:

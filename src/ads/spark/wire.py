@@ -9,8 +9,8 @@ hands fetched record sets to ``ads.spark.columns`` as views of the response fram
 decoding records itself.
 
 Versions used (the highest both sides support, at most; ApiVersions v0 asks): Metadata 12,
-ListOffsets 7, Fetch 12 (v13 names topics by id only). Only PLAINTEXT connections: TLS and
-SASL are not implemented here yet.
+ListOffsets 7, Fetch 12 (v13 names topics by id only). Connections are secured as the client
+security properties given to ``Cluster`` say (``ads.client.security``: TLS, SASL).
 
 Thread safety: none; each task and the driver make their own ``Cluster``.
 """
@@ -21,7 +21,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 
-from ads.client import ClientError, Connection, choose_versions, parse_servers
+from ads.client import (
+    ClientConfigError,
+    ClientError,
+    ConnectionFactory,
+    choose_versions,
+    parse_servers,
+)
 from ads.protocol import messages as m
 from ads.protocol.base import Message
 from ads.protocol.errors import ErrorCode
@@ -104,10 +110,10 @@ class BrokerConnection:
     ``KafkaWireError``), with the API versions negotiated on connect. Requests may be
     pipelined: ``send`` several, then ``receive`` in the same order."""
 
-    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float) -> None:
+    def __init__(self, host: str, port: int, connect: ConnectionFactory) -> None:
         self.address = f"{host}:{port}"
         try:
-            self._conn = Connection(host, port, client_id=client_id, timeout_s=timeout_s)
+            self._conn = connect(host, port)
             ranges = self._conn.api_versions()
         except ClientError as exc:
             self.close()
@@ -147,10 +153,13 @@ class Cluster:
     """Metadata and connections for one cluster, reached through its bootstrap servers."""
 
     def __init__(self, bootstrap_servers: str, *, client_id: str = "ads-spark",
-                 timeout_s: float = 30.0) -> None:
+                 timeout_s: float = 30.0, security: Mapping[str, str] | None = None) -> None:
         self._bootstrap = parse_servers(bootstrap_servers)
-        self._client_id = client_id
-        self._timeout_s = timeout_s
+        try:
+            self._connect = ConnectionFactory(security, client_id=client_id,
+                                              timeout_s=timeout_s)
+        except ClientConfigError as exc:
+            raise KafkaWireError(f"client property {exc.key}: {exc}") from exc
         self._brokers: dict[int, tuple[str, int]] = {}
         self._connections: dict[int, BrokerConnection] = {}
         self._any: BrokerConnection | None = None
@@ -176,8 +185,7 @@ class Cluster:
         errors = []
         for host, port in self._bootstrap:
             try:
-                self._any = BrokerConnection(host, port, client_id=self._client_id,
-                                             timeout_s=self._timeout_s)
+                self._any = BrokerConnection(host, port, self._connect)
                 return self._any
             except KafkaWireError as exc:
                 errors.append(str(exc))
@@ -223,8 +231,7 @@ class Cluster:
             if node_id not in self._brokers:
                 raise KafkaWireError(f"broker {node_id} is not in the metadata")
             host, port = self._brokers[node_id]
-            conn = BrokerConnection(host, port, client_id=self._client_id,
-                                    timeout_s=self._timeout_s)
+            conn = BrokerConnection(host, port, self._connect)
             self._connections[node_id] = conn
         return conn
 
