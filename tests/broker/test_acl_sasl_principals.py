@@ -138,3 +138,17 @@ def test_acl_sasl_alice_allowed_bob_denied(bootstrap: str, tmp_path: Path,
           "--operation", "Read", "--topic", "shared")
     assert _kp_read(bootstrap, "alice") == "TopicAuthorizationFailedError"
     assert _produce(bootstrap, "alice") is None  # WRITE is still allowed
+
+
+def test_acl_sasl_list_refused_to_a_user_without_describe(
+        bootstrap: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """librdkafka turns the refusal into an empty list: `ads acls list` asks again with the
+    same SASL settings and reports it."""
+    props = tmp_path / "bob.properties"
+    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                     f"sasl.username=bob\nsasl.password={USERS['bob']}\n")
+    capsys.readouterr()
+    status = main(["acls", "list", "--bootstrap-server", bootstrap,
+                   "--command-config", str(props)])
+    assert status == 1
+    assert "CLUSTER_AUTHORIZATION_FAILED" in capsys.readouterr().err

@@ -330,18 +330,13 @@ def list_(args: argparse.Namespace) -> int:
 
 def _check_empty(args: argparse.Namespace) -> None:
     """librdkafka answers a refused DescribeAcls (CLUSTER_AUTHORIZATION_FAILED, or
-    SECURITY_DISABLED without an authorizer) as an empty list. Over PLAINTEXT the command
-    asks again itself, so the refusal is reported; otherwise it says it cannot tell."""
-    conf = client_config(args)
-    if str(conf.get("security.protocol", "plaintext")).lower() != "plaintext":
-        print("No ACLs listed (an empty answer may also be a refusal: the client library "
-              "does not report DescribeAcls errors).", file=sys.stderr)
-        return
+    SECURITY_DISABLED without an authorizer) as an empty list: the command asks again on
+    its own connection, with the same client properties, so the refusal is reported."""
     try:
         host, port = parse_servers(args.bootstrap_server)[0]
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    with connect_broker(host, port) as conn:
+    with connect_broker(args, host, port) as conn:
         try:
             r = conn.request(m.ApiKey.DESCRIBE_ACLS, 3, m.DescribeAclsRequest(
                 resource_type_filter=ResourceType.ANY, resource_name_filter=None,
