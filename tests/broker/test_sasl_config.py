@@ -16,6 +16,9 @@ from sasl_support import PLAIN_MODULE, confluent_conf
 
 LISTENER = "listeners=SASL_PLAINTEXT://127.0.0.1:{port}"
 PREFIXED = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
+INTER_MECHANISM = "sasl.mechanism.inter.broker.protocol"
+INTER_SASL = ("listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+              "inter.broker.listener.name=SASL_PLAINTEXT", "zookeeper.connect=127.0.0.1:1")
 
 
 def _ads_broker(tmp_path: Path, *sets: str) -> subprocess.CompletedProcess[str]:
@@ -34,12 +37,22 @@ def _ads_broker(tmp_path: Path, *sets: str) -> subprocess.CompletedProcess[str]:
     ((), "sasl.enabled.mechanisms"),  # Kafka's default, GSSAPI, is not supported
     (("sasl.enabled.mechanisms=PLAIN",), PREFIXED),  # PLAIN without users
     # In a cluster, brokers need a listener to reach each other on: by default the one of
-    # protocol PLAINTEXT, and not a SASL one (their own clients do not authenticate).
+    # protocol PLAINTEXT.
     (("sasl.enabled.mechanisms=SCRAM-SHA-256", "zookeeper.connect=127.0.0.1:1"),
      "security.inter.broker.protocol"),
-    (("listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-      "inter.broker.listener.name=SASL_PLAINTEXT", "sasl.enabled.mechanisms=SCRAM-SHA-256",
-      "zookeeper.connect=127.0.0.1:1"), "inter.broker.listener.name"),
+    # A SASL inter-broker listener: Kafka's default mechanism, GSSAPI, is not supported ...
+    ((*INTER_SASL, "sasl.enabled.mechanisms=SCRAM-SHA-256"), INTER_MECHANISM),
+    # ... the mechanism must be enabled on that listener ...
+    ((*INTER_SASL, "sasl.enabled.mechanisms=SCRAM-SHA-256", f"{INTER_MECHANISM}=PLAIN"),
+     INTER_MECHANISM),
+    # ... and the broker needs its own username and password.
+    ((*INTER_SASL, "sasl.enabled.mechanisms=SCRAM-SHA-256",
+      f"{INTER_MECHANISM}=SCRAM-SHA-256"),
+     "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config"),
+    ((*INTER_SASL, "sasl.enabled.mechanisms=PLAIN", f"{INTER_MECHANISM}=PLAIN",
+      f'{PREFIXED}={PLAIN_MODULE} required user_a="b";'), PREFIXED),
+    ((*INTER_SASL, "sasl.enabled.mechanisms=SCRAM-SHA-256", f"{INTER_MECHANISM}=SCRAM-SHA-256",
+      f'sasl.jaas.config={PLAIN_MODULE} required username="broker";'), "sasl.jaas.config"),
     (("sasl.enabled.mechanisms=PLAIN", "java.security.auth.login.config=/nonexistent"),
      "java.security.auth.login.config"),
 ])

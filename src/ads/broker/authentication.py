@@ -16,8 +16,7 @@ Settings per listener, in Kafka's precedence (listener names lower-cased in keys
 - the session lifetime: `listener.name.<l>.<mechanism>.connections.max.reauth.ms`, else
   `listener.name.<l>.connections.max.reauth.ms`, else `connections.max.reauth.ms`.
 Every `*sasl.jaas.config` key given is parsed at start-up; a malformed one is a ConfigError.
-So is a cluster whose inter-broker listener is a SASL one: brokers' own clients do not
-authenticate yet.
+(How this broker authenticates to others: `ads.broker.inter_broker_sasl`.)
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ads.broker.config import LISTENER_PREFIX, BrokerConfig, ConfigError
-from ads.broker.listeners import inter_broker_listener
 from ads.metadata.entity_config import entity_path
 from ads.net.server import ConnectionInfo, Response
 from ads.security.jaas import JaasError, LoginModule, parse_jaas_config, parse_jaas_file
@@ -175,15 +173,6 @@ class Authenticator:
             if key.endswith(JAAS_KEY) and config.is_given(key):
                 _parse_jaas(config, key)
         _jaas_file(config)
-        inter = inter_broker_listener(config)
-        if config.zookeeper_connect and inter.security_protocol.startswith("SASL_"):
-            # Brokers' own clients do not authenticate (sasl.mechanism.inter.broker.protocol
-            # is not supported yet).
-            raise ConfigError(
-                f"Invalid value for configuration inter.broker.listener.name: brokers connect "
-                f"to each other on {inter.listener_name} ({inter.security_protocol}), but "
-                "cannot authenticate with SASL to one another yet; name a PLAINTEXT or SSL "
-                "listener", key="inter.broker.listener.name")
         self.listeners = {e.listener_name: listener_settings(config, e.listener_name)
                           for e in config.listener_endpoints
                           if e.security_protocol.startswith("SASL_")}

@@ -13,7 +13,9 @@ and the controlled shutdown request connect to the peer's advertised endpoint of
 listener, over TLS when its protocol says so, with a client context made of this broker's
 settings for that listener (its trust store to check the peer; its key store as client
 certificate, for peers that ask for one; the host name checked unless
-`ssl.endpoint.identification.algorithm` is empty).
+`ssl.endpoint.identification.algorithm` is empty), and, in a cluster whose inter-broker
+listener is a SASL one, authenticated with `sasl.mechanism.inter.broker.protocol`
+(`ads.broker.inter_broker_sasl`).
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ads.broker.config import BrokerConfig, ConfigError, Endpoint
+from ads.broker.inter_broker_sasl import InterBrokerSasl
 from ads.client.tls import TlsConfigError, client_context, server_context, uses_tls
 from ads.metadata.model import ListenerEndpoint
 from ads.metadata.store import MetadataStore
-from ads.net.client import BrokerConnection, NetClientError
+from ads.net.client import Authenticate, BrokerConnection, NetClientError
 from ads.net.principal import PrincipalMappingError, SslPrincipalMapper
 from ads.net.tls_accept import PrincipalOf
 
@@ -121,7 +124,8 @@ def inter_broker_listener(config: BrokerConfig) -> Endpoint:
 
 
 class InterBroker:
-    """How this broker connects to another: the listener and the TLS context to use."""
+    """How this broker connects to another: the listener, the TLS context and the SASL
+    exchange to use."""
 
     def __init__(self, config: BrokerConfig, metadata: MetadataStore) -> None:
         self.listener = inter_broker_listener(config)
@@ -136,6 +140,15 @@ class InterBroker:
             except TlsConfigError as exc:
                 raise ConfigError(f"inter-broker listener {self.listener.listener_name}: "
                                   f"{exc}", key=exc.key) from exc
+        self.sasl: InterBrokerSasl | None = None
+        # A lone broker reaches nobody, so its first listener may be a SASL one without
+        # inter-broker credentials.
+        if config.zookeeper_connect and self.listener.security_protocol.startswith("SASL_"):
+            self.sasl = InterBrokerSasl.from_config(config, self.listener)
+
+    @property
+    def authenticate(self) -> Authenticate | None:
+        return self.sasl.authenticate if self.sasl is not None else None
 
     def address(self, node_id: int) -> tuple[str, int] | None:
         """The peer's endpoint on the inter-broker listener; None if it is not live or
@@ -153,4 +166,5 @@ class InterBroker:
                                  f"{self.listener.listener_name}", str(node_id))
         return await BrokerConnection.connect(
             address[0], address[1], client_id=client_id, connect_timeout_s=connect_timeout_s,
-            request_timeout_s=request_timeout_s, ssl_context=self.ssl_context)
+            request_timeout_s=request_timeout_s, ssl_context=self.ssl_context,
+            authenticate=self.authenticate)

@@ -172,7 +172,8 @@ class Broker:
         self.log_manager.startup()
         self.fetchers = ReplicaFetcherManager(self.node_id, fetcher_config(self.config),
                                               self.inter_broker.address,
-                                              self.inter_broker.ssl_context)
+                                              self.inter_broker.ssl_context,
+                                              self.inter_broker.authenticate)
         self.replica_manager.fetchers = self.fetchers
         for topic in self.metadata.topics.values():
             self._open_partitions(topic)

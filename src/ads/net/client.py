@@ -29,9 +29,17 @@ TLS: ``connect(..., ssl_context=...)`` (a context from ``ads.client.tls``) wraps
 before the first request; a failed handshake is a ``ConnectError``. The host name checked
 against the certificate is the one connected to unless ``server_hostname`` says otherwise.
 
-Limits: no SASL yet; no reconnect (the owner makes a new
-connection); no flow control beyond the transport's write buffer (``drain``). Not
-thread-safe: use it from the loop that connected it.
+SASL: ``connect(..., authenticate=...)`` runs the owner's SASL exchange (a coroutine given
+a ``send`` function for its SaslHandshake and SaslAuthenticate requests, returning the
+session lifetime in ms, 0 for none) before the connection is handed out; it raises
+``AuthenticationError`` when the peer refuses. This module knows no mechanism: the broker
+layer builds the exchange, as it builds the TLS context. When the peer gave a session
+lifetime (KIP-368), the first request past ``REAUTH_SHARE`` of it waits for the requests in
+flight to be answered, runs the exchange again on the same connection, then goes out; the
+requests made meanwhile wait for it. A failed re-authentication fails the connection.
+
+Limits: no reconnect (the owner makes a new connection); no flow control beyond the
+transport's write buffer (``drain``). Not thread-safe: use it from the loop that connected it.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ import contextlib
 import socket
 import ssl
 import struct
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from ads.protocol.base import Message
@@ -48,6 +57,8 @@ from ads.protocol.codec import decode_response, encode_request
 from ads.protocol.errors import ProtocolError
 
 __all__ = [
+    "Authenticate",
+    "AuthenticationError",
     "BrokerConnection",
     "ConnectError",
     "ConnectionLostError",
@@ -59,6 +70,14 @@ _SIZE = struct.Struct(">i")
 DEFAULT_MAX_FRAME_BYTES = 100 << 20
 # Correlation ids of abandoned requests kept to recognise their late answers.
 _MAX_ABANDONED = 10_000
+# Re-authenticate once this share of the session lifetime has passed (Kafka's clients pick
+# between 85 and 95 %), leaving time for the requests in flight to be answered first.
+REAUTH_SHARE = 0.85
+
+# One request on the connection, outside the re-authentication gate.
+Send = Callable[[int, int, Message], Awaitable[Message]]
+# The SASL exchange: sends its requests with `send`, returns the session lifetime in ms.
+Authenticate = Callable[[Send], Awaitable[int]]
 
 
 class NetClientError(Exception):
@@ -71,6 +90,10 @@ class NetClientError(Exception):
 
 class ConnectError(NetClientError):
     """The connection could not be opened within the timeout."""
+
+
+class AuthenticationError(NetClientError):
+    """The peer refused this broker's credentials, or the exchange could not go on."""
 
 
 class RequestTimeoutError(NetClientError):
@@ -93,7 +116,7 @@ class BrokerConnection:
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                  address: str, *, client_id: str | None, request_timeout_s: float,
-                 max_frame_bytes: int) -> None:
+                 max_frame_bytes: int, authenticate: Authenticate | None = None) -> None:
         self.address = address
         self.client_id = client_id
         self.request_timeout_s = request_timeout_s
@@ -104,6 +127,9 @@ class BrokerConnection:
         self._pending: dict[int, _Pending] = {}
         self._abandoned: dict[int, None] = {}  # insertion-ordered, so the oldest go first
         self._failure: ConnectionLostError | None = None
+        self._authenticate = authenticate
+        self._reauth_at: float | None = None  # loop time
+        self._reauthenticating: asyncio.Future[None] | None = None
         self._reading = asyncio.ensure_future(self._read_loop())
 
     @classmethod
@@ -111,7 +137,8 @@ class BrokerConnection:
                       connect_timeout_s: float = 10.0, request_timeout_s: float = 30.0,
                       max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
                       ssl_context: ssl.SSLContext | None = None,
-                      server_hostname: str | None = None) -> BrokerConnection:
+                      server_hostname: str | None = None,
+                      authenticate: Authenticate | None = None) -> BrokerConnection:
         address = f"{host}:{port}"
         try:
             async with asyncio.timeout(connect_timeout_s):
@@ -129,8 +156,16 @@ class BrokerConnection:
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return cls(reader, writer, address, client_id=client_id,
-                   request_timeout_s=request_timeout_s, max_frame_bytes=max_frame_bytes)
+        conn = cls(reader, writer, address, client_id=client_id,
+                   request_timeout_s=request_timeout_s, max_frame_bytes=max_frame_bytes,
+                   authenticate=authenticate)
+        if authenticate is not None:
+            try:
+                await conn._run_authenticate()
+            except BaseException:
+                await conn.close()
+                raise
+        return conn
 
     @property
     def closed(self) -> bool:
@@ -144,6 +179,37 @@ class BrokerConnection:
                       timeout_s: float | None = None) -> Message:
         """Sends one request and returns its decoded response. ``timeout_s`` defaults to
         the connection's ``request_timeout_s``."""
+        if self._reauth_at is not None and self._reauthenticating is None \
+                and asyncio.get_running_loop().time() >= self._reauth_at:
+            self._reauthenticating = asyncio.ensure_future(self._reauthenticate())
+        if self._reauthenticating is not None:
+            await asyncio.shield(self._reauthenticating)
+        return await self._send(api_key, api_version, body, timeout_s=timeout_s)
+
+    async def _run_authenticate(self) -> None:
+        assert self._authenticate is not None
+        try:
+            lifetime_ms = await self._authenticate(self._send)
+        except AuthenticationError as exc:
+            raise AuthenticationError(f"{self.address}: {exc}", self.address) from None
+        self._reauth_at = (asyncio.get_running_loop().time()
+                           + lifetime_ms / 1000.0 * REAUTH_SHARE) if lifetime_ms > 0 else None
+
+    async def _reauthenticate(self) -> None:
+        """KIP-368: the exchange again, once nothing is in flight (Kafka's brokers take no
+        other request during it)."""
+        try:
+            while self._pending and self._failure is None:
+                await asyncio.wait([p.future for p in self._pending.values()])
+            await self._run_authenticate()
+        except NetClientError as exc:
+            self._fail(f"re-authentication to {self.address} failed: {exc}")
+            raise ConnectionLostError(str(self._failure), self.address) from exc
+        finally:
+            self._reauthenticating = None
+
+    async def _send(self, api_key: int, api_version: int, body: Message, *,
+                    timeout_s: float | None = None) -> Message:
         if self._failure is not None:
             raise ConnectionLostError(str(self._failure), self.address)
         self._correlation = correlation = (self._correlation + 1) & 0x7FFFFFFF

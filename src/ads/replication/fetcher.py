@@ -24,7 +24,9 @@ One round:
 3. Answers for a partition whose role or epoch changed while the request was out are
    dropped: its next fetch starts from the log as it is then.
 
-A failed connection is made again after `replica.fetch.backoff.ms`. The next round starts as
+A failed connection (or a refused SASL authentication, logged) is made again after
+`replica.fetch.backoff.ms`; a SASL session is renewed on the connection before the
+lifetime the leader gave ends (``ads.net.client``). The next round starts as
 soon as the answer is handled: the follower's next fetch offset is what tells the leader
 the records arrived, which is what acks=all waits for.
 
@@ -41,7 +43,7 @@ import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ads.net.client import BrokerConnection, NetClientError
+from ads.net.client import Authenticate, BrokerConnection, NetClientError
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 from ads.replication.partition import Partition, PartitionError
@@ -72,12 +74,15 @@ class ReplicaFetcherManager:
     """Which fetcher follows which partition; fetchers start and stop with their work."""
 
     def __init__(self, node_id: int, config: FetcherConfig, endpoint: EndpointLookup,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
-        """`ssl_context`: TLS to the leaders when the inter-broker listener uses it."""
+                 ssl_context: ssl.SSLContext | None = None,
+                 authenticate: Authenticate | None = None) -> None:
+        """`ssl_context`: TLS to the leaders when the inter-broker listener uses it;
+        `authenticate`: the SASL exchange when it is a SASL one."""
         self.node_id = node_id
         self.config = config
         self._endpoint = endpoint
         self._ssl_context = ssl_context
+        self._authenticate = authenticate
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._where: dict[PartitionKey, tuple[int, int]] = {}
         self._stopped = False
@@ -92,7 +97,8 @@ class ReplicaFetcherManager:
         fetcher = self._fetchers.get(slot)
         if fetcher is None:
             fetcher = self._fetchers[slot] = ReplicaFetcher(
-                self.node_id, part.leader_id, self.config, self._endpoint, self._ssl_context)
+                self.node_id, part.leader_id, self.config, self._endpoint, self._ssl_context,
+                self._authenticate)
         self._where[part.key] = slot
         fetcher.add(part)
 
@@ -116,12 +122,14 @@ class ReplicaFetcher:
     """Fetches a set of partitions from one leader, one request at a time."""
 
     def __init__(self, node_id: int, leader_id: int, config: FetcherConfig,
-                 endpoint: EndpointLookup, ssl_context: ssl.SSLContext | None = None) -> None:
+                 endpoint: EndpointLookup, ssl_context: ssl.SSLContext | None = None,
+                 authenticate: Authenticate | None = None) -> None:
         self.node_id = node_id
         self.leader_id = leader_id
         self.config = config
         self._endpoint = endpoint
         self._ssl_context = ssl_context
+        self._authenticate = authenticate
         self.partitions: dict[PartitionKey, Partition] = {}
         self._delayed: dict[PartitionKey, float] = {}  # key -> loop time it may fetch again
         self._conn: BrokerConnection | None = None
@@ -180,7 +188,7 @@ class ReplicaFetcher:
         self._conn = await BrokerConnection.connect(
             address[0], address[1], client_id=f"ads-replica-fetcher-{self.node_id}",
             request_timeout_s=self.config.request_timeout_ms / 1000.0,
-            ssl_context=self._ssl_context)
+            ssl_context=self._ssl_context, authenticate=self._authenticate)
         return self._conn
 
     async def _round(self) -> None:
