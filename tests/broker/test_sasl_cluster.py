@@ -7,7 +7,7 @@ credential is created through it (AlterUserScramCredentials) before any topic ex
 before the brokers have anything to say to each other. Either way an acks=all produce to an
 RF=3 topic with min.insync.replicas=3 succeeds only when both followers fetch over SASL,
 and does again after several session lifetimes; killing the leader elects another that
-serves every record."""
+serves every record, and a stopping broker's controlled shutdown reaches the controller."""
 
 from __future__ import annotations
 
@@ -129,6 +129,11 @@ def test_brokers_replicate_over_an_inter_broker_sasl_listener(tmp_path: Path,
         c.wait_for(lambda: admin.list_topics("replicated", timeout=10).topics["replicated"]
                    .partitions[0].leader in rest, "a new leader")
         assert _read_all(conf, "replicated", 100) == [f"r{i}".encode() for i in range(100)]
+        # The controlled shutdown request reaches the controller over SASL too.
+        c.wait_for(lambda: c.controller() in rest, "a live controller")
+        leaving = next(n for n in rest if n != c.controller())
+        assert c.brokers[leaving].stop() == 0
+        assert "controlled shutdown succeeded" in c.brokers[leaving].log()
         logs = "".join(b.log() for b in c.brokers.values())
         assert "failed re-authentication" not in logs
         assert "re-authentication to" not in logs  # no renewal failed on the client side

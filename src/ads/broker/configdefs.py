@@ -563,7 +563,8 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
     ("sasl.enabled.mechanisms", LI, "GSSAPI", None, MEDIUM,
      "SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
     ("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", None, MEDIUM,
-     "SASL mechanism brokers use with each other."),
+     "SASL mechanism brokers use with each other on a SASL inter-broker listener "
+     "(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)."),
     ("sasl.jaas.config", P, None, None, MEDIUM,
      "JAAS login module line; usually prefixed listener.name.<listener>.<mechanism>."),
     ("sasl.server.max.receive.size", I, "524288", POS, LOW,
@@ -760,8 +761,6 @@ NO_EFFECT_BROKER_KEYS: dict[str, str] = {
     "replica.high.watermark.checkpoint.interval.ms": "the high watermark is checkpointed with "
                                                      "the recovery point, every "
                                                      "log.flush.offset.checkpoint.interval.ms",
-    "sasl.mechanism.inter.broker.protocol": "brokers do not authenticate to each other with "
-                                            "SASL: the inter-broker listener is not a SASL one",
     "ssl.keystore.password": _PEM_ONLY,
     "ssl.truststore.password": _PEM_ONLY,
 }
