@@ -105,6 +105,28 @@ def produce_for(bootstrap: str, topic: str, client_id: str, seconds: float,
     return run
 
 
+def fill(bootstrap: str, topic: str, total_bytes: int, value_size: int = 1000) -> int:
+    """Writes `total_bytes` of records to partition 0 of `topic` (a fixed amount, so reading
+    it all back takes the same on a busy machine); returns the bytes written. Batches stay
+    small: a fetch returns at least one whole batch, and one larger than a consumer's quota
+    allows in its window would be answered empty every time."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                         "batch.size": 16384})
+    payload = b"x" * value_size
+    count = total_bytes // value_size
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, payload, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    assert producer.flush(30) == 0, "the filler's records were not all written"
+    return count * value_size
+
+
 def consume_for(bootstrap: str, topic: str, client_id: str, seconds: float) -> Run:
     """Consumes partition 0 of `topic` from its start for `seconds`, fetching at most 16 KB
     at a time: a fetch over the quota is answered empty and asked again, so each must be a
