@@ -29,7 +29,7 @@ from ads.net.server import ConnectionInfo
 
 __all__ = [
     "ALLOW_ALL", "NOT_REQUESTED", "AclOperation", "AllowAll", "OperationsAuthorizer",
-    "ResourceType", "authorized_operations", "bit_set", "client_host",
+    "ResourceType", "authorized_operations", "bit_set",
 ]
 
 NOT_REQUESTED = -2147483648
@@ -54,11 +54,6 @@ def bit_set(operations: Iterable[AclOperation]) -> int:
     for op in operations:
         bits |= 1 << op
     return bits
-
-
-def client_host(connection: ConnectionInfo) -> str:
-    """The client's address as ACL hosts name it ("127.0.0.1"), from the "host:port" peer."""
-    return connection.peer.rsplit(":", 1)[0].strip("[]")
 
 
 class OperationsAuthorizer(Protocol):
@@ -103,5 +98,5 @@ def authorized_operations(authorizer: OperationsAuthorizer, connection: Connecti
     """The bit set a response carries for the resource."""
     if isinstance(authorizer, AllowAll):
         return _ALL_BITS[resource_type]
-    return bit_set(authorizer.allowed(connection.principal, client_host(connection),
+    return bit_set(authorizer.allowed(connection.principal, connection.host,
                                       resource_type, name, SUPPORTED[resource_type]))

@@ -37,7 +37,6 @@ from ads.broker.authorized_operations import (
     AclOperation,
     ResourceType,
     authorized_operations,
-    client_host,
 )
 from ads.broker.context import BrokerContext
 from ads.broker.metrics import BrokerMetrics
@@ -104,13 +103,13 @@ class RequestContext:
         """Whether this request's principal may perform `operation` on the resource (the
         operations each API requires: `ads.broker.permissions`)."""
         return self.broker.operations_authorizer.authorize(
-            self.connection.principal, client_host(self.connection), resource_type, name,
+            self.connection.principal, self.connection.host, resource_type, name,
             operation)
 
     def authorize_any(self, resource_type: ResourceType, operation: AclOperation) -> bool:
         """Whether the principal may perform `operation` on some resource of the type."""
         return self.broker.operations_authorizer.authorize_any(
-            self.connection.principal, client_host(self.connection), resource_type, operation)
+            self.connection.principal, self.connection.host, resource_type, operation)
 
     def refused(self, reason: str) -> None:
         """Logs, once per client and reason, that this request met a missing feature."""

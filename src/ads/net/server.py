@@ -76,10 +76,13 @@ ANONYMOUS = "User:ANONYMOUS"
 @dataclass(slots=True)
 class ConnectionInfo:
     connection_id: int
-    peer: str
+    peer: str  # "host:port"
     closed: bool = False
     # perf_counter() when the request being handled was fully received
     received_s: float = 0.0
+    # The peer's address alone ("127.0.0.1"): what ACLs, connection limits and group
+    # members name the client by.
+    host: str = "?"
     # The listener that accepted the connection (Kafka's listener name, e.g. PLAINTEXT) and
     # its security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL).
     listener_name: str = "PLAINTEXT"
@@ -118,7 +121,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
                  principal_of: PrincipalOf | None = None) -> None:
         self._handler = handler
         self._limits = limits
-        self._ip = "?"
         self._last_active = time.perf_counter()  # a request received or a response written
         self._unmute: asyncio.TimerHandle | None = None
         self._ssl_context = ssl_context
@@ -161,8 +163,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         peer = transport.get_extra_info("peername")
         self.info.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self._ip = str(peer[0]) if peer else "?"
-        if self._limits is not None and not self._limits.admit(self, self._ip):
+        self.info.host = str(peer[0]) if peer else "?"
+        if self._limits is not None and not self._limits.admit(self, self.info.host):
             self.info.closed = True
             transport.abort()
             return
@@ -204,7 +206,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self.info.closed = True
         if self._limits is not None:
-            self._limits.release(self, self._ip)
+            self._limits.release(self, self.info.host)
         if self._unmute is not None:
             self._unmute.cancel()
         self.lost.set_result(None)

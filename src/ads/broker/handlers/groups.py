@@ -64,7 +64,7 @@ def allowed(ctx: RequestContext, rule: P.Rule, name: str) -> bool:
 
 
 def client_host(ctx: RequestContext) -> str:
-    return "/" + ctx.connection.peer.rsplit(":", 1)[0].strip("[]")
+    return "/" + ctx.connection.host
 
 
 # -- FindCoordinator ----------------------------------------------------------------------
