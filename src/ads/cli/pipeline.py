@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ads.cli.common import (
     DEFAULT_BOOTSTRAP,
@@ -140,29 +141,11 @@ def _load(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"ads pipeline: {_NEEDS_SPARK} ({exc})", file=sys.stderr)
         return 1
-    from ads.spark.options import SourceOptionError
     from ads.spark.output import OutputError
     from ads.spark.planning import DataLossError
-    from ads.spark.wire import KafkaWireError
 
-    try:
-        options, conf = _load_options(args)
-    except (UsageError, SourceOptionError) as exc:
-        print(f"ads pipeline load: {exc}", file=sys.stderr)
-        return 2
-    spark = _session(args.master, conf, "ads pipeline load")
-    try:
-        result = load(spark, options, report=lambda line: print(line, flush=True))
-    except (OutputError, DataLossError, KafkaWireError, SourceOptionError,
-            CommandError) as exc:
-        print(f"ads pipeline load: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        spark.stop()
-    rate = result.records / result.seconds if result.seconds else 0.0
-    print(f"loaded {result.records} records in {result.batches} batches, "
-          f"{result.seconds:.1f} s ({rate:,.0f} records/s)", flush=True)
-    return 0
+    return _run_job(args, "load", "loaded", _load_options, load,
+                    (OutputError, DataLossError, CommandError))
 
 
 def _load_options(args: argparse.Namespace) -> tuple[LoadOptions, dict[str, str]]:
@@ -192,25 +175,34 @@ def _copy(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"ads pipeline: {_NEEDS_SPARK} ({exc})", file=sys.stderr)
         return 1
+    return _run_job(args, "copy", "copied", _copy_options, copy,
+                    (CopyError, StreamingQueryException, PySparkException))
+
+
+def _run_job(args: argparse.Namespace, verb: str, done: str,
+             make_options: Callable[[argparse.Namespace], tuple[Any, dict[str, str]]],
+             job: Callable[..., Any], failures: tuple[type[Exception], ...]) -> int:
+    """Runs a pipeline job on its own Spark session: exit 2 for bad options, 1 when the
+    job fails (one line), 0 with its totals."""
     from ads.spark.options import SourceOptionError
     from ads.spark.wire import KafkaWireError
 
     try:
-        options, conf = _copy_options(args)
+        options, conf = make_options(args)
     except (UsageError, SourceOptionError) as exc:
-        print(f"ads pipeline copy: {exc}", file=sys.stderr)
+        print(f"ads pipeline {verb}: {exc}", file=sys.stderr)
         return 2
-    spark = _session(args.master, conf, "ads pipeline copy")
+    spark = _session(args.master, conf, f"ads pipeline {verb}")
+    expected: tuple[type[Exception], ...] = (KafkaWireError, SourceOptionError, *failures)
     try:
-        result = copy(spark, options, report=lambda line: print(line, flush=True))
-    except (CopyError, KafkaWireError, SourceOptionError, StreamingQueryException,
-            PySparkException) as exc:
-        print(f"ads pipeline copy: {exc}", file=sys.stderr)
+        result = job(spark, options, report=lambda line: print(line, flush=True))
+    except expected as exc:
+        print(f"ads pipeline {verb}: {exc}", file=sys.stderr)
         return 1
     finally:
         spark.stop()
     rate = result.records / result.seconds if result.seconds else 0.0
-    print(f"copied {result.records} records in {result.batches} batches, "
+    print(f"{done} {result.records} records in {result.batches} batches, "
           f"{result.seconds:.1f} s ({rate:,.0f} records/s)", flush=True)
     return 0
 
