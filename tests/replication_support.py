@@ -1,5 +1,5 @@
-"""Helpers for replication tests: a partition's state as ZooKeeper holds it, and the
-batches each replica has on disk."""
+"""Helpers for replication tests: a partition's state as ZooKeeper holds it, the batches
+each replica has on disk, and appends through the replica manager."""
 
 from __future__ import annotations
 
@@ -11,7 +11,24 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from ads.records.batch import iter_batches
+from ads.replication.partition import AppendOrigin, PartitionError, ProduceResult
+from ads.replication.replica_manager import Appended, ReplicaManager
 from cluster_support import Cluster
+
+
+def client_append(rm: ReplicaManager, topic: str, batch: memoryview, acks: int,
+                  timeout_ms: int = 30_000) -> Appended:
+    """A producer's batch to partition 0 through the replica manager's append path."""
+    return rm.append_records({(topic, 0): batch}, AppendOrigin.CLIENT, acks, timeout_ms)
+
+
+def client_result(rm: ReplicaManager, topic: str, batch: memoryview, acks: int
+                  ) -> ProduceResult:
+    """`client_append`'s result for the partition; its PartitionError raised."""
+    result = client_append(rm, topic, batch, acks).results[(topic, 0)]
+    if isinstance(result, PartitionError):
+        raise result
+    return result
 
 
 def partition_state(c: Cluster, topic: str, partition: int) -> dict:

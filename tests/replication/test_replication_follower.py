@@ -25,7 +25,7 @@ from ads.replication.replica_manager import (
 )
 from ads.storage.config import LogConfig
 from ads.storage.log import Log
-from replication_support import replica_batches
+from replication_support import client_append, client_result, replica_batches
 
 T0 = 1_700_000_000_000
 LEADER, FOLLOWER = 1, 2
@@ -100,7 +100,7 @@ async def test_replication_follower_fetch_moves_the_high_watermark_and_joins_the
     clock = ManualClock(T0)
     leader, follower, recorded = _pair(tmp_path, logs, clock)
     lpart = leader.partition("t", 0)
-    leader.append("t", 0, _batch(3), -1, T0)
+    client_result(leader, "t", _batch(3), -1)
     # The ISR is the leader alone: what it appends is committed at once.
     assert lpart.high_watermark == 3
     read = await _follower_fetch(leader, follower)
@@ -112,9 +112,8 @@ async def test_replication_follower_fetch_moves_the_high_watermark_and_joins_the
     assert recorded == [(0, [LEADER, FOLLOWER])]
     assert lpart.isr == [LEADER, FOLLOWER]
     # Now the follower holds the high watermark back until it has fetched past an append.
-    leader.append("t", 0, _batch(2), -1, T0)
+    waiting = client_append(leader, "t", _batch(2), -1).pending
     assert lpart.high_watermark == 3
-    waiting = leader.wait_for_commit({("t", 0): 5}, 30_000)
     assert waiting is not None and not waiting.future.done()
     await _follower_fetch(leader, follower)
     assert lpart.high_watermark == 3
@@ -133,7 +132,7 @@ async def test_replication_lagging_follower_leaves_the_isr(tmp_path: Path,
     await _follower_fetch(leader, follower)
     await _settle()
     assert lpart.isr == [LEADER, FOLLOWER]
-    leader.append("t", 0, _batch(1), -1, T0)
+    client_result(leader, "t", _batch(1), -1)
     clock.advance(20_000)
     leader.shrink_isrs(30_000)
     await _settle()
@@ -145,12 +144,12 @@ async def test_replication_lagging_follower_leaves_the_isr(tmp_path: Path,
     # min.insync.replicas=2 now refuses acks=all; the follower catches up and rejoins.
     lpart.config = lpart.config.with_overrides(min_insync_replicas=2)
     with pytest.raises(Exception, match="NOT_ENOUGH_REPLICAS"):
-        leader.append("t", 0, _batch(1), -1, T0)
+        client_result(leader, "t", _batch(1), -1)
     await _follower_fetch(leader, follower)
     await _follower_fetch(leader, follower)
     await _settle()
     assert lpart.isr == [LEADER, FOLLOWER]
-    leader.append("t", 0, _batch(1), -1, T0)
+    client_result(leader, "t", _batch(1), -1)
     assert (leader.isr_expands, leader.isr_shrinks) == (2, 1)  # counted for /metrics
 
 
@@ -158,14 +157,14 @@ async def test_replication_a_diverging_follower_truncates_to_the_leader(
         tmp_path: Path, logs: list[Log]) -> None:
     clock = ManualClock(T0)
     leader, follower, _ = _pair(tmp_path, logs, clock)
-    leader.append("t", 0, _batch(2, "a"), -1, T0)
+    client_result(leader, "t", _batch(2, "a"), -1)
     await _follower_fetch(leader, follower)
     await _follower_fetch(leader, follower)
     # Broker 2 leads at epoch 1 and takes writes the old leader never sees...
     follower.become_leader("t", 0, 1, [FOLLOWER], [LEADER, FOLLOWER])
-    follower.append("t", 0, _batch(3, "b"), 1, T0)
+    client_result(follower, "t", _batch(3, "b"), 1)
     # ...while the old leader, cut off, still appended at epoch 0 (acks=1).
-    leader.append("t", 0, _batch(4, "c"), 1, T0)
+    client_result(leader, "t", _batch(4, "c"), 1)
     # The old leader becomes a follower at epoch 2 under broker 2, which leads again.
     follower.become_leader("t", 0, 2, [FOLLOWER], [LEADER, FOLLOWER])
     leader.become_follower("t", 0, 2, FOLLOWER)
@@ -195,7 +194,7 @@ async def test_replication_append_wakes_a_waiting_follower_fetch(tmp_path: Path,
     waiting = leader.fetch([FetchPartition("t", 0, part.log_end_offset, 1 << 20, 0, 0)],
                            FetchParams(1 << 20, 1, 30_000, False, True, replica_id=FOLLOWER))
     assert not isinstance(waiting, FetchResult)
-    leader.append("t", 0, _batch(1), -1, T0)
+    client_result(leader, "t", _batch(1), -1)
     assert leader.partition("t", 0).high_watermark == 0
     result = await asyncio.wait_for(waiting, 5)  # long before its 30 s deadline
     assert result.bytes > 0
@@ -209,7 +208,7 @@ async def test_replication_leader_that_wrote_nothing_follows_again(tmp_path: Pat
     # epoch, or every later fetch diverges again and broker 2 never catches up.
     clock = ManualClock(T0)
     leader, follower, _ = _pair(tmp_path, logs, clock)
-    leader.append("t", 0, _batch(3), -1, T0)
+    client_result(leader, "t", _batch(3), -1)
     await _follower_fetch(leader, follower)
     await _follower_fetch(leader, follower)
     follower.become_leader("t", 0, 1, [FOLLOWER, LEADER], [LEADER, FOLLOWER])
@@ -219,7 +218,7 @@ async def test_replication_leader_that_wrote_nothing_follows_again(tmp_path: Pat
     follower.become_follower("t", 0, 2, LEADER)
     first = await _follower_fetch(leader, follower)
     assert (first.diverging_epoch, first.diverging_end_offset) == (0, 3)
-    leader.append("t", 0, _batch(2, "after"), 1, T0)
+    client_result(leader, "t", _batch(2, "after"), 1)
     second = await _follower_fetch(leader, follower)
     assert (second.diverging_epoch, second.diverging_end_offset) == (-1, -1)
     assert follower.get("t", 0).log_end_offset == 5  # type: ignore[union-attr]

@@ -24,6 +24,7 @@ from ads.replication.replica_manager import (
 )
 from ads.storage.config import LogConfig
 from ads.storage.log import Log
+from replication_support import client_append, client_result
 
 T0 = 1_700_000_000_000
 NODE = 1
@@ -70,7 +71,7 @@ def _replicate(part: Partition, isr: list[int]) -> None:
 async def test_replica_manager_unknown_partition_codes(tmp_path: Path, logs: list[Log]) -> None:
     rm = _manager(tmp_path, logs)
     with pytest.raises(PartitionError) as err:
-        rm.append("nope", 0, _batch(), 1, T0)
+        client_result(rm, "nope", _batch(), 1)
     assert err.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     result = rm.fetch(_fetch(topic="nope"), PARAMS)
     assert isinstance(result, FetchResult)
@@ -81,7 +82,7 @@ async def test_replica_manager_unknown_partition_codes(tmp_path: Path, logs: lis
 async def test_replica_manager_append_advances_high_watermark_and_reads(
         tmp_path: Path, logs: list[Log]) -> None:
     rm = _manager(tmp_path, logs)
-    first = rm.append("t", 0, _batch(3), 1, T0)
+    first = client_result(rm, "t", _batch(3), 1)
     assert (first.base_offset, first.next_offset) == (0, 3)
     part = rm.partition("t", 0)
     assert part.high_watermark == part.log_end_offset == 3
@@ -95,12 +96,12 @@ async def test_replica_manager_append_advances_high_watermark_and_reads(
 async def test_replica_manager_follower_refuses_produce_and_fetch(
         tmp_path: Path, logs: list[Log]) -> None:
     rm = _manager(tmp_path, logs)
-    rm.append("t", 0, _batch(), 1, T0)
+    client_result(rm, "t", _batch(), 1)
     heard: list[tuple[str, int, bool, int]] = []
     rm.add_leadership_listener(lambda *change: heard.append(change))
     rm.become_follower("t", 0, 1)
     with pytest.raises(PartitionError) as err:
-        rm.append("t", 0, _batch(), 1, T0)
+        client_result(rm, "t", _batch(), 1)
     assert err.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     result = rm.fetch(_fetch(), PARAMS)
     assert isinstance(result, FetchResult)
@@ -109,7 +110,7 @@ async def test_replica_manager_follower_refuses_produce_and_fetch(
     rm.become_leader("t", 0, 2)
     assert ("t", 0) in rm
     assert heard == [("t", 0, False, 1), ("t", 0, True, 2)]
-    assert rm.append("t", 0, _batch(), 1, T0).base_offset == 1
+    assert client_result(rm, "t", _batch(), 1).base_offset == 1
     assert rm.partition("t", 0).log.latest_epoch == 2
 
 
@@ -133,8 +134,7 @@ async def test_replica_manager_newer_epoch_fences_older_requests(
 async def test_replica_manager_acks_all_answers_at_once_on_one_replica(
         tmp_path: Path, logs: list[Log]) -> None:
     rm = _manager(tmp_path, logs)
-    result = rm.append("t", 0, _batch(2), -1, T0)
-    assert rm.wait_for_commit({("t", 0): result.next_offset}, 1000) is None
+    assert client_append(rm, "t", _batch(2), -1, 1000).pending is None
     assert rm.produce_purgatory.watched() == 0
 
 
@@ -143,9 +143,9 @@ async def test_purgatory_delayed_produce_completes_when_high_watermark_passes(
     rm = _manager(tmp_path, logs)
     part = rm.partition("t", 0)
     _replicate(part, [NODE, OTHER])
-    result = rm.append("t", 0, _batch(2), -1, T0)
+    op = client_append(rm, "t", _batch(2), -1, 5000).pending
     assert part.high_watermark == 0  # the follower has nothing yet
-    op = rm.wait_for_commit({("t", 0): result.next_offset}, 5000)
+
     assert op is not None and not op.future.done()
     assert rm.produce_purgatory.watched() == 1
     part.replica_end_offsets[OTHER] = 1  # halfway: not enough
@@ -164,8 +164,8 @@ async def test_purgatory_delayed_produce_completes_when_high_watermark_passes(
 async def test_purgatory_delayed_produce_times_out(tmp_path: Path, logs: list[Log]) -> None:
     rm = _manager(tmp_path, logs)
     _replicate(rm.partition("t", 0), [NODE, OTHER])
-    result = rm.append("t", 0, _batch(), -1, T0)
-    op = rm.wait_for_commit({("t", 0): result.next_offset}, 50)
+    op = client_append(rm, "t", _batch(), -1, 50).pending
+   
     assert op is not None
     await asyncio.wait_for(op.future, 2)
     assert op.errors == {("t", 0): ErrorCode.REQUEST_TIMED_OUT}
@@ -176,15 +176,15 @@ async def test_purgatory_delayed_produce_isr_shrinks_below_min(
     rm = _manager(tmp_path, logs, min_insync_replicas=2)
     part = rm.partition("t", 0)
     _replicate(part, [NODE, OTHER])
-    result = rm.append("t", 0, _batch(), -1, T0)
-    op = rm.wait_for_commit({("t", 0): result.next_offset}, 5000)
+    op = client_append(rm, "t", _batch(), -1, 5000).pending
+   
     assert op is not None
     part.isr = [NODE]  # the follower fell out of the ISR while the produce waited
     rm.produce_purgatory.check_and_complete(("t", 0))
     await asyncio.wait_for(op.future, 1)
     assert op.errors == {("t", 0): ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND}
     with pytest.raises(PartitionError) as err:  # and the next acks=all is refused up front
-        rm.append("t", 0, _batch(), -1, T0)
+        client_result(rm, "t", _batch(), -1)
     assert err.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
 
 
@@ -192,8 +192,8 @@ async def test_purgatory_delayed_produce_answers_when_leadership_moves(
         tmp_path: Path, logs: list[Log]) -> None:
     rm = _manager(tmp_path, logs)
     _replicate(rm.partition("t", 0), [NODE, OTHER])
-    result = rm.append("t", 0, _batch(), -1, T0)
-    op = rm.wait_for_commit({("t", 0): result.next_offset}, 5000)
+    op = client_append(rm, "t", _batch(), -1, 5000).pending
+   
     assert op is not None
     rm.become_follower("t", 0, 1)
     await asyncio.wait_for(op.future, 1)
@@ -208,7 +208,7 @@ async def test_purgatory_delayed_fetch_woken_by_append_in_the_same_pass(
     pending = rm.fetch(targets, params)
     assert not isinstance(pending, FetchResult)
     assert rm.fetch_purgatory.watched() == 2  # parked on both partitions at once
-    rm.append("b", 0, _batch(), 1, T0)  # before the fetch's coroutine ever ran
+    client_result(rm, "b", _batch(), 1)  # before the fetch's coroutine ever ran
     result = await asyncio.wait_for(pending, 1)  # type: ignore[arg-type]
     assert [r.size > 0 for r in result.reads] == [False, True]
     await asyncio.sleep(0)

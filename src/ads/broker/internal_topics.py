@@ -12,8 +12,8 @@ that commits without asking for its coordinator first) creates it on the loop. O
 broker every partition is led here and an appended batch is committed at once, so `append`
 returns a completed future; otherwise the future completes when the replica manager's
 produce purgatory sees the partition's high watermark pass the batch, or fails at
-`offsets.commit.timeout.ms`. All access to partitions goes through `_append_to_partition`
-and `_partition_log`.
+`offsets.commit.timeout.ms`. Appends go through the replica manager's one append path
+(`append_records`, origin COORDINATOR, acks=all).
 """
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ from ads.coordinator.topic import AppendError
 from ads.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
 from ads.metadata.model import INTERNAL_TOPICS
 from ads.metadata.store import TopicExistsError
-from ads.protocol.errors import ErrorCode
 from ads.records.batch import iter_batches
-from ads.replication.partition import PartitionError
+from ads.replication.partition import AppendOrigin, PartitionError
 
 if TYPE_CHECKING:
     from ads.broker.context import BrokerContext
@@ -123,24 +122,29 @@ class InternalTopicLog:
         }
 
     def append(self, partition: int, batch: bytes) -> asyncio.Future[int]:
+        """Appends as acks=all through the replica manager's one append path; the future
+        is the batch's base offset once committed."""
         committed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        base_offset, next_offset = self._append_to_partition(partition, batch)
-        pending = self.broker.replica_manager.wait_for_commit(
-            {(self.name, partition): next_offset}, self._int("offsets.commit.timeout.ms"))
-        if pending is None:
-            committed.set_result(base_offset)
-            return committed
+        key = (self.name, partition)
+        appended = self.broker.replica_manager.append_records(
+            {key: batch}, AppendOrigin.COORDINATOR, -1, self._int("offsets.commit.timeout.ms"))
+        result = appended.results[key]
+        if isinstance(result, PartitionError):
+            raise AppendError(result.code, str(result))
 
-        def answer(_: object) -> None:
+        def answer(_: object = None) -> None:
+            errors = appended.errors()
             if committed.done():
                 return
-            if pending.errors:
-                code = next(iter(pending.errors.values()))
-                committed.set_exception(AppendError(code))
+            if errors:
+                committed.set_exception(AppendError(next(iter(errors.values()))))
             else:
-                committed.set_result(base_offset)
+                committed.set_result(result.base_offset)
 
-        pending.future.add_done_callback(answer)
+        if appended.pending is None:
+            answer()
+        else:
+            appended.pending.future.add_done_callback(answer)
         return committed
 
     async def read_batches(self, partition: int) -> AsyncIterator[bytes]:
@@ -162,21 +166,7 @@ class InternalTopicLog:
             offset = next_offset
             await asyncio.sleep(0)  # requests for other partitions are served in between
 
-    # -- partition access: the only code that reaches the broker's partitions ----------
-    def _append_to_partition(self, partition: int, batch: bytes) -> tuple[int, int]:
-        """Appends as acks=all; returns the batch's base offset and the offset after it."""
-        replicas = self.broker.replica_manager
-        if replicas.get(self.name, partition) is None:
-            raise AppendError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        try:
-            result = replicas.append_internal(self.name, partition, batch,
-                                              self.broker.clock.time_ms())
-        except PartitionError as exc:
-            raise AppendError(exc.code, str(exc)) from exc
-        except OSError as exc:
-            raise AppendError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from exc
-        return result.base_offset, result.next_offset
-
+    # -- partition access -------------------------------------------------------------
     def _partition_log(self, partition: int) -> Log | None:
         part = self.broker.replica_manager.get(self.name, partition)
         return None if part is None else part.log

@@ -2,15 +2,21 @@
 
 `BrokerMarkerWriter` is the transaction coordinator's `MarkerWriter`. For each partition of
 a transaction it finds the leader in the metadata: a partition led here gets its marker
-through the replica manager (`write_local`, which WriteTxnMarkers uses too), a partition
-led by another broker through one WriteTxnMarkers request per broker over an outbound
-connection (`ads.net.client`, kept per broker and made again after a failure). A marker
-written to a `__consumer_offsets` partition also tells the group coordinator, which then
-applies or drops the transaction's offsets (`complete_transaction`).
+through the replica manager's one append path (`write_local`, which WriteTxnMarkers uses
+too), a partition led by another broker through one WriteTxnMarkers request per broker over
+an outbound connection (`ads.net.client`, kept per broker and made again after a failure).
+A marker is written as acks=all, like client data: `min.insync.replicas` is checked and
+the write counts only once the high watermark passes it, so a leader lost before its
+followers copied the marker cannot take the transaction's end with it (the coordinator
+writes COMPLETE_* only after every marker is committed). A marker committed on a
+`__consumer_offsets` partition also tells the group coordinator, which then applies or
+drops the transaction's offsets (`complete_transaction`).
 
 Errors: a deleted partition (UNKNOWN_TOPIC_OR_PARTITION) counts as done, as in Kafka; a
-partition without a live leader, a leader that moved (NOT_LEADER_OR_FOLLOWER) or a broker
-that cannot be reached are returned as failed, and the coordinator retries them.
+partition without a live leader, a leader that moved (NOT_LEADER_OR_FOLLOWER), too few
+in-sync replicas (NOT_ENOUGH_REPLICAS), a marker not committed within
+`MARKER_COMMIT_TIMEOUT_MS` (REQUEST_TIMED_OUT) or a broker that cannot be reached are
+returned as failed, and the coordinator sends them again to whoever leads then.
 
 The same connections carry KIP-890 verifications (`verify`, for `txn_verify`): a partition
 leader asks a transaction coordinator on another broker whether a transactional write
@@ -28,7 +34,8 @@ from ads.coordinator.group.records import OFFSETS_TOPIC
 from ads.net.client import BrokerConnection, NetClientError
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
-from ads.replication.partition import PartitionError
+from ads.records.batch import ControlRecordType, build_control_batch
+from ads.replication.partition import AppendOrigin
 
 if TYPE_CHECKING:
     from ads.broker.context import BrokerContext
@@ -39,6 +46,9 @@ Partition = tuple[str, int]
 WRITE_TXN_MARKERS_VERSION = 1
 VERIFY_VERSION = 4  # AddPartitionsToTxn, the first version with verify_only
 _REQUEST_TIMEOUT_S = 30.0
+# How long a marker may wait to be committed before its write is answered as failed and
+# sent again; well inside the sender's request timeout.
+MARKER_COMMIT_TIMEOUT_MS = 10_000
 
 
 def by_topics(partitions: Iterable[Partition]) -> dict[str, list[int]]:
@@ -56,20 +66,25 @@ def _code(value: int) -> ErrorCode:
         return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
-def write_local(broker: BrokerContext, producer_id: int, producer_epoch: int, commit: bool,
-                coordinator_epoch: int, topic: str, index: int) -> ErrorCode:
-    """Writes one marker to a partition led here; returns its error."""
-    try:
-        broker.replica_manager.append_marker(topic, index, commit, producer_id, producer_epoch,
-                                             coordinator_epoch, broker.clock.time_ms())
-    except PartitionError as exc:
-        return exc.code
-    except OSError:
-        log.exception("writing a marker to %s-%d failed", topic, index)
-        return ErrorCode.KAFKA_STORAGE_ERROR
-    if topic == OFFSETS_TOPIC:
-        broker.group_coordinator.complete_transaction(index, producer_id, commit)
-    return ErrorCode.NONE
+async def write_local(broker: BrokerContext, producer_id: int, producer_epoch: int,
+                      commit: bool, coordinator_epoch: int, partitions: list[Partition]
+                      ) -> dict[Partition, ErrorCode]:
+    """Writes one marker to partitions led here as acks=all and waits until it is
+    committed; returns the error of each partition that failed."""
+    kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+    batch = build_control_batch(kind, producer_id, producer_epoch, coordinator_epoch,
+                                timestamp=broker.clock.time_ms())
+    appended = broker.replica_manager.append_records(
+        dict.fromkeys(partitions, batch), AppendOrigin.COORDINATOR, -1, MARKER_COMMIT_TIMEOUT_MS)
+    errors = await appended.committed()
+    for topic, index in partitions:
+        error = errors.get((topic, index))
+        if error is None and topic == OFFSETS_TOPIC:
+            broker.group_coordinator.complete_transaction(index, producer_id, commit)
+        elif error is not None and error is not ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            log.info("marker of producer %d on %s-%d not committed: %s", producer_id, topic,
+                     index, error.name)
+    return errors
 
 
 class BrokerMarkerWriter:
@@ -82,26 +97,26 @@ class BrokerMarkerWriter:
                             coordinator_epoch: int, partitions: set[Partition]
                             ) -> dict[Partition, ErrorCode]:
         failed: dict[Partition, ErrorCode] = {}
-        remote: dict[int, list[Partition]] = {}
+        by_leader: dict[int, list[Partition]] = {}
         broker = self.broker
         for topic, index in sorted(partitions):
             state = broker.metadata.topics.get(topic)
             if state is None or not 0 <= index < len(state.partitions):
                 continue  # deleted: nothing to end there
             leader = state.partitions[index].leader
-            if leader == broker.node_id:
-                error = write_local(broker, producer_id, producer_epoch, commit,
-                                    coordinator_epoch, topic, index)
-                if error not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-                    failed[(topic, index)] = error
-            elif leader < 0:
+            if leader < 0:
                 failed[(topic, index)] = ErrorCode.LEADER_NOT_AVAILABLE
             else:
-                remote.setdefault(leader, []).append((topic, index))
-        for node, parts in remote.items():
-            failed.update(await self._send(node, producer_id, producer_epoch, commit,
-                                           coordinator_epoch, parts))
-        return failed
+                by_leader.setdefault(leader, []).append((topic, index))
+        # Every leader at once: each answers when its markers are committed.
+        sends = [write_local(broker, producer_id, producer_epoch, commit, coordinator_epoch,
+                             parts) if node == broker.node_id
+                 else self._send(node, producer_id, producer_epoch, commit, coordinator_epoch,
+                                 parts)
+                 for node, parts in by_leader.items()]
+        for errors in await asyncio.gather(*sends):
+            failed.update(errors)
+        return {p: e for p, e in failed.items() if e is not ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
 
     async def _send(self, node: int, producer_id: int, producer_epoch: int, commit: bool,
                     coordinator_epoch: int, parts: list[Partition]

@@ -35,6 +35,7 @@ is then reported (KIP-467), not just the first.
 from __future__ import annotations
 
 import logging
+from enum import Enum
 from typing import TYPE_CHECKING, NamedTuple
 
 from ads.protocol.errors import ErrorCode
@@ -51,7 +52,8 @@ from ads.records.errors import (
 from ads.records.recompress import recompress_batch, target_codec
 from ads.storage.config import LONG_MAX, LogConfig
 from ads.storage.errors import StorageError
-from ads.storage.transactions import append_marker, collect_aborted, last_stable_offset
+from ads.storage.producer_state import VerificationGuard as VerificationGuard
+from ads.storage.transactions import append_marker_batch, collect_aborted, last_stable_offset
 
 if TYPE_CHECKING:
     import uuid
@@ -71,8 +73,17 @@ _RECORD_ERRORS: list[tuple[type[RecordError], ErrorCode]] = [
 ]
 
 
+class AppendOrigin(Enum):
+    """Who wrote a batch, which decides how it is validated (Kafka's AppendOrigin)."""
+
+    CLIENT = "client"  # a producer's batch
+    COORDINATOR = "coordinator"  # a coordinator's record or a transaction marker
+    REPLICATION = "replication"  # a follower's copy of its leader's batches
+
+
 class PartitionError(Exception):
-    """A per-partition failure carrying the Kafka error code for the response."""
+    """A per-partition failure carrying the Kafka error code for the response: the one
+    error family of `replication/`; `of` maps the storage and record errors below it."""
 
     def __init__(self, code: ErrorCode, message: str | None = None,
                  record_errors: tuple[tuple[int, str], ...] = ()) -> None:
@@ -81,6 +92,18 @@ class PartitionError(Exception):
         self.message = message
         # (batch index, message) of each refused record (Produce v8+, KIP-467).
         self.record_errors = record_errors
+
+    @classmethod
+    def of(cls, exc: StorageError | RecordError | OSError) -> PartitionError:
+        """The Kafka error of a storage, record or file-system error (mapped here only)."""
+        if isinstance(exc, StorageError):
+            return cls(ErrorCode[exc.kafka_error], str(exc))
+        if isinstance(exc, RecordError):
+            for kind, code in _RECORD_ERRORS:
+                if isinstance(exc, kind):
+                    return cls(code, str(exc))
+            return cls(ErrorCode.CORRUPT_MESSAGE, str(exc))
+        return cls(ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
 
 
 def _refused(bad: list[BadRecord]) -> PartitionError:
@@ -234,45 +257,66 @@ class Partition:
     def aborted_transactions(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
         return collect_aborted(self.log, fetch_offset, upper_offset)
 
-    def append_marker(self, commit: bool, producer_id: int, producer_epoch: int,
-                      coordinator_epoch: int, now_ms: int) -> int:
-        """WriteTxnMarkers: a COMMIT or ABORT marker ends the producer's transaction here;
-        returns the offset after it."""
-        try:
-            info = append_marker(self.log, commit, producer_id, producer_epoch,
-                                 coordinator_epoch, self.leader_epoch, now_ms)
-        except StorageError as exc:
-            raise PartitionError(ErrorCode[exc.kafka_error], str(exc)) from exc
-        return info.last_offset + 1
+    def append(self, records: memoryview | bytes | None, origin: AppendOrigin,
+               required_acks: int, now_ms: int) -> ProduceResult:
+        """Appends one partition's batch as its leader (`ReplicaManager.append_records`).
 
-    def append_internal(self, batch: bytes, now_ms: int) -> ProduceResult:
-        """A coordinator's own batch, built by this broker: not checked as a client's (a
-        transactional TxnOffsetCommit batch has no sequence, as Kafka's coordinator writes
-        it), appended as acks=all."""
-        if len(batch) > self.config.max_message_bytes:
-            raise PartitionError(ErrorCode.MESSAGE_TOO_LARGE,
-                                 f"batch of {len(batch)} bytes exceeds max.message.bytes")
-        if len(self.isr) < self.config.min_insync_replicas:
+        CLIENT batches are validated as a producer's (one batch, no control batches, the
+        topic's record rules, recompressed to its `compression.type`); COORDINATOR batches
+        are built by this broker (a coordinator's records, or a transaction marker that
+        ends its producer's transaction here) and kept as they are. With `required_acks`
+        -1 an ISR smaller than `min.insync.replicas` refuses the append, whatever its
+        origin: a marker or a coordinator record is committed like data."""
+        if records is None or len(records) == 0:
+            raise PartitionError(ErrorCode.CORRUPT_MESSAGE, "produce request without records")
+        if origin is AppendOrigin.CLIENT:
+            records, headers = self._validate_client(memoryview(records), now_ms)
+        else:
+            headers = self._validate_coordinator(records)
+        if required_acks == -1 and len(self.isr) < self.config.min_insync_replicas:
             raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS)
         try:
-            info = self.log.append(batch, [(0, rb.read_batch_header(batch))],
-                                   leader_epoch=self.leader_epoch, now_ms=now_ms,
-                                   log_append_time=False)
-        except StorageError as exc:
-            raise PartitionError(ErrorCode[exc.kafka_error], str(exc)) from exc
+            if headers[0][1].is_control:
+                info = append_marker_batch(self.log, records, self.leader_epoch, now_ms)
+            else:
+                info = self.log.append(
+                    records, headers, leader_epoch=self.leader_epoch, now_ms=now_ms,
+                    log_append_time=(origin is AppendOrigin.CLIENT
+                                     and self.config.message_timestamp_type == "LogAppendTime"))
+        except (StorageError, RecordError) as exc:
+            raise PartitionError.of(exc) from exc
         return ProduceResult(info.first_offset, info.log_append_time_ms, info.log_start_offset,
                              info.last_offset + 1)
 
-    def append(self, records: memoryview | None, acks: int, now_ms: int) -> ProduceResult:
-        if records is None or len(records) == 0:
-            raise PartitionError(ErrorCode.CORRUPT_MESSAGE, "produce request without records")
+    def start_verification(self, producer_id: int) -> VerificationGuard:
+        """KIP-890: the guard an append checks once its transaction is verified."""
+        return self.log.producer_state.start_verification(producer_id)
+
+    def check_verification(self, guard: VerificationGuard) -> None:
+        if not self.log.producer_state.verified(guard):
+            raise PartitionError(
+                ErrorCode.INVALID_TXN_STATE,
+                f"the transaction of producer {guard.producer_id} ended while its write to "
+                f"{self.topic}-{self.index} was being verified")
+
+    def _validate_coordinator(self, batch: memoryview | bytes
+                              ) -> list[tuple[int, rb.BatchHeader]]:
+        # Built by this broker: not checked as a client's (a transactional TxnOffsetCommit
+        # batch has no sequence, as Kafka's coordinator writes it).
+        if len(batch) > self.config.max_message_bytes:
+            raise PartitionError(ErrorCode.MESSAGE_TOO_LARGE,
+                                 f"batch of {len(batch)} bytes exceeds max.message.bytes")
+        try:
+            return [(0, rb.read_batch_header(batch))]
+        except RecordError as exc:
+            raise PartitionError.of(exc) from exc
+
+    def _validate_client(self, records: memoryview, now_ms: int
+                         ) -> tuple[memoryview, list[tuple[int, rb.BatchHeader]]]:
         try:
             headers = rb.validate_batches(records, max_batch_bytes=self.config.max_message_bytes)
         except RecordError as exc:
-            for kind, code in _RECORD_ERRORS:
-                if isinstance(exc, kind):
-                    raise PartitionError(code, str(exc)) from exc
-            raise PartitionError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
+            raise PartitionError.of(exc) from exc
         if len(headers) != 1:
             raise PartitionError(ErrorCode.INVALID_RECORD,
                                  "a produce request must carry exactly one record batch")
@@ -283,17 +327,8 @@ class Partition:
                 self._rules.must_scan(header, now_ms)):
             self._check_records(records, header, now_ms)
         if self._codec is not None and header.compression != self._codec:
-            records, headers = self._recompress(records, header)
-        if acks == -1 and len(self.isr) < self.config.min_insync_replicas:
-            raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS)
-        try:
-            info = self.log.append(
-                records, headers, leader_epoch=self.leader_epoch, now_ms=now_ms,
-                log_append_time=self.config.message_timestamp_type == "LogAppendTime")
-        except StorageError as exc:
-            raise PartitionError(ErrorCode[exc.kafka_error], str(exc)) from exc
-        return ProduceResult(info.first_offset, info.log_append_time_ms, info.log_start_offset,
-                             info.last_offset + 1)
+            return self._recompress(records, header)
+        return records, headers
 
     def _recompress(self, records: memoryview, header: rb.BatchHeader
                     ) -> tuple[memoryview, list[tuple[int, rb.BatchHeader]]]:
@@ -340,9 +375,16 @@ class Partition:
                 # The leader's retention or DeleteRecords moved its start: follow it.
                 self.log.delete_records(min(leader_log_start_offset, self.log.high_watermark))
         except StorageError as exc:
-            raise PartitionError(ErrorCode[exc.kafka_error], str(exc)) from exc
+            raise PartitionError.of(exc) from exc
         self.log.high_watermark = max(self.log.high_watermark,
                                       min(leader_high_watermark, self.log.log_end_offset))
+
+    def restart_at(self, log_start_offset: int) -> None:
+        """A follower behind its leader's log start: the log starts over, empty, there."""
+        try:
+            self.log.truncate_fully_and_start_at(log_start_offset)
+        except StorageError as exc:
+            raise PartitionError.of(exc) from exc
 
     def truncate_to_leader(self, leader_epoch: int, leader_end_offset: int) -> None:
         """The leader says this log diverges after `leader_end_offset` of `leader_epoch`
@@ -363,7 +405,7 @@ class Partition:
                 log.info("%s-%d: truncated to %d to match the leader (epoch %d ends at %d)",
                          self.topic, self.index, target, leader_epoch, leader_end_offset)
         except StorageError as exc:
-            raise PartitionError(ErrorCode[exc.kafka_error], str(exc)) from exc
+            raise PartitionError.of(exc) from exc
 
     def read(self, fetch_offset: int, max_bytes: int, min_one_batch: bool,
              max_offset: int) -> tuple[FileRegion | None, int]:
@@ -372,7 +414,7 @@ class Partition:
             result = self.log.read(fetch_offset, max_bytes, max_offset=max_offset,
                                    min_one_batch=min_one_batch)
         except StorageError as exc:
-            raise PartitionError(ErrorCode[exc.kafka_error], str(exc)) from exc
+            raise PartitionError.of(exc) from exc
         if not result.regions:
             return None, 0
         # Like Kafka, one fetch reads from one segment; the consumer continues after it.
@@ -387,7 +429,7 @@ class Partition:
         try:
             return self.log.delete_records(target)
         except StorageError as exc:
-            raise PartitionError(ErrorCode[exc.kafka_error], str(exc)) from exc
+            raise PartitionError.of(exc) from exc
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         if current_leader_epoch == -1 or current_leader_epoch == self.leader_epoch:

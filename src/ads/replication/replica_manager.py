@@ -34,12 +34,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ads.common.clock import Clock, SystemClock
 from ads.protocol.errors import ErrorCode
-from ads.replication.partition import Partition, PartitionError, ProduceResult
+from ads.replication.partition import (
+    AppendOrigin,
+    Partition,
+    PartitionError,
+    ProduceResult,
+    VerificationGuard,
+)
 from ads.replication.purgatory import DelayedFetch, DelayedProduce, PartitionKey, Purgatory
 
 if TYPE_CHECKING:
@@ -63,6 +69,31 @@ class FollowedPartitions(Protocol):
     def follow(self, part: Partition) -> None: ...
 
     def unfollow(self, key: PartitionKey) -> None: ...
+
+
+class Appended:
+    """What `append_records` did: each partition's result (or error), and for acks=all the
+    wait for the high watermark (`pending`: None when every batch is committed already)."""
+
+    __slots__ = ("pending", "results")
+
+    def __init__(self, results: dict[PartitionKey, ProduceResult | PartitionError],
+                 pending: DelayedProduce | None) -> None:
+        self.results = results
+        self.pending = pending
+
+    def errors(self) -> dict[PartitionKey, ErrorCode]:
+        """The partitions that failed, appending or (once `pending` is done) waiting."""
+        found = {k: r.code for k, r in self.results.items() if isinstance(r, PartitionError)}
+        if self.pending is not None:
+            found.update(self.pending.errors)
+        return found
+
+    async def committed(self) -> dict[PartitionKey, ErrorCode]:
+        """Waits for the acks=all wait to end; the errors then."""
+        if self.pending is not None:
+            await self.pending.future
+        return self.errors()
 
 
 class FetchPartition(NamedTuple):
@@ -295,14 +326,39 @@ class ReplicaManager:
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
 
-    # -- produce -------------------------------------------------------------------------
-    def append(self, topic: str, index: int, records: memoryview | None, acks: int,
-               now_ms: int) -> ProduceResult:
-        """Validates and appends one partition's batch; PartitionError with its code."""
-        part = self.partition(topic, index)
-        result = part.append(records, acks, now_ms)
-        self._appended(part)
-        return result
+    # -- the one append path ---------------------------------------------------------------
+    def append_records(self, entries: Mapping[PartitionKey, memoryview | bytes | None],
+                       origin: AppendOrigin, required_acks: int, timeout_ms: int,
+                       guards: Mapping[PartitionKey, VerificationGuard] | None = None
+                       ) -> Appended:
+        """Appends each partition's batch on the partition led here: every write of a
+        leader (producers' batches, coordinators' records, transaction markers) goes this
+        way. With `required_acks` -1 the result waits in the produce purgatory until each
+        partition's high watermark passes its batch (`Appended.pending`, None when nothing
+        waits). `guards`: the KIP-890 verification each transactional batch was admitted
+        under (`start_verification`); an append whose transaction ended meanwhile fails."""
+        results: dict[PartitionKey, ProduceResult | PartitionError] = {}
+        waiting: dict[PartitionKey, tuple[Partition, int]] = {}
+        now_ms = self.clock.time_ms()
+        for key, records in entries.items():
+            try:
+                part = self.partition(*key)
+                guard = guards.get(key) if guards else None
+                if guard is not None:
+                    part.check_verification(guard)
+                result = part.append(records, origin, required_acks, now_ms)
+            except PartitionError as exc:
+                results[key] = exc
+                continue
+            except OSError as exc:
+                log.exception("%s-%d: appending failed", key[0], key[1])
+                results[key] = PartitionError.of(exc)
+                continue
+            results[key] = result
+            self._appended(part)
+            if required_acks == -1 and part.high_watermark < result.next_offset:
+                waiting[key] = (part, result.next_offset)
+        return Appended(results, self._delay(waiting, timeout_ms))
 
     def _appended(self, part: Partition) -> None:
         if part.maybe_advance_high_watermark():
@@ -312,41 +368,23 @@ class ReplicaManager:
             # watermark: wake them now, or acks=all waits out replica.fetch.wait.max.ms.
             self.fetch_purgatory.check_and_complete(part.key)
 
-    def append_internal(self, topic: str, index: int, batch: bytes, now_ms: int
-                        ) -> ProduceResult:
-        """A coordinator's batch for its internal topic (`Partition.append_internal`)."""
-        part = self.partition(topic, index)
-        result = part.append_internal(batch, now_ms)
-        self._appended(part)
-        return result
-
-    def append_marker(self, topic: str, index: int, commit: bool, producer_id: int,
-                      producer_epoch: int, coordinator_epoch: int, now_ms: int) -> int:
-        """WriteTxnMarkers: ends the producer's transaction on a partition led here; returns
-        the offset after the marker. PartitionError with its code."""
-        part = self.partition(topic, index)
-        next_offset = part.append_marker(commit, producer_id, producer_epoch, coordinator_epoch,
-                                         now_ms)
-        self._appended(part)
-        return next_offset
-
-    def wait_for_commit(self, appended: dict[PartitionKey, int], timeout_ms: int
-                        ) -> DelayedProduce | None:
-        """acks=all: None when every partition's high watermark already reached its offset
-        (`appended` maps partition to the offset after its batch), otherwise the parked
-        operation, whose `errors` say which partitions failed once its future is done."""
-        waiting = {}
-        for key, required in appended.items():
-            part = self._partitions.get(key)
-            if part is not None and part.high_watermark < required:
-                waiting[key] = (part, required)
+    def _delay(self, waiting: dict[PartitionKey, tuple[Partition, int]],
+               timeout_ms: int) -> DelayedProduce | None:
         if not waiting:
             return None
         op = DelayedProduce(waiting)
-        if op.try_complete():
-            return op
-        self.produce_purgatory.watch(op, timeout_ms / 1000.0)
+        if not op.try_complete():
+            self.produce_purgatory.watch(op, timeout_ms / 1000.0)
         return op
+
+    def start_verification(self, topic: str, index: int, producer_id: int
+                           ) -> VerificationGuard | None:
+        """KIP-890: the guard a transactional append checks after its transaction was
+        verified with a coordinator elsewhere (None: the partition is not led here)."""
+        part = self._partitions.get((topic, index))
+        if part is None or not part.is_leader:
+            return None
+        return part.start_verification(producer_id)
 
     # -- fetch ---------------------------------------------------------------------------
     def fetch(self, targets: list[FetchPartition], params: FetchParams

@@ -69,6 +69,7 @@ __all__ = [
     "InvalidProducerEpochError",
     "OutOfOrderSequenceError",
     "UnknownProducerIdError",
+    "VerificationGuard",
     "ProducerAppendInfo",
     "ProducerStateEntry",
     "ProducerStateManager",
@@ -135,6 +136,18 @@ class ProducerStateEntry:
             if batch.first_seq == first and batch.last_seq == last:
                 return batch
         return None
+
+
+class VerificationGuard:
+    """KIP-890: left in the producer state when a transactional append is verified with the
+    transaction coordinator, and dropped when a marker ends the producer's transaction
+    there. The append then checks that its guard is still the producer's: a transaction
+    that ended while the verification was out refuses the late write (Kafka's guard)."""
+
+    __slots__ = ("producer_id",)
+
+    def __init__(self, producer_id: int) -> None:
+        self.producer_id = producer_id
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -246,6 +259,11 @@ class ProducerStateManager:
         self.directory = directory
         self._producers: dict[int, ProducerStateEntry] = {}
         self._ongoing_txns: dict[int, int] = {}
+        # (first offset, marker offset) of each transaction ended by a marker that may not
+        # be replicated yet, in marker order: the last stable offset stays below them until
+        # the high watermark passes their marker (`first_unstable_below`).
+        self._unreplicated_txns: deque[tuple[int, int]] = deque()
+        self._verification_guards: dict[int, VerificationGuard] = {}
         self._removed: OrderedDict[int, None] = OrderedDict()
         self.log_start_offset = 0
         self.map_end_offset = 0
@@ -269,6 +287,33 @@ class ProducerStateManager:
         if not ongoing:  # the common case, on every fetch: no transaction open
             return None
         return min((first for pid, first in ongoing.items() if pid != excluding), default=None)
+
+    def first_unstable_below(self, high_watermark: int) -> int | None:
+        """The last stable offset's bound: the first offset of the oldest transaction that
+        is open or whose marker is not yet below ``high_watermark`` (replicated). Before a
+        marker is committed, a new leader may not have it, and the transaction would be
+        open again there; read_committed consumers must not have seen it end."""
+        pending = self._unreplicated_txns
+        if not pending and not self._ongoing_txns:  # the common case, on every fetch
+            return None
+        while pending and pending[0][1] < high_watermark:
+            pending.popleft()
+        first = self.first_unstable_offset()
+        if pending:
+            oldest = min(start for start, _ in pending)
+            first = oldest if first is None else min(first, oldest)
+        return first
+
+    def start_verification(self, producer_id: int) -> VerificationGuard:
+        """The producer's guard, made if it has none (`VerificationGuard`)."""
+        guard = self._verification_guards.get(producer_id)
+        if guard is None:
+            guard = self._verification_guards[producer_id] = VerificationGuard(producer_id)
+        return guard
+
+    def verified(self, guard: VerificationGuard) -> bool:
+        """Whether the guard is still its producer's (no marker came in between)."""
+        return self._verification_guards.get(guard.producer_id) is guard
 
     # ------------------------------------------------------------------------------ updates
 
@@ -322,7 +367,10 @@ class ProducerStateManager:
     def _store(self, entry: ProducerStateEntry) -> None:
         self._producers[entry.producer_id] = entry
         if entry.current_txn_first_offset is None:
-            self._ongoing_txns.pop(entry.producer_id, None)
+            self._verification_guards.pop(entry.producer_id, None)
+            first = self._ongoing_txns.pop(entry.producer_id, None)
+            if first is not None:  # a marker at `last_offset` ended the transaction
+                self._unreplicated_txns.append((first, entry.last_offset))
         else:
             self._ongoing_txns[entry.producer_id] = entry.current_txn_first_offset
 
@@ -361,6 +409,8 @@ class ProducerStateManager:
         """Forget everything; the state now describes an empty log ending at ``offset``."""
         self._producers.clear()
         self._ongoing_txns.clear()
+        self._unreplicated_txns.clear()
+        self._verification_guards.clear()
         self.map_end_offset = offset
 
     # ---------------------------------------------------------------------------- snapshots
@@ -403,6 +453,8 @@ class ProducerStateManager:
         self.delete_snapshots_after(log_end_offset)
         self._producers.clear()
         self._ongoing_txns.clear()
+        self._unreplicated_txns.clear()
+        self._verification_guards.clear()
         self.log_start_offset = log_start_offset
         for offset in reversed(self.snapshot_offsets()):
             if offset < log_start_offset:

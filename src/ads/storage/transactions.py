@@ -5,9 +5,11 @@ producer state (``ads.storage.producer_state``) remembers the first offset of ea
 producer's open transaction. A transaction ends with a marker, a control batch written by
 the transaction coordinator (COMMIT or ABORT, ``records.batch.build_control_batch``).
 
-- The last stable offset (LSO) is the first offset of the oldest open transaction, or the
-  high watermark when none is open (and never above it): read_committed consumers read
-  below it only.
+- The last stable offset (LSO) is the first offset of the oldest transaction that is open
+  or whose marker is not yet below the high watermark, or the high watermark when there is
+  none (and never above it): read_committed consumers read below it only. A marker the
+  leader has written but its followers not yet copied may be lost with the leader, so a
+  transaction counts as ended only once its marker is committed.
 - Each ABORT marker adds an entry (producer id, first offset, marker offset, LSO) to the
   ``.txnindex`` of the segment the marker lands in (``ads.storage.txn_index``); a
   read_committed fetch sends the entries overlapping what it returns.
@@ -36,7 +38,7 @@ from ads.records.batch import (
     parse_control_record,
     read_batch_header,
 )
-from ads.records.errors import RecordError
+from ads.records.errors import InvalidRecordError, RecordError
 from ads.storage.errors import TransactionCoordinatorFencedError
 from ads.storage.txn_index import AbortedTxn
 
@@ -44,8 +46,8 @@ if TYPE_CHECKING:
     from ads.storage.producer_state import ProducerStateManager
     from ads.storage.segment import LogSegment
 
-__all__ = ["AbortedRanges", "append_marker", "collect_aborted", "last_stable_offset",
-           "marker_replayer"]
+__all__ = ["AbortedRanges", "append_marker", "append_marker_batch", "collect_aborted",
+           "last_stable_offset", "marker_replayer"]
 
 # A marker batch holds one control record of a few bytes.
 _MAX_MARKER_BYTES = BATCH_OVERHEAD + 64
@@ -57,6 +59,12 @@ class AppendInfo(Protocol):
 
     @property
     def last_offset(self) -> int: ...
+
+    @property
+    def log_append_time_ms(self) -> int: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
 
 
 class Log(Protocol):
@@ -77,8 +85,8 @@ class Log(Protocol):
 
 
 def last_stable_offset(log: Log) -> int:
-    first_unstable = log.producer_state.first_unstable_offset()
     hw = log.high_watermark
+    first_unstable = log.producer_state.first_unstable_below(hw)
     return hw if first_unstable is None else min(first_unstable, hw)
 
 
@@ -99,26 +107,41 @@ def _add_aborted(log: Log, producer_id: int, first_offset: int, marker_offset: i
 
 def append_marker(log: Log, commit: bool, producer_id: int, producer_epoch: int,
                   coordinator_epoch: int, leader_epoch: int, now_ms: int) -> AppendInfo:
-    """Writes a COMMIT or ABORT marker for the producer's transaction; an ABORT closing an
-    open transaction gets its ``.txnindex`` entry. Raises the log's errors (an older
+    """Writes a COMMIT or ABORT marker for the producer's transaction (`append_marker_batch`)."""
+    kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+    batch = build_control_batch(kind, producer_id, producer_epoch, coordinator_epoch,
+                                timestamp=now_ms)
+    return append_marker_batch(log, batch, leader_epoch, now_ms)
+
+
+def append_marker_batch(log: Log, batch: bytes | bytearray | memoryview, leader_epoch: int,
+                        now_ms: int) -> AppendInfo:
+    """Writes a marker batch (`records.batch.build_control_batch`) that ends its producer's
+    transaction; an ABORT closing an open transaction gets its ``.txnindex`` entry. Raises
+    ``InvalidRecordError`` for a batch that is not one marker, the log's errors (an older
     producer epoch: ``InvalidProducerEpochError``) and, for a coordinator epoch older than
     the producer's last marker's, ``TransactionCoordinatorFencedError``."""
-    kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+    header = read_batch_header(batch)
+    if not header.is_control or not header.is_transactional or header.records_count != 1:
+        raise InvalidRecordError("a transaction marker is one transactional control record")
+    records = decode_records(batch, max_uncompressed_bytes=_MAX_MARKER_BYTES)
+    kind, coordinator_epoch = parse_control_record(records[0].key, records[0].value)
+    if kind not in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+        raise InvalidRecordError(f"control record type {kind} is not a transaction marker")
+    producer_id = header.producer_id
     entry = log.producer_state.last_entry(producer_id)
     if entry is not None and coordinator_epoch < entry.coordinator_epoch:
         # A deposed coordinator still sending: the newer one decides this transaction.
         raise TransactionCoordinatorFencedError(
             f"marker of producer {producer_id} from coordinator epoch {coordinator_epoch}, "
             f"older than {entry.coordinator_epoch}")
-    batch = build_control_batch(kind, producer_id, producer_epoch, coordinator_epoch,
-                                timestamp=now_ms)
     first = None if entry is None else entry.current_txn_first_offset
-    info = log.append(batch, [(0, read_batch_header(batch))], leader_epoch=leader_epoch,
-                      now_ms=now_ms, log_append_time=False)
+    info = log.append(batch, [(0, header)], leader_epoch=leader_epoch, now_ms=now_ms,
+                      log_append_time=False)
     updated = log.producer_state.last_entry(producer_id)
     if updated is not None:  # kept in the producer-state snapshots
         updated.coordinator_epoch = coordinator_epoch
-    if not commit and first is not None:
+    if kind == ControlRecordType.ABORT and first is not None:
         _add_aborted(log, producer_id, first, info.first_offset)
     return info
 

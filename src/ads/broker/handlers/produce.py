@@ -46,8 +46,9 @@ from ads.metadata.model import INTERNAL_TOPICS, InvalidTopicError, validate_topi
 from ads.net.server import CloseConnection
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
-from ads.replication.partition import PartitionError
+from ads.replication.partition import AppendOrigin, PartitionError, VerificationGuard
 from ads.replication.purgatory import DelayedProduce
+from ads.replication.replica_manager import Appended
 
 log = logging.getLogger("ads.broker.produce")
 R = m.ProduceResponse
@@ -86,90 +87,73 @@ async def _after_verification(ctx: RequestContext, req: m.ProduceRequest, produc
                               producer_epoch: int, partitions: list[tuple[str, int]]
                               ) -> m.ProduceResponse | None:
     assert req.transactional_id is not None
+    # The guards tie the verification to the append: a marker ending the transaction
+    # while the coordinator is asked drops them, and the append is refused.
+    replicas = ctx.broker.replica_manager
+    guards = {p: g for p in partitions
+              if (g := replicas.start_verification(p[0], p[1], producer_id)) is not None}
     verdicts = await txn_verify.verify_remotely(ctx.broker, req.transactional_id, producer_id,
                                                 producer_epoch, partitions)
-    answer = _append(ctx, req, verdicts)
+    answer = _append(ctx, req, verdicts, guards)
     if answer is None or isinstance(answer, m.ProduceResponse):
         return answer
     return await answer
 
 
+def _refusal(ctx: RequestContext, req: m.ProduceRequest, writable: bool, topic: str,
+             pd: m.ProduceRequest.TopicProduceData.PartitionProduceData,
+             verdicts: dict[tuple[str, int], ErrorCode]) -> PartResp | None:
+    """The answer of a partition refused before its batch is appended; None: append it."""
+    code = ErrorCode.NONE
+    message = None
+    if ctx.api_version < 3:
+        code = ErrorCode.UNSUPPORTED_VERSION
+        ctx.refused(f"Produce v{ctx.api_version}: versions 0-2 (message formats 0 "
+                    "and 1) are not supported (UNSUPPORTED_VERSION)")
+    elif not writable:
+        code = P.PRODUCE_TOPIC.error
+    elif req.acks not in (0, 1, -1):
+        code = ErrorCode.INVALID_REQUIRED_ACKS
+    elif topic in INTERNAL_TOPICS:
+        # Only the coordinators write their internal topics, as in Kafka.
+        code = ErrorCode.INVALID_TOPIC_EXCEPTION
+        message = f"Cannot append to internal topic {topic}"
+    else:
+        code = txn_verify.check(ctx.broker, req.transactional_id, topic, pd.index,
+                                pd.records, verdicts)
+        if code is not ErrorCode.NONE:
+            log.info("transactional produce to %s-%d from %s rejected: %s", topic,
+                     pd.index, ctx.connection.peer, code.name)
+    if code is ErrorCode.NONE:
+        return None
+    return PartResp(index=pd.index, error_code=code, base_offset=-1, error_message=message)
+
+
 def _append(ctx: RequestContext, req: m.ProduceRequest,
-            verdicts: dict[tuple[str, int], ErrorCode]
+            verdicts: dict[tuple[str, int], ErrorCode],
+            guards: dict[tuple[str, int], VerificationGuard] | None = None
             ) -> m.ProduceResponse | Awaitable[m.ProduceResponse] | None:
     broker = ctx.broker
-    acks = req.acks
-    now = broker.clock.time_ms()
-    replicas = broker.replica_manager
-    failed = False
-    responses = []
-    appended: dict[tuple[str, int], int] = {}  # acks=all: the offset each must commit
-    entries: dict[tuple[str, int], PartResp] = {}
-    metrics = ctx.dispatcher.metrics
     rule = P.PRODUCE_TOPIC
+    entries: dict[tuple[str, int], memoryview | None] = {}
+    refused: dict[tuple[str, int], PartResp] = {}
     for td in req.topic_data:
         writable = ctx.authorize(rule.resource, td.name, rule.operation)
-        # Counted under the topic's name only when it exists: names clients make up must
-        # not grow the metrics without bound.
-        counters = metrics.topic(td.name if td.name in broker.metadata.topics
-                                 else UNKNOWN_TOPIC)
-        results = []
         for pd in td.partition_data:
-            resp = PartResp(index=pd.index, error_code=ErrorCode.NONE, base_offset=-1)
-            if ctx.api_version < 3:
-                resp.error_code = ErrorCode.UNSUPPORTED_VERSION
-                ctx.refused(f"Produce v{ctx.api_version}: versions 0-2 (message formats 0 "
-                            "and 1) are not supported (UNSUPPORTED_VERSION)")
-            elif not writable:
-                resp.error_code = rule.error
-            elif acks not in (0, 1, -1):
-                resp.error_code = ErrorCode.INVALID_REQUIRED_ACKS
-            elif td.name in INTERNAL_TOPICS:
-                # Only the coordinators write their internal topics, as in Kafka.
-                resp.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
-                resp.error_message = f"Cannot append to internal topic {td.name}"
-            elif (txn_error := txn_verify.check(broker, req.transactional_id, td.name,
-                                                pd.index, pd.records, verdicts)
-                  ) is not ErrorCode.NONE:
-                resp.error_code = txn_error
-                log.info("transactional produce to %s-%d from %s rejected: %s", td.name,
-                         pd.index, ctx.connection.peer, txn_error.name)
+            resp = _refusal(ctx, req, writable, td.name, pd, verdicts)
+            if resp is None:
+                entries[(td.name, pd.index)] = pd.records
             else:
-                try:
-                    result = replicas.append(td.name, pd.index, pd.records, acks, now)
-                except PartitionError as exc:
-                    if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                        resp.error_code = _unknown_code(td.name)
-                    else:
-                        resp.error_code = exc.code
-                        resp.error_message = exc.message
-                        resp.record_errors = [
-                            RecordErr(batch_index=i, batch_index_error_message=text)
-                            for i, text in exc.record_errors]
-                        log.info("produce to %s-%d from %s rejected: %s: %s", td.name,
-                                 pd.index, ctx.connection.peer, exc.code.name, exc.message)
-                else:
-                    counters[BYTES_IN] += len(pd.records) if pd.records is not None else 0
-                    counters[MESSAGES_IN] += result.next_offset - result.base_offset
-                    resp.base_offset = result.base_offset
-                    resp.log_append_time_ms = result.log_append_time_ms
-                    resp.log_start_offset = result.log_start_offset
-                    if acks == -1:
-                        key = (td.name, pd.index)
-                        appended[key] = result.next_offset
-                        entries[key] = resp
-            counters[PRODUCE_REQUESTS] += 1
-            if resp.error_code != ErrorCode.NONE:
-                failed = True
-                counters[FAILED_PRODUCE] += 1
-            results.append(resp)
-        responses.append(TopicResp(name=td.name, partition_responses=results))
+                refused[(td.name, pd.index)] = resp
+    appended = broker.replica_manager.append_records(
+        entries, AppendOrigin.CLIENT, req.acks, req.timeout_ms, guards)
+    responses, waiting, failed = _responses(ctx, req, appended, refused)
     quota = broker.quotas.produce
-    throttle_ms = (quota.record(ctx.connection.principal, ctx.client_id, ctx.request_size, now)
-                   if quota.enabled else 0)
+    throttle_ms = (quota.record(ctx.connection.principal, ctx.client_id, ctx.request_size,
+                                broker.clock.time_ms()) if quota.enabled else 0)
     if throttle_ms:
         ctx.throttle(throttle_ms)
-    if acks == 0:
+    if req.acks == 0:
         if failed:
             # No response to carry the errors: closing is how an acks=0 producer learns of
             # them (Kafka does the same), and this line is how the operator does.
@@ -181,12 +165,65 @@ def _append(ctx: RequestContext, req: m.ProduceRequest,
             raise CloseConnection
         return None
     response = m.ProduceResponse(responses=responses, throttle_time_ms=throttle_ms)
-    pending = replicas.wait_for_commit(appended, req.timeout_ms) if appended else None
-    if pending is None:
+    if appended.pending is None:
         if failed and ctx.api_version >= 10:
             _name_leaders(ctx, response)
         return response
-    return _after_commit(ctx, pending, entries, response, failed)
+    return _after_commit(ctx, appended.pending, waiting, response, failed)
+
+
+def _responses(ctx: RequestContext, req: m.ProduceRequest, appended: Appended,
+               refused: dict[tuple[str, int], PartResp]
+               ) -> tuple[list[TopicResp], dict[tuple[str, int], PartResp], bool]:
+    """The response's partitions in the request's order, those whose acks=all wait goes
+    on, and whether any failed; counts the topics' metrics."""
+    metrics = ctx.dispatcher.metrics
+    topics = ctx.broker.metadata.topics
+    results = appended.results
+    responses = []
+    waiting: dict[tuple[str, int], PartResp] = {}
+    failed = False
+    for td in req.topic_data:
+        # Counted under the topic's name only when it exists: names clients make up must
+        # not grow the metrics without bound.
+        counters = metrics.topic(td.name if td.name in topics else UNKNOWN_TOPIC)
+        partitions = []
+        for pd in td.partition_data:
+            key = (td.name, pd.index)
+            resp = refused.get(key)
+            if resp is None:
+                result = results[key]
+                resp = PartResp(index=pd.index, error_code=ErrorCode.NONE, base_offset=-1)
+                if isinstance(result, PartitionError):
+                    _refused_append(ctx, td.name, pd.index, result, resp)
+                else:
+                    counters[BYTES_IN] += len(pd.records) if pd.records is not None else 0
+                    counters[MESSAGES_IN] += result.next_offset - result.base_offset
+                    resp.base_offset = result.base_offset
+                    resp.log_append_time_ms = result.log_append_time_ms
+                    resp.log_start_offset = result.log_start_offset
+                    if req.acks == -1:
+                        waiting[key] = resp
+            counters[PRODUCE_REQUESTS] += 1
+            if resp.error_code != ErrorCode.NONE:
+                failed = True
+                counters[FAILED_PRODUCE] += 1
+            partitions.append(resp)
+        responses.append(TopicResp(name=td.name, partition_responses=partitions))
+    return responses, waiting, failed
+
+
+def _refused_append(ctx: RequestContext, topic: str, index: int, exc: PartitionError,
+                    resp: PartResp) -> None:
+    if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        resp.error_code = _unknown_code(topic)
+        return
+    resp.error_code = exc.code
+    resp.error_message = exc.message
+    resp.record_errors = [RecordErr(batch_index=i, batch_index_error_message=text)
+                          for i, text in exc.record_errors]
+    log.info("produce to %s-%d from %s rejected: %s: %s", topic, index,
+             ctx.connection.peer, exc.code.name, exc.message)
 
 
 async def _after_commit(ctx: RequestContext, pending: DelayedProduce,

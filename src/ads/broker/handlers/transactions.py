@@ -15,7 +15,8 @@ added). An unknown topic or partition fails
 the request with UNKNOWN_TOPIC_OR_PARTITION for it and OPERATION_NOT_ATTEMPTED for the rest.
 
 WriteTxnMarkers is what a coordinator sends to the leaders of a transaction's partitions;
-each marker is written to a partition led here (`ads.broker.markers.write_local`). The
+each marker is written to a partition led here as acks=all and answered once committed
+(`ads.broker.markers.write_local`). The
 tools (`ads transactions abort`, Kafka's `kafka-transactions.sh abort`) send it too, to end
 a transaction a partition holds open that no coordinator will end.
 
@@ -30,6 +31,8 @@ broker feature `transaction.version` is advertised, so clients use the classic p
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from ads.broker import permissions as P
 from ads.broker.dispatch import ApiHandler, RequestContext
@@ -131,24 +134,26 @@ async def handle_end_txn(ctx: RequestContext, req: m.EndTxnRequest) -> m.EndTxnR
                             error_code=fenced_error(answer.error, ctx.api_version >= 2))
 
 
-def handle_write_txn_markers(ctx: RequestContext, req: m.WriteTxnMarkersRequest
-                             ) -> m.WriteTxnMarkersResponse:
+async def handle_write_txn_markers(ctx: RequestContext, req: m.WriteTxnMarkersRequest
+                                   ) -> m.WriteTxnMarkersResponse:
     R = m.WriteTxnMarkersResponse.WritableTxnMarkerResult  # noqa: N806
     T = R.WritableTxnMarkerTopicResult  # noqa: N806
     alter, action = P.MARKERS_ALTER, P.CLUSTER_ACTION
     allowed = (ctx.authorize(alter.resource, CLUSTER_NAME, alter.operation)
                or ctx.authorize(action.resource, CLUSTER_NAME, action.operation))
+    # Each marker is committed (acks=all) before the answer; all of them at once.
+    written = await asyncio.gather(*(
+        write_local(ctx.broker, marker.producer_id, marker.producer_epoch,
+                    marker.transaction_result, marker.coordinator_epoch,
+                    [(t.name, index) for t in marker.topics for index in t.partition_indexes])
+        for marker in (req.markers if allowed else [])))
     results = []
-    for marker in req.markers:
-        topics = []
-        for t in marker.topics:
-            parts = [T.WritableTxnMarkerPartitionResult(
-                partition_index=index, error_code=write_local(
-                    ctx.broker, marker.producer_id, marker.producer_epoch,
-                    marker.transaction_result, marker.coordinator_epoch, t.name, index)
-                if allowed else action.error)
-                for index in t.partition_indexes]
-            topics.append(T(name=t.name, partitions=parts))
+    for i, marker in enumerate(req.markers):
+        errors = written[i] if allowed else {}
+        topics = [T(name=t.name, partitions=[T.WritableTxnMarkerPartitionResult(
+            partition_index=index,
+            error_code=errors.get((t.name, index), ErrorCode.NONE) if allowed else action.error)
+            for index in t.partition_indexes]) for t in marker.topics]
         results.append(R(producer_id=marker.producer_id, topics=topics))
     return m.WriteTxnMarkersResponse(markers=results)
 
