@@ -165,7 +165,7 @@ async def test_purgatory_delayed_produce_times_out(tmp_path: Path, logs: list[Lo
     rm = _manager(tmp_path, logs)
     _replicate(rm.partition("t", 0), [NODE, OTHER])
     op = client_append(rm, "t", _batch(), -1, 50).pending
-   
+
     assert op is not None
     await asyncio.wait_for(op.future, 2)
     assert op.errors == {("t", 0): ErrorCode.REQUEST_TIMED_OUT}
@@ -177,7 +177,7 @@ async def test_purgatory_delayed_produce_isr_shrinks_below_min(
     part = rm.partition("t", 0)
     _replicate(part, [NODE, OTHER])
     op = client_append(rm, "t", _batch(), -1, 5000).pending
-   
+
     assert op is not None
     part.isr = [NODE]  # the follower fell out of the ISR while the produce waited
     rm.produce_purgatory.check_and_complete(("t", 0))
@@ -193,7 +193,7 @@ async def test_purgatory_delayed_produce_answers_when_leadership_moves(
     rm = _manager(tmp_path, logs)
     _replicate(rm.partition("t", 0), [NODE, OTHER])
     op = client_append(rm, "t", _batch(), -1, 5000).pending
-   
+
     assert op is not None
     rm.become_follower("t", 0, 1)
     await asyncio.wait_for(op.future, 1)
