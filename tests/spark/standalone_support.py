@@ -81,8 +81,10 @@ class StandaloneCluster:
             try:
                 if ready():
                     return
-            except OSError:
-                pass  # the web UI is not up yet
+            except (OSError, ValueError):
+                # The web UI is not up yet, or up before its JSON endpoint: while it starts
+                # the master answers /json/ with its HTML page.
+                pass
             time.sleep(0.5)
         raise TimeoutError(f"no {what} within {_START_S:.0f} s; logs in {self.workdir}")
 
