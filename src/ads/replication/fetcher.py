@@ -24,6 +24,9 @@ One round:
 3. Answers for a partition whose role or epoch changed while the request was out are
    dropped: its next fetch starts from the log as it is then.
 
+A partition whose own log fails (a storage error while appending, truncating or starting
+over, or any error handling its answer) is logged and no longer fetched until its
+leadership changes; the others go on (`ReplicaFetcherManager.failed`, on `/metrics`).
 A failed connection (or a refused SASL authentication, logged) is made again after
 `replica.fetch.backoff.ms`; a SASL session is renewed on the connection before the
 lifetime the leader gave ends (``ads.net.client``). The next round starts as
@@ -86,11 +89,15 @@ class ReplicaFetcherManager:
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._where: dict[PartitionKey, tuple[int, int]] = {}
         self._stopped = False
+        # Partitions whose replication failed on an error of their own (their log's): no
+        # longer fetched until their leadership changes (Kafka's failed partitions).
+        self.failed: set[PartitionKey] = set()
 
     def follow(self, part: Partition) -> None:
         """Fetches `part` from its `leader_id` (moving it off any other fetcher)."""
         if self._stopped:
             return
+        self.failed.discard(part.key)  # a new leader or epoch: try again
         slot = (part.leader_id, hash(part.key) % max(self.config.num_fetchers, 1))
         if self._where.get(part.key) != slot:
             self.unfollow(part.key)
@@ -98,9 +105,16 @@ class ReplicaFetcherManager:
         if fetcher is None:
             fetcher = self._fetchers[slot] = ReplicaFetcher(
                 self.node_id, part.leader_id, self.config, self._endpoint, self._ssl_context,
-                self._authenticate)
+                self._authenticate, self._failed)
         self._where[part.key] = slot
         fetcher.add(part)
+
+    def _failed(self, key: PartitionKey) -> None:
+        self.failed.add(key)
+        self.unfollow(key)
+
+    def failed_partitions(self) -> int:
+        return len(self.failed)
 
     def unfollow(self, key: PartitionKey) -> None:
         slot = self._where.pop(key, None)
@@ -123,9 +137,13 @@ class ReplicaFetcher:
 
     def __init__(self, node_id: int, leader_id: int, config: FetcherConfig,
                  endpoint: EndpointLookup, ssl_context: ssl.SSLContext | None = None,
-                 authenticate: Authenticate | None = None) -> None:
+                 authenticate: Authenticate | None = None,
+                 on_failed: Callable[[PartitionKey], None] | None = None) -> None:
+        """`on_failed(key)`: the partition failed on an error of its own log and is no
+        longer fetched here."""
         self.node_id = node_id
         self.leader_id = leader_id
+        self._on_failed = on_failed
         self.config = config
         self._endpoint = endpoint
         self._ssl_context = ssl_context
@@ -176,6 +194,11 @@ class ReplicaFetcher:
                              exc, backoff)
                     await self._close()
                     await asyncio.sleep(backoff)
+                except Exception:  # noqa: BLE001 - a round's fault must not end replication
+                    log.exception("fetching from broker %d failed; again in %.1f s",
+                                  self.leader_id, backoff)
+                    await self._close()
+                    await asyncio.sleep(backoff)
         finally:
             await self._close()
 
@@ -215,7 +238,19 @@ class ReplicaFetcher:
             for data in topic.partitions:
                 key = (topic.topic, data.partition_index)
                 if key in sent:
-                    self._handle(key, sent[key], data)
+                    try:
+                        self._handle(key, sent[key], data)
+                    except Exception:  # noqa: BLE001 - one partition's fault stays its own
+                        log.exception("%s-%d: replicating from broker %d failed; the "
+                                      "partition is no longer fetched until its leadership "
+                                      "changes", key[0], key[1], self.leader_id)
+                        self._fail(key)
+
+    def _fail(self, key: PartitionKey) -> None:
+        self.partitions.pop(key, None)
+        self._delayed.pop(key, None)
+        if self._on_failed is not None:
+            self._on_failed(key)
 
     def _request(self, sent: dict[PartitionKey, tuple[Partition, int, int]]) -> m.FetchRequest:
         topics: dict[str, list[m.FetchRequest.FetchTopic.FetchPartition]] = {}
@@ -260,9 +295,11 @@ class ReplicaFetcher:
             if code == ErrorCode.OFFSET_OUT_OF_RANGE and data.log_start_offset > offset:
                 log.warning("%s-%d: the leader's log starts at %d, past this log's end %d: "
                             "starting over there", key[0], key[1], data.log_start_offset, offset)
-                part.log.truncate_fully_and_start_at(data.log_start_offset)
+                part.restart_at(data.log_start_offset)
                 return
         except PartitionError as exc:
+            if exc.code is ErrorCode.KAFKA_STORAGE_ERROR:
+                raise  # the log itself failed: the partition fails (`_fail`)
             code = exc.code
             log.warning("%s-%d: replicating from broker %d failed: %s", key[0], key[1],
                         self.leader_id, exc)

@@ -70,6 +70,10 @@ class FollowedPartitions(Protocol):
 
     def unfollow(self, key: PartitionKey) -> None: ...
 
+    def failed_partitions(self) -> int:
+        """Partitions no longer fetched after an error of their own log."""
+        ...
+
 
 class Appended:
     """What `append_records` did: each partition's result (or error), and for acks=all the

@@ -191,6 +191,10 @@ class BrokerCollector(Collector):
                                   value=rm.isr_shrinks)
         yield CounterMetricFamily("ads_isr_expands", "ISR expansions recorded by this leader.",
                                   value=rm.isr_expands)
+        yield GaugeMetricFamily(
+            "ads_replica_fetcher_failed_partitions",
+            "Followed partitions no longer fetched after an error of their own log.",
+            value=rm.fetchers.failed_partitions() if rm.fetchers is not None else 0)
 
     def _groups(self) -> Iterator[Metric]:
         views = observed.groups(self._broker)
