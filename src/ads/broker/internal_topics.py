@@ -34,7 +34,6 @@ from ads.replication.partition import AppendOrigin, PartitionError
 
 if TYPE_CHECKING:
     from ads.broker.context import BrokerContext
-    from ads.storage.log import Log
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,13 +147,17 @@ class InternalTopicLog:
         return committed
 
     async def read_batches(self, partition: int) -> AsyncIterator[bytes]:
-        plog = self._partition_log(partition)
-        if plog is None:
+        part = self.broker.replica_manager.get(self.name, partition)
+        if part is None:
             return
-        offset, end = plog.log_start_offset, plog.log_end_offset
+        offset, end = part.log_start_offset, part.log_end_offset
         chunk = max(self._int(self.spec.load_buffer_key), 1)
         while offset < end:
-            data = plog.read(offset, chunk, max_offset=end, min_one_batch=True).read_bytes()
+            try:
+                region, _ = part.read(offset, chunk, True, end)
+            except PartitionError as exc:
+                raise AppendError(exc.code, str(exc)) from exc
+            data = region.read_bytes() if region is not None else b""
             if not data:
                 return
             next_offset = offset
@@ -165,11 +168,6 @@ class InternalTopicLog:
                 return
             offset = next_offset
             await asyncio.sleep(0)  # requests for other partitions are served in between
-
-    # -- partition access -------------------------------------------------------------
-    def _partition_log(self, partition: int) -> Log | None:
-        part = self.broker.replica_manager.get(self.name, partition)
-        return None if part is None else part.log
 
 
 class BrokerTopicMetadata:

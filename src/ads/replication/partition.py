@@ -1,8 +1,12 @@
 """One partition replica on this broker: its log, leader epoch, ISR and high watermark.
 
-The leader validates and appends produced batches and serves reads; a follower (made one by
-`ReplicaManager.become_follower`) refuses both with NOT_LEADER_OR_FOLLOWER and copies the
-leader's batches instead (`append_replicated`, fed by `ads.replication.fetcher`).
+The leader appends (`append`, reached only through `ReplicaManager.append_records`) and
+serves reads; a follower (made one by `ReplicaManager.become_follower`) refuses both with
+NOT_LEADER_OR_FOLLOWER and copies the leader's batches instead (`append_replicated`, fed by
+`ads.replication.fetcher`). `append` validates by origin: a producer's batch (CLIENT) as
+described below, a batch this broker built (COORDINATOR: a coordinator's records, or a
+transaction marker) only for its size; with acks=all, `min.insync.replicas` is checked
+whatever the origin.
 
 Invariants (docs/replication.md):
 - The high watermark is the smallest log end offset over the in-sync replicas, advanced only
@@ -19,10 +23,13 @@ Invariants (docs/replication.md):
   smaller than the recorded one that a new leader is chosen from.
 
 Transactions: a transactional batch is appended like any other (the produce handler has
-checked it belongs to its producer's ongoing transaction, `ads.broker.txn_verify`);
-`append_marker` writes a COMMIT or ABORT marker (WriteTxnMarkers), `last_stable_offset` and
-`aborted_transactions` serve read_committed fetches (`ads.storage.transactions`), and
-`append_internal` takes a coordinator's own batches.
+checked it belongs to its producer's ongoing transaction, `ads.broker.txn_verify`; when the
+coordinator was asked over the network, the `VerificationGuard` left in the producer state
+must still be there, or a marker ended the transaction meanwhile and the append is
+INVALID_TXN_STATE). A COORDINATOR control batch is a COMMIT or ABORT marker
+(`ads.storage.transactions.append_marker_batch`). `last_stable_offset` and
+`aborted_transactions` serve read_committed fetches; the last stable offset stays below a
+transaction until its marker is below the high watermark.
 
 The produce path does per-batch work only: `validate_batches` reads each batch header and
 runs one C CRC32C over it; the log patches base offsets in place and appends the bytes.
@@ -52,6 +59,7 @@ from ads.records.errors import (
 from ads.records.recompress import recompress_batch, target_codec
 from ads.storage.config import LONG_MAX, LogConfig
 from ads.storage.errors import StorageError
+from ads.storage.producer_state import ProducerStateEntry
 from ads.storage.producer_state import VerificationGuard as VerificationGuard
 from ads.storage.transactions import append_marker_batch, collect_aborted, last_stable_offset
 
@@ -391,7 +399,7 @@ class Partition:
         (KIP-101/279): cut it where both agree. Where this log's largest epoch up to
         `leader_epoch` is an older one, it is cut at that epoch's end and the next fetch
         finds out whether that is far enough (Kafka's rule)."""
-        epoch, end = self.log.end_offset_for_epoch(leader_epoch)
+        epoch, end = self.end_offset_for_epoch(leader_epoch)
         if leader_end_offset < 0:  # the leader knows no end: keep what is committed
             target = self.log.high_watermark
         elif epoch < 0:  # this log knows no epoch that old: keep what the leader keeps
@@ -420,6 +428,32 @@ class Partition:
         # Like Kafka, one fetch reads from one segment; the consumer continues after it.
         region = result.regions[0]
         return region, region.length
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
+        """``(offset, timestamp, leader epoch)`` of the first record at or after
+        `timestamp` (None: none); a stored batch that does not decode is this partition's
+        error."""
+        try:
+            return self.log.fetch_offset_by_timestamp(timestamp)
+        except StorageError as exc:
+            raise PartitionError.of(exc) from exc
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """``(epoch, end offset)`` of the largest epoch up to `leader_epoch` (KIP-101)."""
+        return self.log.end_offset_for_epoch(leader_epoch)
+
+    @property
+    def active_producers(self) -> list[ProducerStateEntry]:
+        """The producer state of this replica (DescribeProducers)."""
+        return list(self.log.producer_state.producers.values())
+
+    @property
+    def size_bytes(self) -> int:
+        return self.log.size_bytes
+
+    @property
+    def num_segments(self) -> int:
+        return self.log.num_segments
 
     def delete_records(self, offset: int) -> int:
         """DeleteRecords: offset -1 means the high watermark; returns the new log start."""

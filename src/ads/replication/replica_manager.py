@@ -3,11 +3,16 @@
 Handlers reach partitions only through it (Kafka's ReplicaManager):
 
 - `partition(topic, index)` for a partition this broker leads: UNKNOWN_TOPIC_OR_PARTITION
-  when it has no replica of it, NOT_LEADER_OR_FOLLOWER when another broker leads it;
-  `apply` runs a per-partition step of a request and turns its PartitionError into the code.
-- `append` (produce) validates and appends one partition's batch; `wait_for_commit` parks an
-  acks=all request in the produce purgatory until the high watermark passes what it appended
-  (answers at once when it already has, as always on one broker).
+  when it has no replica of it, NOT_LEADER_OR_FOLLOWER when another broker leads it.
+- `append_records` is the one append path for every write a leader makes: producers'
+  batches (origin CLIENT), coordinators' records and transaction markers (COORDINATOR),
+  each validated as its origin requires; with acks=all the result waits in the produce
+  purgatory until the high watermark passes what it appended (`Appended.pending`, None
+  when it already has, as always on one broker). A marker is committed like data.
+- `offset_for_timestamp`, `end_offset_for_epoch`, `active_producers`, `delete_records`:
+  the partition queries of ListOffsets, OffsetForLeaderEpoch, DescribeProducers and
+  DeleteRecords. Handlers never reach a partition's log: errors come as `PartitionError`
+  with the Kafka code (storage and record errors mapped once, in `PartitionError.of`).
 - `fetch` reads what a fetch asks for (one segment's file region per partition, never a
   copy) and, with fewer than `min_bytes` found, waits in the fetch purgatory until an append
   or its deadline.
@@ -54,6 +59,7 @@ if TYPE_CHECKING:
     from ads.storage.config import LogConfig
     from ads.storage.files import FileRegion
     from ads.storage.log import Log
+    from ads.storage.producer_state import ProducerStateEntry
     from ads.storage.txn_index import AbortedTxn
 
 log = logging.getLogger("ads.replication")
@@ -189,15 +195,36 @@ class ReplicaManager:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return part
 
-    def apply(self, topic: str, index: int, step: Callable[[Partition], None],
-              any_replica: bool = False) -> ErrorCode:
-        """Runs `step` on the partition this broker leads (or holds at all, with
-        `any_replica`); returns the error it met."""
-        try:
-            step(self._replica(topic, index) if any_replica else self.partition(topic, index))
-        except PartitionError as exc:
-            return exc.code
-        return ErrorCode.NONE
+    def replica(self, topic: str, index: int) -> Partition:
+        """This broker's replica of the partition, leader or follower; PartitionError
+        UNKNOWN_TOPIC_OR_PARTITION without one."""
+        return self._replica(topic, index)
+
+    # -- queries (ListOffsets, OffsetForLeaderEpoch, DescribeProducers, DeleteRecords) ---
+    def offset_for_timestamp(self, topic: str, index: int, timestamp: int,
+                             current_leader_epoch: int = -1, any_replica: bool = False
+                             ) -> tuple[int, int, int] | None:
+        """ListOffsets by timestamp on the leader (any replica for Kafka's debugging
+        replica id): ``(offset, timestamp, leader epoch)`` or None."""
+        part = self._replica(topic, index) if any_replica else self.partition(topic, index)
+        part.check_leader_epoch(current_leader_epoch)
+        return part.offset_for_timestamp(timestamp)
+
+    def end_offset_for_epoch(self, topic: str, index: int, leader_epoch: int,
+                             current_leader_epoch: int = -1) -> tuple[int, int]:
+        """OffsetForLeaderEpoch on the leader: ``(epoch, end offset)``."""
+        part = self.partition(topic, index)
+        part.check_leader_epoch(current_leader_epoch)
+        return part.end_offset_for_epoch(leader_epoch)
+
+    def active_producers(self, topic: str, index: int) -> list[ProducerStateEntry]:
+        """DescribeProducers on any replica, as in Kafka (tools may ask a given broker)."""
+        return self._replica(topic, index).active_producers
+
+    def delete_records(self, topic: str, index: int, offset: int) -> int:
+        """DeleteRecords on the leader: offset -1 is the high watermark; returns the new
+        log start offset."""
+        return self.partition(topic, index).delete_records(offset)
 
     def add_partition(self, topic: str, topic_id: uuid.UUID, index: int, log: Log,
                       leader_epoch: int, config: LogConfig, leader: bool = True) -> Partition:

@@ -12,27 +12,37 @@ after the target, as Kafka does. Replica id -2 (Kafka's debugging id, used by
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ads.broker import permissions as P
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.metadata.acl import CLUSTER_NAME
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
-from ads.replication.partition import Partition, PartitionError
-from ads.storage.errors import StorageError
+from ads.replication.partition import PartitionError
+
+if TYPE_CHECKING:
+    from ads.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger("ads.broker")
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
 CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID = -1, -2
 LR = m.ListOffsetsResponse
+LP = m.ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition
 
 
-def _list_one(part: Partition, timestamp: int, read_committed: bool | None
-              ) -> tuple[int, int, int]:
+def _list_one(replicas: ReplicaManager, topic: str, p: LP, version: int,
+              read_committed: bool | None, any_replica: bool) -> tuple[int, int, int]:
     """Returns (timestamp, offset, leader_epoch) for a ListOffsets lookup; `read_committed`
     None: not a client's request, latest is the log end offset."""
+    index, timestamp = p.partition_index, p.timestamp
+    part = replicas.replica(topic, index) if any_replica else replicas.partition(topic, index)
+    if timestamp < EARLIEST_PENDING_UPLOAD or (timestamp == MAX_TIMESTAMP and version < 7):
+        raise PartitionError(ErrorCode.UNSUPPORTED_VERSION,
+                             f"ListOffsets v{version} with timestamp {timestamp}")
+    if version >= 4:
+        part.check_leader_epoch(p.current_leader_epoch)
     epoch = part.leader_epoch
     if timestamp == LATEST:
         if read_committed is None:
@@ -43,13 +53,12 @@ def _list_one(part: Partition, timestamp: int, read_committed: bool | None
     if timestamp == EARLIEST_PENDING_UPLOAD:
         return -1, -1, -1
     try:
-        found = part.log.fetch_offset_by_timestamp(timestamp)
-    except StorageError as exc:
+        found = replicas.offset_for_timestamp(topic, index, timestamp, any_replica=any_replica)
+    except PartitionError as exc:
         # A stored batch the lookup must read inside does not decode (a decompression bomb
         # is stored as produced): this partition's answer fails, as Kafka's would.
-        log.warning("ListOffsets on %s-%d by timestamp %d: %s", part.topic, part.index,
-                    timestamp, exc)
-        raise PartitionError(ErrorCode[exc.kafka_error], str(exc)) from exc
+        log.warning("ListOffsets on %s-%d by timestamp %d: %s", topic, index, timestamp, exc)
+        raise
     if found is None:
         return -1, -1, -1
     offset, ts, leader_epoch = found
@@ -75,19 +84,16 @@ def handle_list_offsets(ctx: RequestContext, req: m.ListOffsetsRequest) -> m.Lis
             resp = LR.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
                 partition_index=p.partition_index, error_code=ErrorCode.NONE,
                 timestamp=-1, offset=-1, leader_epoch=-1)
-            def fill(part: Partition, p: Any = p, resp: Any = resp) -> None:
-                if p.timestamp < EARLIEST_PENDING_UPLOAD or (
-                        p.timestamp == MAX_TIMESTAMP and ctx.api_version < 7):
-                    ctx.refused(f"ListOffsets v{ctx.api_version} with timestamp "
-                                f"{p.timestamp}: not supported (UNSUPPORTED_VERSION)")
-                    raise PartitionError(ErrorCode.UNSUPPORTED_VERSION)
-                if ctx.api_version >= 4:
-                    part.check_leader_epoch(p.current_leader_epoch)
-                resp.timestamp, resp.offset, resp.leader_epoch = _list_one(
-                    part, p.timestamp, read_committed)
-
-            resp.error_code = (replicas.apply(t.name, p.partition_index, fill, any_replica)
-                               if t.name not in denied else P.DESCRIBE_TOPIC.error)
+            if t.name in denied:
+                resp.error_code = P.DESCRIBE_TOPIC.error
+            else:
+                try:
+                    resp.timestamp, resp.offset, resp.leader_epoch = _list_one(
+                        replicas, t.name, p, ctx.api_version, read_committed, any_replica)
+                except PartitionError as exc:
+                    if exc.code is ErrorCode.UNSUPPORTED_VERSION:
+                        ctx.refused(f"{exc.message}: not supported (UNSUPPORTED_VERSION)")
+                    resp.error_code = exc.code
             parts.append(resp)
         topics.append(LR.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return m.ListOffsetsResponse(throttle_time_ms=0, topics=topics)
@@ -106,13 +112,14 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, req: m.OffsetForLeaderEp
         for p in t.partitions:
             resp = R.OffsetForLeaderTopicResult.EpochEndOffset(
                 partition=p.partition, error_code=ErrorCode.NONE, leader_epoch=-1, end_offset=-1)
-            def fill(part: Partition, p: Any = p, resp: Any = resp) -> None:
-                part.check_leader_epoch(p.current_leader_epoch)
-                resp.leader_epoch, resp.end_offset = part.log.end_offset_for_epoch(
-                    p.leader_epoch)
-
-            resp.error_code = (replicas.apply(t.topic, p.partition, fill)
-                               if t.topic not in denied else P.DESCRIBE_TOPIC.error)
+            if t.topic in denied:
+                resp.error_code = P.DESCRIBE_TOPIC.error
+            else:
+                try:
+                    resp.leader_epoch, resp.end_offset = replicas.end_offset_for_epoch(
+                        t.topic, p.partition, p.leader_epoch, p.current_leader_epoch)
+                except PartitionError as exc:
+                    resp.error_code = exc.code
             parts.append(resp)
         topics.append(R.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
     return m.OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
@@ -129,11 +136,14 @@ def handle_delete_records(ctx: RequestContext, req: m.DeleteRecordsRequest
         for p in t.partitions:
             resp = R.DeleteRecordsTopicResult.DeleteRecordsPartitionResult(
                 partition_index=p.partition_index, low_watermark=-1, error_code=ErrorCode.NONE)
-            def fill(part: Partition, p: Any = p, resp: Any = resp) -> None:
-                resp.low_watermark = part.delete_records(p.offset)
-
-            resp.error_code = (replicas.apply(t.name, p.partition_index, fill)
-                               if t.name not in denied else P.DELETE_RECORDS.error)
+            if t.name in denied:
+                resp.error_code = P.DELETE_RECORDS.error
+            else:
+                try:
+                    resp.low_watermark = replicas.delete_records(t.name, p.partition_index,
+                                                                 p.offset)
+                except PartitionError as exc:
+                    resp.error_code = exc.code
             parts.append(resp)
         topics.append(R.DeleteRecordsTopicResult(name=t.name, partitions=parts))
     return m.DeleteRecordsResponse(throttle_time_ms=0, topics=topics)

@@ -43,6 +43,7 @@ from ads.metadata.acl import CLUSTER_NAME
 from ads.metadata.model import INTERNAL_TOPICS
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
+from ads.replication.partition import PartitionError
 
 APR = m.AddPartitionsToTxnResponse
 
@@ -168,14 +169,14 @@ def handle_describe_producers(ctx: RequestContext, req: m.DescribeProducersReque
         parts = []
         allowed = ctx.authorize(rule.resource, t.name, rule.operation)
         for index in t.partition_indexes:
-            part = ctx.broker.replica_manager.get(t.name, index) if allowed else None
             if not allowed:
                 parts.append(PR(partition_index=index, error_code=rule.error,
                                 error_message=None, active_producers=[]))
                 continue
-            if part is None:
-                parts.append(PR(partition_index=index,
-                                error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            try:
+                active = ctx.broker.replica_manager.active_producers(t.name, index)
+            except PartitionError as exc:
+                parts.append(PR(partition_index=index, error_code=exc.code,
                                 error_message=None, active_producers=[]))
                 continue
             producers = [PR.ProducerState(
@@ -184,7 +185,7 @@ def handle_describe_producers(ctx: RequestContext, req: m.DescribeProducersReque
                 coordinator_epoch=e.coordinator_epoch,
                 current_txn_start_offset=(-1 if e.current_txn_first_offset is None
                                           else e.current_txn_first_offset))
-                for e in part.log.producer_state.producers.values()]
+                for e in active]
             parts.append(PR(partition_index=index, error_code=ErrorCode.NONE,
                             error_message=None, active_producers=producers))
         topics.append(TR(name=t.name, partitions=parts))

@@ -2,7 +2,7 @@
 
 Everything here runs on the broker's event loop (the HTTP server's handlers do), which owns
 the replica manager, the coordinators and the metadata view; nothing is changed. Partitions
-are read through their public attributes (`Partition.log`, `isr`, `is_leader`, the offsets);
+are read through their public attributes (`size_bytes`, `isr`, `is_leader`, the offsets);
 groups through the group coordinator's listing and offset fetch, as OffsetFetch does.
 """
 
@@ -82,10 +82,9 @@ def partitions(broker: BrokerContext, topic: str | None = None) -> list[Partitio
                 out.append(PartitionView(name, p.partition, p.leader, tuple(p.replicas),
                                          tuple(p.isr), node in p.replicas, False))
                 continue
-            plog = part.log
             out.append(PartitionView(
                 name, p.partition, p.leader, tuple(p.replicas), tuple(p.isr), True,
-                part.is_leader, plog.size_bytes, plog.num_segments, part.log_start_offset,
+                part.is_leader, part.size_bytes, part.num_segments, part.log_start_offset,
                 part.log_end_offset, part.high_watermark))
     return out
 

@@ -50,7 +50,10 @@ def read_records(broker: BrokerContext, topic: str, partition: int, count: int,
     if offset is not None:
         start = offset
     elif timestamp is not None:
-        found = part.log.fetch_offset_by_timestamp(timestamp)
+        try:
+            found = part.offset_for_timestamp(timestamp)
+        except PartitionError as exc:
+            raise RecordsUnavailableError(f"{topic}-{partition}: {exc.code.name}") from exc
         start = found[0] if found is not None else hw
     else:
         start = hw - count
