@@ -126,13 +126,15 @@ def test_transactions_failover_marker_committed_on_every_replica(
         os.kill(paused.pid, signal.SIGCONT)
     c.wait_for(lambda: partition_state(c, "eo", 0)["leader"] == follower, "F leads eo",
                timeout_s=60)
-    # F alone is below min.insync.replicas: the marker waits for L to return.
+    # F alone is below min.insync.replicas: the coordinator's marker is refused until L
+    # returns, and sent again.
+    c.wait_for(lambda: "on eo-0 not committed: NOT_ENOUGH_REPLICAS" in c.brokers[follower].log(),
+               "the marker refused on F", timeout_s=60)
     c.brokers[leader].start()
 
     c.wait_for(lambda: _producer_txn_start(
         c.brokers[partition_state(c, "eo", 0)["leader"]].bootstrap, "eo") == -1,
         "the transaction ended on the new leader", timeout_s=90)
-    assert "on eo-0 not committed: NOT_ENOUGH_REPLICAS" in c.brokers[follower].log()
     p.begin_transaction()
     p.produce("eo", value=b"after", partition=0)
     p.commit_transaction(60)
