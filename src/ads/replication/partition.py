@@ -229,6 +229,7 @@ class Partition:
             before_max_ms=config.timestamp_before_max_ms,
             after_max_ms=config.timestamp_after_max_ms)
         self._codec = target_codec(config.compression_type)  # None: keep the producer's
+        self._log_append_time = config.message_timestamp_type == "LogAppendTime"
         # With Kafka's defaults only a batch claiming LogAppendTime needs `must_scan`.
         self._may_refuse = config.compact or (
             config.timestamp_before_max_ms < LONG_MAX or config.timestamp_after_max_ms < LONG_MAX)
@@ -277,20 +278,21 @@ class Partition:
         origin: a marker or a coordinator record is committed like data."""
         if records is None or len(records) == 0:
             raise PartitionError(ErrorCode.CORRUPT_MESSAGE, "produce request without records")
-        if origin is AppendOrigin.CLIENT:
-            records, headers = self._validate_client(memoryview(records), now_ms)
+        client = origin is AppendOrigin.CLIENT
+        if client:
+            records, headers = self._validate_client(
+                records if isinstance(records, memoryview) else memoryview(records), now_ms)
         else:
             headers = self._validate_coordinator(records)
         if required_acks == -1 and len(self.isr) < self.config.min_insync_replicas:
             raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS)
         try:
-            if headers[0][1].is_control:
+            if not client and headers[0][1].is_control:
                 info = append_marker_batch(self.log, records, self.leader_epoch, now_ms)
             else:
                 info = self.log.append(
                     records, headers, leader_epoch=self.leader_epoch, now_ms=now_ms,
-                    log_append_time=(origin is AppendOrigin.CLIENT
-                                     and self.config.message_timestamp_type == "LogAppendTime"))
+                    log_append_time=client and self._log_append_time)
         except (StorageError, RecordError) as exc:
             raise PartitionError.of(exc) from exc
         return ProduceResult(info.first_offset, info.log_append_time_ms, info.log_start_offset,
