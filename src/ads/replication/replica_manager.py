@@ -371,12 +371,14 @@ class ReplicaManager:
         results: dict[PartitionKey, ProduceResult | PartitionError] = {}
         waiting: dict[PartitionKey, tuple[Partition, int]] = {}
         now_ms = self.clock.time_ms()
+        partitions = self._partitions
         for key, records in entries.items():
             try:
-                part = self.partition(*key)
-                guard = guards.get(key) if guards else None
-                if guard is not None:
-                    part.check_verification(guard)
+                part = partitions.get(key)
+                if part is None or not part.is_leader:
+                    part = self.partition(*key)  # raises the partition's error
+                if guards and key in guards:
+                    part.check_verification(guards[key])
                 result = part.append(records, origin, required_acks, now_ms)
             except PartitionError as exc:
                 results[key] = exc

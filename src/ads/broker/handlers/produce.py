@@ -137,9 +137,16 @@ def _append(ctx: RequestContext, req: m.ProduceRequest,
     rule = P.PRODUCE_TOPIC
     entries: dict[tuple[str, int], memoryview | None] = {}
     refused: dict[tuple[str, int], PartResp] = {}
+    # The common case (a current client's batch, not transactional, to a topic it may
+    # write) is told apart with a few comparisons; `_refusal` sorts out the rest.
+    plain = ctx.api_version >= 3 and req.acks in (0, 1, -1)
     for td in req.topic_data:
         writable = ctx.authorize(rule.resource, td.name, rule.operation)
+        ordinary = plain and writable and td.name not in INTERNAL_TOPICS
         for pd in td.partition_data:
+            if ordinary and not txn_verify.is_transactional(pd.records):
+                entries[(td.name, pd.index)] = pd.records
+                continue
             resp = _refusal(ctx, req, writable, td.name, pd, verdicts)
             if resp is None:
                 entries[(td.name, pd.index)] = pd.records
