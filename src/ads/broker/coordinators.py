@@ -148,9 +148,10 @@ def become_follower(broker: BrokerContext, topic: str, partition: int,
 
 
 def leadership_changed(broker: BrokerContext, topic: str, partition: int, leader: bool,
-                       leader_epoch: int) -> None:
-    """The replica manager's listener: leadership of a partition moved to or from here."""
-    if leader:
+                       leader_epoch: int | None) -> None:
+    """The replica manager's listener: leadership of a partition moved to or from here
+    (epoch None: the replica is gone)."""
+    if leader and leader_epoch is not None:
         become_leader(broker, topic, partition, leader_epoch)
     else:
         become_follower(broker, topic, partition, leader_epoch)

@@ -34,6 +34,7 @@ from ads.broker.quotas import ClientQuotas
 from ads.broker.settings import cleaner_config_from, fetcher_config, log_config_from
 from ads.broker.shutdown import controlled_shutdown
 from ads.common.clock import Clock, SystemClock
+from ads.common.tasks import TaskSet
 from ads.controller.controller import Controller
 from ads.metadata.acl import AclStore
 from ads.metadata.acl_stores import acl_store_for
@@ -119,6 +120,7 @@ class Broker:
             scheduler=self._run_later, file_io=file_io)
         self.replica_manager = ReplicaManager(self.node_id, self._known_partition, self.clock)
         self.replica_manager.isr_writer = self.metadata.update_isr
+        self.replica_manager.logs = self.log_manager
         self.fetchers: ReplicaFetcherManager | None = None
         self.metrics = BrokerMetrics()
         self.quotas = ClientQuotas(config.get_int("quota.window.num"),
@@ -148,7 +150,7 @@ class Broker:
         self.log_cleaner: LogCleaner | None = None
         self.endpoint = BrokerEndpoint(self.node_id, "127.0.0.1", 0)
         self.bound_address = ("", 0)
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks = TaskSet(log)  # the scheduled jobs, cancelled when the broker stops
         # Metadata's per-topic response entries (handlers/metadata.py), by topic name.
         self.metadata_entries: TopicCache[MetadataResponse.MetadataResponseTopic] = TopicCache(
             lambda: self.metadata.version)
@@ -218,8 +220,7 @@ class Broker:
             await self._close_listeners()
             if self.ops_http is not None:
                 await self.ops_http.stop()
-            for task in self._tasks:
-                task.cancel()
+            self._tasks.cancel()
             coordinators.stop(self, self.coordinator_deadlines)
             self.log_manager.shutdown()
             self.metadata.close()
@@ -290,9 +291,10 @@ class Broker:
             await self.ops_http.stop()
         await asyncio.gather(*(listener.drain(grace_s=5.0) for listener in self.listeners))
         self.connection_limits.stop()
-        for task in [*self._tasks, *self._opening.values()]:
+        for task in self._opening.values():
             task.cancel()
-        await asyncio.gather(*self._tasks, *self._opening.values(), return_exceptions=True)
+        await self._tasks.close()
+        await asyncio.gather(*self._opening.values(), return_exceptions=True)
         coordinators.stop(self, self.coordinator_deadlines)
         await self.txn_requests.close()
         if self.controller is not None:
@@ -310,9 +312,11 @@ class Broker:
             listener.stop_accepting()
         await asyncio.gather(*(listener.drain(grace_s=0.0) for listener in self.listeners))
 
-    def spawn(self, work: Coroutine[object, object, None]) -> None:
-        """Runs `work` on the broker's loop; it is cancelled when the broker stops."""
-        self._tasks.append(asyncio.ensure_future(work))
+    def spawn(self, work: Coroutine[object, object, None], what: str = "a background job"
+              ) -> None:
+        """Runs `work` on the broker's loop (a failure is logged); it is cancelled when the
+        broker stops."""
+        self._tasks.spawn(work, what)
 
     def schedule(self, name: str, interval_ms: int, job: Callable[[], object],
                  off_loop: bool = False) -> None:
@@ -332,7 +336,7 @@ class Broker:
                 except Exception:
                     log.exception("background job %s failed", name)
 
-        self.spawn(loop())
+        self.spawn(loop(), f"background job {name}")
 
     def _run_later(self, delay_ms: int, job: Callable[[], None]) -> None:
         """The logs' scheduler: runs `job` in a worker thread after `delay_ms` (the fsync
@@ -387,10 +391,7 @@ class Broker:
         return {part.topic for part in self.replica_manager}
 
     def _drop_topic(self, name: str) -> None:
-        for part in [p for p in self.replica_manager if p.topic == name]:
-            self.replica_manager.remove_partition(name, part.index)
-            self.log_manager.delete_log(name, part.index)
-            coordinators.become_follower(self, name, part.index)
+        self.replica_manager.drop_topic(name)
         self.metrics.forget_topic(name)
         self._deprecated_warned = {w for w in self._deprecated_warned if w[0] != name}
         log.info("deleted topic %s", name)
@@ -405,34 +406,8 @@ class Broker:
                             key, topic.configs[key], topic.name, reason)
 
     def _open_partitions(self, topic: TopicState) -> None:
-        """Serves this broker's replicas of the topic (files made already, or made here)
-        and gives each the role its partition state names."""
-        cfg = self.topic_log_config(topic)
-        rm = self.replica_manager
-        for p in topic.partitions:
-            part = rm.get(topic.name, p.partition)
-            if self.node_id not in p.replicas:
-                if part is not None:  # moved to other brokers
-                    rm.remove_partition(topic.name, p.partition)
-                    self.log_manager.delete_log(topic.name, p.partition)
-                continue
-            if part is None:
-                plog = self.log_manager.create_log(topic.name, p.partition, cfg)
-                part = rm.add_partition(topic.name, topic.topic_id, p.partition, plog,
-                                        max(p.leader_epoch, 0), cfg, leader=False)
-            if p.leader_epoch < 0:
-                continue  # no leader elected yet
-            leads = p.leader == self.node_id and not self.metadata.fenced
-            if leads and (not part.is_leader or part.leader_epoch < p.leader_epoch):
-                rm.become_leader(topic.name, p.partition, p.leader_epoch, p.isr, p.replicas)
-            elif leads:
-                rm.update_isr(topic.name, p.partition, p.leader_epoch, p.isr, p.replicas)
-            elif (part.is_leader or part.leader_epoch < p.leader_epoch
-                  or part.leader_id != p.leader):
-                # A fenced broker follows nobody until its registration is back.
-                leader = -1 if self.metadata.fenced else p.leader
-                rm.become_follower(topic.name, p.partition,
-                                   max(p.leader_epoch, part.leader_epoch), leader)
+        self.replica_manager.apply_topic(topic, self.topic_log_config(topic),
+                                         self.metadata.fenced)
 
     async def record_topic(self, name: str, num_partitions: int, configs: dict[str, str],
                            replication_factor: int = 1,

@@ -16,6 +16,9 @@ Handlers reach partitions only through it (Kafka's ReplicaManager):
 - `fetch` reads what a fetch asks for (one segment's file region per partition, never a
   copy) and, with fewer than `min_bytes` found, waits in the fetch purgatory until an append
   or its deadline.
+- `apply_topic`, `drop_topic`: metadata changes applied in one place: replicas opened
+  (their logs made in the `logs` store), led, followed, and dropped with their logs; the
+  leadership listeners (the coordinators of internal topics) hear of each change.
 - `add_partition`, `remove_partition`, `update_config`: the partitions the broker serves.
 - `become_leader`, `become_follower`: leadership changes; what waits on the partition wakes
   and `on_leadership_change` listeners (the coordinators of internal topics) hear of it.
@@ -43,6 +46,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ads.common.clock import Clock, SystemClock
+from ads.common.tasks import TaskSet
 from ads.protocol.errors import ErrorCode
 from ads.replication.partition import (
     AppendOrigin,
@@ -56,6 +60,7 @@ from ads.replication.purgatory import DelayedFetch, DelayedProduce, PartitionKey
 if TYPE_CHECKING:
     import uuid
 
+    from ads.metadata.model import PartitionState, TopicState
     from ads.storage.config import LogConfig
     from ads.storage.files import FileRegion
     from ads.storage.log import Log
@@ -64,9 +69,19 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ads.replication")
 
-LeadershipListener = Callable[[str, int, bool, int], None]
+# (topic, index, now leads, leader epoch: None when the replica is gone from this broker)
+LeadershipListener = Callable[[str, int, bool, int | None], None]
 # (topic, index, leader epoch, new ISR) -> whether the store recorded it.
 IsrWriter = Callable[[str, int, int, list[int]], Awaitable[bool]]
+
+
+class LogStore(Protocol):
+    """Where partitions' logs are made and deleted: the log manager (`ads.storage.manager`)."""
+
+    def create_log(self, topic: str, partition: int, config: LogConfig | None = None
+                   ) -> Log: ...
+
+    def delete_log(self, topic: str, partition: int) -> None: ...
 
 
 class FollowedPartitions(Protocol):
@@ -170,7 +185,8 @@ class ReplicaManager:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.fetchers: FollowedPartitions | None = None
-        self._isr_tasks: set[asyncio.Task[None]] = set()
+        self.logs: LogStore | None = None  # set by the broker; `apply_topic` makes logs there
+        self._isr_writes = TaskSet(log)
 
     # -- the partitions ------------------------------------------------------------------
     def get(self, topic: str, index: int) -> Partition | None:
@@ -239,11 +255,58 @@ class ReplicaManager:
         return part
 
     def remove_partition(self, topic: str, index: int) -> None:
-        """The partition is deleted: whatever waits on it answers now."""
+        """The partition is deleted: whatever waits on it answers now, and the leadership
+        listeners hear that it is gone (leader epoch None)."""
         if self._partitions.pop((topic, index), None) is not None:
             if self.fetchers is not None:
                 self.fetchers.unfollow((topic, index))
             self._wake((topic, index))
+            for listener in self._listeners:
+                listener(topic, index, False, None)
+
+    # -- metadata changes, applied in one place ---------------------------------------------
+    def apply_topic(self, topic: TopicState, config: LogConfig, fenced: bool) -> None:
+        """Serves this broker's replicas of the topic, in the role each partition's state
+        names: a replica new here gets its log (`logs`), one moved to other brokers is
+        dropped with its log, and each leads or follows from the state's leader epoch. A
+        `fenced` broker (its registration lost) leads nothing and follows nobody."""
+        for p in topic.partitions:
+            part = self._partitions.get((topic.name, p.partition))
+            if self.node_id not in p.replicas:
+                if part is not None:  # moved to other brokers
+                    self._drop(topic.name, p.partition)
+                continue
+            if part is None:
+                assert self.logs is not None, "the broker sets the log store"
+                plog = self.logs.create_log(topic.name, p.partition, config)
+                part = self.add_partition(topic.name, topic.topic_id, p.partition, plog,
+                                          max(p.leader_epoch, 0), config, leader=False)
+            if p.leader_epoch >= 0:  # else no leader is elected yet
+                self._apply_role(part, p, fenced)
+
+    def _apply_role(self, part: Partition, state: PartitionState, fenced: bool) -> None:
+        leads = state.leader == self.node_id and not fenced
+        if leads and (not part.is_leader or part.leader_epoch < state.leader_epoch):
+            self.become_leader(part.topic, part.index, state.leader_epoch, state.isr,
+                               state.replicas)
+        elif leads:
+            self.update_isr(part.topic, part.index, state.leader_epoch, state.isr,
+                            state.replicas)
+        elif (part.is_leader or part.leader_epoch < state.leader_epoch
+              or part.leader_id != state.leader):
+            self.become_follower(part.topic, part.index,
+                                 max(state.leader_epoch, part.leader_epoch),
+                                 -1 if fenced else state.leader)
+
+    def drop_topic(self, name: str) -> None:
+        """The topic is deleted: its partitions here go, with their logs."""
+        for part in [p for p in self._partitions.values() if p.topic == name]:
+            self._drop(name, part.index)
+
+    def _drop(self, topic: str, index: int) -> None:
+        self.remove_partition(topic, index)
+        if self.logs is not None:
+            self.logs.delete_log(topic, index)
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         for part in self._partitions.values():
@@ -251,7 +314,8 @@ class ReplicaManager:
                 part.config = config
 
     def add_leadership_listener(self, listener: LeadershipListener) -> None:
-        """`listener(topic, index, is_leader, leader_epoch)` hears every leadership change."""
+        """`listener(topic, index, is_leader, leader_epoch)` hears every leadership change,
+        and a replica's removal (not leader, epoch None)."""
         self._listeners.append(listener)
 
     def become_leader(self, topic: str, index: int, leader_epoch: int,
@@ -343,9 +407,7 @@ class ReplicaManager:
                     self.isr_expands += 1
                 self.update_isr(part.topic, part.index, epoch, isr)
 
-        task = asyncio.ensure_future(record())
-        self._isr_tasks.add(task)
-        task.add_done_callback(self._isr_tasks.discard)
+        self._isr_writes.spawn(record(), f"recording the ISR of {part.topic}-{part.index}")
 
     def _replica(self, topic: str, index: int) -> Partition:
         part = self._partitions.get((topic, index))

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ads.common.clock import Clock
+from ads.common.tasks import TaskSet
 from ads.coordinator.runtime import CoordinatorRuntime, Write
 from ads.coordinator.timer import Timers
 from ads.coordinator.topic import InternalTopic, TopicMetadata
@@ -83,7 +84,7 @@ class TransactionCoordinator:
         self.markers = markers
         self.runtime: CoordinatorRuntime[TxnShard] = CoordinatorRuntime(
             topic, clock, self._new_shard)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._marker_tasks = TaskSet(log)
         # Completed transactions, counted by the shards (for /metrics)
         self.counts = TxnCounts()
 
@@ -213,9 +214,8 @@ class TransactionCoordinator:
 
     # -- markers -------------------------------------------------------------------------
     def _send_markers(self, partition: int, meta: TransactionMetadata) -> None:
-        task = asyncio.ensure_future(self._markers(partition, meta))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._marker_tasks.spawn(self._markers(partition, meta),
+                                 f"writing the markers of {meta.transactional_id!r}")
 
     async def _markers(self, partition: int, meta: TransactionMetadata) -> None:
         commit = meta.state is TxnState.PREPARE_COMMIT
@@ -256,5 +256,4 @@ class TransactionCoordinator:
 
     def shutdown(self) -> None:
         self.runtime.shutdown()
-        for task in list(self._tasks):
-            task.cancel()
+        self._marker_tasks.cancel()
