@@ -76,7 +76,9 @@ async def test_replica_manager_unknown_partition_codes(tmp_path: Path, logs: lis
     result = rm.fetch(_fetch(topic="nope"), PARAMS)
     assert isinstance(result, FetchResult)
     assert result.reads[0].error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and result.error
-    assert rm.apply("t", 7, lambda part: None) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    with pytest.raises(PartitionError) as err:
+        rm.delete_records("t", 7, -1)
+    assert err.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 async def test_replica_manager_append_advances_high_watermark_and_reads(
