@@ -396,23 +396,10 @@ class LogSegment(SegmentReads):
             position += valid_end
             if reason:
                 break
-            want = _RECOVER_CHUNK
-            if valid_end == len(buf):
-                continue
-            rest = len(buf) - valid_end
-            if rest < LOG_OVERHEAD:
-                if position + rest < file_size:
-                    continue  # the chunk cut the length field; read on from here
-                reason = "incomplete batch header"
+            reason, want = _after_valid_prefix(buf, valid_end, file_size - position,
+                                               max_batch_bytes)
+            if reason:
                 break
-            size = _LENGTH_FIELD.unpack_from(buf, valid_end + 8)[0] + LOG_OVERHEAD
-            if size <= rest or size < BATCH_OVERHEAD or size > max_batch_bytes:
-                reason = f"invalid batch of {size} bytes (bad length, magic or CRC)"
-                break
-            if position + size > file_size:
-                reason = f"incomplete batch of {size} bytes"
-                break
-            want = size  # the chunk cut a batch: read it whole
         # Entries of markers that did not survive go; the log re-adds those it replays.
         self.txn_index.truncate_to(next_offset)
         truncated = file_size - position
@@ -544,3 +531,23 @@ class LogSegment(SegmentReads):
         self.close()
         for path in self._paths():
             path.unlink(missing_ok=True)
+
+
+def _after_valid_prefix(buf: bytes, valid_end: int, left: int,
+                        max_batch_bytes: int) -> tuple[str, int]:
+    """What follows the valid batches at the start of a chunk ``recover`` read, with ``left``
+    bytes of the file from there on: why recovery stops there, or ``""`` and how many bytes
+    to read next."""
+    rest = len(buf) - valid_end
+    if rest == 0:
+        return "", _RECOVER_CHUNK
+    if rest < LOG_OVERHEAD:
+        if rest < left:
+            return "", _RECOVER_CHUNK  # the chunk cut the length field; read on from here
+        return "incomplete batch header", 0
+    size = _LENGTH_FIELD.unpack_from(buf, valid_end + 8)[0] + LOG_OVERHEAD
+    if size <= rest or size < BATCH_OVERHEAD or size > max_batch_bytes:
+        return f"invalid batch of {size} bytes (bad length, magic or CRC)", 0
+    if size > left:
+        return f"incomplete batch of {size} bytes", 0
+    return "", size  # the chunk cut a batch: read it whole
