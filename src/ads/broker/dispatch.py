@@ -134,7 +134,8 @@ class Dispatcher:
     def api_ranges(self) -> list[tuple[int, int, int]]:
         return sorted((h.api_key, h.min_version, h.max_version) for h in self.handlers.values())
 
-    def __call__(self, frame: memoryview, conn: ConnectionInfo) -> Response | Awaitable[Response]:
+    def __call__(  # noqa: C901 - the request path in order, each branch a refusal or an outcome
+            self, frame: memoryview, conn: ConnectionInfo) -> Response | Awaitable[Response]:
         started = time.perf_counter()
         if not conn.authenticated:
             ex = conn.sasl

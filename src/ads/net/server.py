@@ -304,7 +304,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return True
 
     # -- request processing ------------------------------------------------------------
-    def _process(self) -> None:
+    def _process(self) -> None:  # noqa: C901 - hot path: each branch ends the pass its own way
         """Answer pending requests inline while handlers answer synchronously.
 
         The responses of one pass go out in one write: a client that pipelines requests
@@ -488,14 +488,15 @@ def _api_key(frame: memoryview) -> int:
 class KafkaListener:
     """Accepts connections on one host:port and hands their frames to `handler`."""
 
-    def __init__(self, handler: Handler, host: str, port: int, max_request_size: int,
-                 on_close: Callable[[ConnectionInfo], None] | None = None,
-                 on_sent: SentCallback | None = None, listener_name: str = "PLAINTEXT",
-                 security_protocol: str = "PLAINTEXT",
-                 limits: ConnectionLimits | None = None,
-                 sasl_max_receive_size: int | None = None,
-                 ssl_context: ssl.SSLContext | None = None,
-                 principal_of: PrincipalOf | None = None) -> None:
+    def __init__(  # noqa: PLR0913 - a listener's settings, the optional ones by keyword
+            self, handler: Handler, host: str, port: int, max_request_size: int,
+            on_close: Callable[[ConnectionInfo], None] | None = None,
+            on_sent: SentCallback | None = None, listener_name: str = "PLAINTEXT",
+            security_protocol: str = "PLAINTEXT",
+            limits: ConnectionLimits | None = None,
+            sasl_max_receive_size: int | None = None,
+            ssl_context: ssl.SSLContext | None = None,
+            principal_of: PrincipalOf | None = None) -> None:
         """`sasl_max_receive_size`: the frame size limit of a connection that has not
         authenticated yet (SASL listeners); `ssl_context`: the TLS listener's server context
         (None: plain TCP); `principal_of`: names the principal of a client that shows a
@@ -574,26 +575,31 @@ class KafkaListener:
             conn._close()
         # close() first flushes buffered output; a peer that stopped reading would keep its
         # socket open past the broker's loop, so it is aborted after a short wait.
-        lost = [c.lost for c in connections if not c.lost.done()]
-        if lost:
-            await asyncio.wait(lost, timeout=1.0)
-        for conn in connections:
-            if not conn.lost.done() and conn._transport is not None:
-                conn._transport.abort()
-        lost = [c.lost for c in connections if not c.lost.done()]
-        if lost:
-            await asyncio.wait(lost, timeout=1.0)
+        await _wait_lost(connections, 1.0)
+        _abort(connections)
+        await _wait_lost(connections, 1.0)
         # Connections accepted just before the listener stopped are made a loop pass or
         # two later (asyncio's accept tasks) and aborted as they are made: let them come
         # and go before the server closes (see `stop_accepting`).
         for _ in range(3):
             await asyncio.sleep(0)
         late = [c for c in self._connections if c not in connections and not c.lost.done()]
-        for conn in late:
-            if conn._transport is not None:
-                conn._transport.abort()
-        if late:
-            await asyncio.wait([c.lost for c in late], timeout=1.0)
+        _abort(late)
+        await _wait_lost(late, 1.0)
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+
+
+async def _wait_lost(connections: list[KafkaConnection], timeout_s: float) -> None:
+    """Waits up to `timeout_s` for the connections asyncio has not reported gone yet."""
+    lost = [c.lost for c in connections if not c.lost.done()]
+    if lost:
+        await asyncio.wait(lost, timeout=timeout_s)
+
+
+def _abort(connections: list[KafkaConnection]) -> None:
+    """Aborts the transports of the connections not gone yet (their unsent bytes dropped)."""
+    for conn in connections:
+        if not conn.lost.done() and conn._transport is not None:
+            conn._transport.abort()
