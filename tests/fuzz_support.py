@@ -154,34 +154,39 @@ def hostile(draw: st.DrawFn, frame: bytes) -> bytes:
             "truncate", "flip", "insert", "i32", "i16", "uvarint", "tags", "version",
             "api_key", "utf8", "duplicate"]))
         at = draw(st.integers(0, max(len(out) - 1, 0)))
-        if how == "truncate":
-            del out[at:]
-        elif how == "flip" and out:
-            out[at] = draw(st.integers(0, 255))
-        elif how == "insert":
-            out[at:at] = draw(st.binary(min_size=1, max_size=8))
-        elif how == "i32":
-            out[at:at + 4] = struct.pack(">i", draw(st.sampled_from(_HOSTILE_I32)))
-        elif how == "i16":
-            out[at:at + 2] = struct.pack(">h", draw(st.sampled_from(_HOSTILE_I16)))
-        elif how == "uvarint":
-            out[at:at + 1] = draw(st.sampled_from(_HOSTILE_UVARINTS))
-        elif how == "tags":
-            # An unknown tagged field (tag, size, bytes) where a tag section may start.
-            tag = draw(st.sampled_from([b"\x01", b"\x7f", b"\xff\xff\x03", b"\x80\x01"]))
-            size = draw(st.integers(0, 6))
-            out[at:at + 1] = b"\x01" + tag + bytes([size]) + bytes(size)
-        elif how == "version" and len(out) >= 4:
-            out[2:4] = struct.pack(">h", draw(st.sampled_from([-1, 0, 99, 0x7FFF, -(1 << 15)])))
-        elif how == "api_key" and len(out) >= 2:
-            out[0:2] = struct.pack(">h", draw(st.sampled_from(
-                [key for key, _ in REQUEST_APIS] + [-1, 999])))
-        elif how == "utf8":
-            out[at:at + 2] = draw(st.sampled_from([b"\xff\xfe", b"\xed\xa0", b"\xc3", b"\x80"]))
-        elif how == "duplicate" and out:
-            end = draw(st.integers(at, len(out)))
-            out[at:at] = out[at:end] * draw(st.integers(1, 4))
+        _bend(draw, out, how, at)
     return bytes(out)
+
+
+def _bend(draw: st.DrawFn, out: bytearray, how: str, at: int) -> None:
+    """Bends `out` in place, the `how` way, at position `at`."""
+    if how == "truncate":
+        del out[at:]
+    elif how == "flip" and out:
+        out[at] = draw(st.integers(0, 255))
+    elif how == "insert":
+        out[at:at] = draw(st.binary(min_size=1, max_size=8))
+    elif how == "i32":
+        out[at:at + 4] = struct.pack(">i", draw(st.sampled_from(_HOSTILE_I32)))
+    elif how == "i16":
+        out[at:at + 2] = struct.pack(">h", draw(st.sampled_from(_HOSTILE_I16)))
+    elif how == "uvarint":
+        out[at:at + 1] = draw(st.sampled_from(_HOSTILE_UVARINTS))
+    elif how == "tags":
+        # An unknown tagged field (tag, size, bytes) where a tag section may start.
+        tag = draw(st.sampled_from([b"\x01", b"\x7f", b"\xff\xff\x03", b"\x80\x01"]))
+        size = draw(st.integers(0, 6))
+        out[at:at + 1] = b"\x01" + tag + bytes([size]) + bytes(size)
+    elif how == "version" and len(out) >= 4:
+        out[2:4] = struct.pack(">h", draw(st.sampled_from([-1, 0, 99, 0x7FFF, -(1 << 15)])))
+    elif how == "api_key" and len(out) >= 2:
+        out[0:2] = struct.pack(">h", draw(st.sampled_from(
+            [key for key, _ in REQUEST_APIS] + [-1, 999])))
+    elif how == "utf8":
+        out[at:at + 2] = draw(st.sampled_from([b"\xff\xfe", b"\xed\xa0", b"\xc3", b"\x80"]))
+    elif how == "duplicate" and out:
+        end = draw(st.integers(at, len(out)))
+        out[at:at] = out[at:end] * draw(st.integers(1, 4))
 
 
 def hostile_frames() -> st.SearchStrategy[bytes]:

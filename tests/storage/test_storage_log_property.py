@@ -5,6 +5,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -98,6 +99,45 @@ def _open(path: Path, config: LogConfig, log: Log | None, model: Model, clean: b
                     high_watermark=model.hwm)
 
 
+def _append(log: Log, model: Model, op: tuple[Any, ...], segment_bytes: int) -> None:
+    _, records, size, ts = op
+    data = build_batch([(None, b"r" * size)] * records, timestamp=ts)
+    if len(data) > segment_bytes:
+        return
+    info = log.append(memoryview(data), validate_batches(data, max_batch_bytes=1 << 20),
+                      leader_epoch=1, now_ms=T0, log_append_time=False)
+    assert info.first_offset == model.leo
+    model.batches.append(Batch(model.leo, model.leo + records - 1, len(data), ts))
+
+
+def _read(log: Log, model: Model, op: tuple[Any, ...]) -> None:
+    _, where, max_bytes, min_one, cap, aim, exact, delta = op
+    offset = _pick(model.log_start, model.leo, where)
+    live = [b for b in model.batches if b.last >= model.log_start]
+    if aim != "any" and live:
+        batch = live[_pick(0, len(live) - 1, where)]
+        offset = max(batch.base if aim == "base" else batch.last, model.log_start)
+    if exact >= 0:
+        following = [b.size for b in model.batches if b.last >= offset][:exact]
+        max_bytes = max(sum(following) + delta, 0)
+    max_offset = _pick(offset, model.leo, cap)
+    result = log.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one)
+    data = result.read_bytes()
+    assert scan_valid_prefix(data)[0] == len(data)
+    got = [h.base_offset for _, h in iter_batches(data)]
+    assert got == model.expected_read(offset, max_bytes, max_offset, min_one)
+    assert result.first_offset == (got[0] if got else None)
+
+
+def _truncate(log: Log, model: Model, where: float) -> None:
+    bounds = [b.base for b in model.batches if b.base >= model.log_start]
+    target = _pick(0, len(bounds), where)
+    if target < len(bounds):
+        log.truncate_to(bounds[target])
+        model.batches = [b for b in model.batches if b.base < bounds[target]]
+        model.hwm = min(model.hwm, model.leo)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=ops, segment_bytes=st.sampled_from([400, 900, 100_000]),
        index_interval=st.sampled_from([0, 150, 4096]))
@@ -111,33 +151,9 @@ def test_log_property_matches_model(ops: list[tuple], segment_bytes: int,  # typ
         for op in ops:
             kind = op[0]
             if kind == "append":
-                _, records, size, ts = op
-                data = build_batch([(None, b"r" * size)] * records, timestamp=ts)
-                if len(data) > segment_bytes:
-                    continue
-                info = log.append(memoryview(data),
-                                  validate_batches(data, max_batch_bytes=1 << 20),
-                                  leader_epoch=1, now_ms=T0, log_append_time=False)
-                assert info.first_offset == model.leo
-                model.batches.append(Batch(model.leo, model.leo + records - 1, len(data), ts))
+                _append(log, model, op, segment_bytes)
             elif kind == "read":
-                _, where, max_bytes, min_one, cap, aim, exact, delta = op
-                offset = _pick(model.log_start, model.leo, where)
-                live = [b for b in model.batches if b.last >= model.log_start]
-                if aim != "any" and live:
-                    batch = live[_pick(0, len(live) - 1, where)]
-                    offset = max(batch.base if aim == "base" else batch.last, model.log_start)
-                if exact >= 0:
-                    following = [b.size for b in model.batches if b.last >= offset][:exact]
-                    max_bytes = max(sum(following) + delta, 0)
-                max_offset = _pick(offset, model.leo, cap)
-                result = log.read(offset, max_bytes, max_offset=max_offset,
-                                  min_one_batch=min_one)
-                data = result.read_bytes()
-                assert scan_valid_prefix(data)[0] == len(data)
-                got = [h.base_offset for _, h in iter_batches(data)]
-                assert got == model.expected_read(offset, max_bytes, max_offset, min_one)
-                assert result.first_offset == (got[0] if got else None)
+                _read(log, model, op)
             elif kind == "roll":
                 log.roll()
             elif kind == "hwm":
@@ -148,12 +164,7 @@ def test_log_property_matches_model(ops: list[tuple], segment_bytes: int,  # typ
                 assert log.delete_records(target) == max(target, model.log_start)
                 model.log_start = max(target, model.log_start)
             elif kind == "truncate":
-                bounds = [b.base for b in model.batches if b.base >= model.log_start]
-                target = _pick(0, len(bounds), op[1])
-                if target < len(bounds):
-                    log.truncate_to(bounds[target])
-                    model.batches = [b for b in model.batches if b.base < bounds[target]]
-                    model.hwm = min(model.hwm, model.leo)
+                _truncate(log, model, op[1])
             elif kind == "timestamp":
                 found = log.fetch_offset_by_timestamp(op[1]) if op[1] >= 0 else None
                 if op[1] >= 0:

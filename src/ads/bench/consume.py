@@ -233,14 +233,18 @@ def _start_offsets(client: _Client, opts: ConsumeOptions) -> tuple[dict[int, int
     return offsets, available
 
 
-def run_consume(opts: ConsumeOptions) -> dict[str, Any]:
-    """Runs the consumer benchmark and returns its report (JSON-ready)."""
+def _check_options(opts: ConsumeOptions) -> None:
     if opts.client not in _CLIENTS:
         raise BenchError(f"unknown client {opts.client!r} (one of {', '.join(CLIENTS)})")
     if opts.num_records <= 0 or opts.rounds <= 0:
         raise BenchError("--num-records and --rounds must be positive")
     if opts.group is not None and (opts.rounds > 1 or opts.last is not None):
         raise BenchError("--rounds and --last need assign mode (no --group)")
+
+
+def run_consume(opts: ConsumeOptions) -> dict[str, Any]:
+    """Runs the consumer benchmark and returns its report (JSON-ready)."""
+    _check_options(opts)
     start = time.perf_counter()
     try:
         client: _Client = _CLIENTS[opts.client](opts)

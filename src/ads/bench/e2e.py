@@ -18,6 +18,7 @@ import threading
 import time
 import uuid
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,8 @@ from ads.bench.stats import Progress, latency_summary, rate
 _WARMUP = 10
 _TIMEOUT_S = 30.0
 _DRAIN_S = 10.0
+
+_Delivered = Callable[[KafkaError | None, Any], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +96,70 @@ class _RequestCounter:
                       if b.get("nodeid", -1) >= 0)
 
 
+def _producer_config(opts: E2EOptions, counter: _RequestCounter) -> dict[str, Any]:
+    conf: dict[str, Any] = {"bootstrap.servers": opts.bootstrap, "logger": CLIENT_LOG,
+                            "acks": opts.acks,
+                            "linger.ms": opts.linger_ms, "statistics.interval.ms": 200,
+                            "stats_cb": counter}
+    conf.update(opts.producer_config)
+    return conf
+
+
+def _consumer_config(opts: E2EOptions) -> dict[str, Any]:
+    conf: dict[str, Any] = {"bootstrap.servers": opts.bootstrap, "logger": CLIENT_LOG,
+                            "group.id": f"ads-bench-e2e-{uuid.uuid4().hex[:8]}",
+                            "enable.auto.commit": False, "enable.partition.eof": False,
+                            # As Kafka's EndToEndLatency: no temporal batching in the broker.
+                            "fetch.wait.max.ms": 0}
+    conf.update(opts.consumer_config)
+    return conf
+
+
+def _warm_up(producer: Producer, receiver: _Receiver, opts: E2EOptions, padding: bytes,
+             delivered: _Delivered) -> None:
+    """Sends the warm-up records and waits until they are consumed back, so that connection
+    setup is not measured."""
+    for _ in range(_WARMUP):
+        producer.produce(opts.topic, bytes(8) + padding, partition=opts.partition,
+                         on_delivery=delivered)
+    producer.flush(_TIMEOUT_S)
+    deadline = time.monotonic() + _TIMEOUT_S
+    while receiver.warmup < _WARMUP and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if receiver.warmup < _WARMUP:
+        raise BenchError("warm-up records were not consumed back within "
+                         f"{_TIMEOUT_S:g} s")
+
+
+def _send_paced(producer: Producer, opts: E2EOptions, padding: bytes, delivered: _Delivered,
+                progress: Progress, start: int) -> int:
+    """Sends `opts.num_records` records at `opts.rate` from `start` (`perf_counter_ns`),
+    each value led by its send time; returns how many were sent."""
+    clock = time.perf_counter_ns
+    interval_ns = 1e9 / opts.rate
+    produce, poll, topic, part = producer.produce, producer.poll, opts.topic, opts.partition
+    sent = 0
+    while sent < opts.num_records:
+        due = min(int((clock() - start) / interval_ns) + 1, opts.num_records)
+        while sent < due:
+            try:
+                produce(topic, clock().to_bytes(8, "big") + padding, partition=part,
+                        on_delivery=delivered)
+            except BufferError:
+                poll(0.001)
+                continue
+            sent += 1
+        poll(0)
+        progress.update(sent)
+        ahead = (start + sent * interval_ns - clock()) / 1e9
+        if ahead > 0:
+            # Sleep even for a few microseconds: spinning here took a whole core from
+            # the brokers and client threads sharing the machine and made the tail
+            # latency the client's. A late wake-up is caught up by the `due` count.
+            time.sleep(ahead)
+    return sent
+
+
 def run_e2e(opts: E2EOptions) -> dict[str, Any]:
     """Runs the end-to-end latency benchmark and returns its report (JSON-ready)."""
     if opts.num_records <= 0 or opts.rate <= 0:
@@ -101,19 +168,8 @@ def run_e2e(opts: E2EOptions) -> dict[str, Any]:
         raise BenchError("--record-size must be at least 8 (the timestamp)")
     ensure_topic(opts.bootstrap, opts.topic, opts.partitions, opts.producer_config)
     counter = _RequestCounter()
-    pconf: dict[str, Any] = {"bootstrap.servers": opts.bootstrap, "logger": CLIENT_LOG,
-                             "acks": opts.acks,
-                             "linger.ms": opts.linger_ms, "statistics.interval.ms": 200,
-                             "stats_cb": counter}
-    pconf.update(opts.producer_config)
-    cconf: dict[str, Any] = {"bootstrap.servers": opts.bootstrap, "logger": CLIENT_LOG,
-                             "group.id": f"ads-bench-e2e-{uuid.uuid4().hex[:8]}",
-                             "enable.auto.commit": False, "enable.partition.eof": False,
-                             # As Kafka's EndToEndLatency: no temporal batching in the broker.
-                             "fetch.wait.max.ms": 0}
-    cconf.update(opts.consumer_config)
-    producer = Producer(pconf)
-    consumer = Consumer(cconf)
+    producer = Producer(_producer_config(opts, counter))
+    consumer = Consumer(_consumer_config(opts))
     tp = TopicPartition(opts.topic, opts.partition)
     _, high = consumer.get_watermark_offsets(tp, timeout=_TIMEOUT_S)
     consumer.assign([TopicPartition(opts.topic, opts.partition, high)])
@@ -127,41 +183,12 @@ def run_e2e(opts: E2EOptions) -> dict[str, Any]:
             failed.append(err.str())
 
     try:
-        for _ in range(_WARMUP):
-            producer.produce(opts.topic, bytes(8) + padding, partition=opts.partition,
-                             on_delivery=delivered)
-        producer.flush(_TIMEOUT_S)
-        deadline = time.monotonic() + _TIMEOUT_S
-        while receiver.warmup < _WARMUP and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if receiver.warmup < _WARMUP:
-            raise BenchError("warm-up records were not consumed back within "
-                             f"{_TIMEOUT_S:g} s")
+        _warm_up(producer, receiver, opts, padding, delivered)
         tx_start = counter.tx
         progress = Progress("e2e", opts.progress)
         clock = time.perf_counter_ns
-        interval_ns = 1e9 / opts.rate
         start = clock()
-        produce, poll, topic, part = producer.produce, producer.poll, opts.topic, opts.partition
-        sent = 0
-        while sent < opts.num_records:
-            due = min(int((clock() - start) / interval_ns) + 1, opts.num_records)
-            while sent < due:
-                try:
-                    produce(topic, clock().to_bytes(8, "big") + padding, partition=part,
-                            on_delivery=delivered)
-                except BufferError:
-                    poll(0.001)
-                    continue
-                sent += 1
-            poll(0)
-            progress.update(sent)
-            ahead = (start + sent * interval_ns - clock()) / 1e9
-            if ahead > 0:
-                # Sleep even for a few microseconds: spinning here took a whole core from
-                # the brokers and client threads sharing the machine and made the tail
-                # latency the client's. A late wake-up is caught up by the `due` count.
-                time.sleep(ahead)
+        sent = _send_paced(producer, opts, padding, delivered, progress, start)
         send_elapsed = (clock() - start) / 1e9
         producer.flush(_TIMEOUT_S)
         deadline = time.monotonic() + _DRAIN_S

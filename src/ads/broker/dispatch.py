@@ -43,6 +43,7 @@ from ads.broker.metrics import BrokerMetrics
 from ads.broker.refusals import RefusalLog
 from ads.net.server import CloseConnection, ConnectionInfo, Response
 from ads.protocol import codec
+from ads.protocol.codec import RequestHeader
 from ads.protocol.errors import DecodeError, ErrorCode, UnknownApiKeyError, UnsupportedVersionError
 from ads.protocol.messages import ApiKey
 
@@ -133,7 +134,8 @@ class Dispatcher:
     def api_ranges(self) -> list[tuple[int, int, int]]:
         return sorted((h.api_key, h.min_version, h.max_version) for h in self.handlers.values())
 
-    def __call__(self, frame: memoryview, conn: ConnectionInfo) -> Response | Awaitable[Response]:
+    def __call__(  # noqa: C901 - the request path in order, each branch a refusal or an outcome
+            self, frame: memoryview, conn: ConnectionInfo) -> Response | Awaitable[Response]:
         started = time.perf_counter()
         if not conn.authenticated:
             ex = conn.sasl
@@ -154,16 +156,7 @@ class Dispatcher:
 
         handler = self.handlers.get(header.api_key)
         if handler is None or not handler.min_version <= header.api_version <= handler.max_version:
-            api = f"{_api_name(header.api_key)} v{header.api_version}"
-            if header.api_key == ApiKey.API_VERSIONS:
-                self.refusals.refused(conn.peer, header.client_id, f"{api} is not supported: "
-                                      "answered UNSUPPORTED_VERSION with the supported ranges")
-                return self._api_versions_fallback(header.correlation_id)
-            supported = ("not implemented" if handler is None
-                         else f"supported {handler.min_version}-{handler.max_version}")
-            self.refusals.refused(conn.peer, header.client_id, f"{api} is not supported "
-                                  f"({supported}): the connection is closed, as Kafka does")
-            raise CloseConnection
+            return self._not_served(header, handler, conn)
         try:
             request = codec.decode_request_body(
                 header.api_key, header.api_version, frame, body_offset)
@@ -234,6 +227,21 @@ class Dispatcher:
         if body is None:  # acks=0 produce: no response at all
             return None
         return codec.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, body)
+
+    def _not_served(self, header: RequestHeader, handler: ApiHandler | None,
+                    conn: ConnectionInfo) -> Response:
+        """A request of an API or version no handler serves: ApiVersions is answered with
+        UNSUPPORTED_VERSION and the supported ranges, anything else closes the connection."""
+        api = f"{_api_name(header.api_key)} v{header.api_version}"
+        if header.api_key == ApiKey.API_VERSIONS:
+            self.refusals.refused(conn.peer, header.client_id, f"{api} is not supported: "
+                                  "answered UNSUPPORTED_VERSION with the supported ranges")
+            return self._api_versions_fallback(header.correlation_id)
+        supported = ("not implemented" if handler is None
+                     else f"supported {handler.min_version}-{handler.max_version}")
+        self.refusals.refused(conn.peer, header.client_id, f"{api} is not supported "
+                              f"({supported}): the connection is closed, as Kafka does")
+        raise CloseConnection
 
     def _unsupported(self, exc: UnsupportedVersionError, conn: ConnectionInfo) -> Response:
         api = f"{_api_name(exc.api_key)} v{exc.api_version}"

@@ -31,7 +31,7 @@ from ads.metadata.model import ListenerEndpoint
 from ads.metadata.store import MetadataStore
 from ads.net.client import Authenticate, BrokerConnection, NetClientError
 from ads.net.principal import PrincipalMappingError, SslPrincipalMapper
-from ads.net.tls_accept import PrincipalOf
+from ads.net.server import PrincipalOf
 
 SSL_KEYS = (
     "ssl.client.auth", "ssl.enabled.protocols", "ssl.cipher.suites",

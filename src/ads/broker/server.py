@@ -234,20 +234,7 @@ class Broker:
                 imbalance_percentage=self.config.get_int("leader.imbalance.per.broker.percentage"),
                 unclean_default=self.config.get_bool("unclean.leader.election.enable"))
             self.controller.start()
-        self.schedule("log-retention", self.config.get_int("log.retention.check.interval.ms"),
-                       self._retention)
-        lag_ms = self.config.get_int("replica.lag.time.max.ms")
-        self.schedule("isr-expiration", lag_ms // 2,
-                      lambda: self.replica_manager.shrink_isrs(lag_ms))
-        self.schedule("log-flush", self.config.get_int("log.flush.scheduler.interval.ms"),
-                       self._flush, off_loop=True)
-        self.schedule("checkpoint", self.config.get_int("log.flush.offset.checkpoint.interval.ms"),
-                       self.log_manager.checkpoint, off_loop=True)
-        expiration_ms = self.config.get_int("producer.id.expiration.ms")
-        self.schedule("producer-expiration",
-                      self.config.get_int("producer.id.expiration.check.interval.ms"),
-                       lambda: self.log_manager.remove_expired_producers(
-                           self.clock.time_ms(), expiration_ms))
+        self._schedule_periodic_tasks()
         self.log_cleaner = LogCleaner(
             self.log_manager, cleaner_config_from(self.config), clock=self.clock,
             submit_to_owner=asyncio.get_running_loop().call_soon_threadsafe)
@@ -255,6 +242,23 @@ class Broker:
         log.info("ADS broker %d listening on %s (advertised %s), data in %s",
                  self.node_id, ", ".join(f"{h}:{p} ({n})" for n, (h, p) in bound.items()),
                  ", ".join(e.url for e in advertised), ", ".join(str(d) for d in self.log_dirs))
+
+    def _schedule_periodic_tasks(self) -> None:
+        """Retention, ISR expiration, flushes, offset checkpoints, producer expiration."""
+        self.schedule("log-retention", self.config.get_int("log.retention.check.interval.ms"),
+                      self._retention)
+        lag_ms = self.config.get_int("replica.lag.time.max.ms")
+        self.schedule("isr-expiration", lag_ms // 2,
+                      lambda: self.replica_manager.shrink_isrs(lag_ms))
+        self.schedule("log-flush", self.config.get_int("log.flush.scheduler.interval.ms"),
+                      self._flush, off_loop=True)
+        self.schedule("checkpoint", self.config.get_int("log.flush.offset.checkpoint.interval.ms"),
+                      self.log_manager.checkpoint, off_loop=True)
+        expiration_ms = self.config.get_int("producer.id.expiration.ms")
+        self.schedule("producer-expiration",
+                      self.config.get_int("producer.id.expiration.check.interval.ms"),
+                      lambda: self.log_manager.remove_expired_producers(
+                          self.clock.time_ms(), expiration_ms))
 
     async def _start_authorizer(self) -> None:
         """Reads the ACLs before the listener opens: no request is decided without them."""

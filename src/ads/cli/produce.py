@@ -81,34 +81,48 @@ def _lines(stream: Iterable[bytes | str]) -> Iterable[bytes]:
         yield line
 
 
-def produce(args: argparse.Namespace) -> int:
-    headers = [(k, v.encode("utf-8"))
-               for k, v in parse_assignments(args.header, "--header").items()] or None
-    separator: bytes | None = None
-    if args.key_separator is not None:
-        separator = unescape(args.key_separator).encode("utf-8")
-        if not separator:
-            raise UsageError("--key-separator must not be empty")
-    if args.partition is not None and args.partition < 0:
-        raise UsageError("--partition must not be negative")
+def _key_separator(args: argparse.Namespace) -> bytes | None:
+    if args.key_separator is None:
+        return None
+    separator = unescape(args.key_separator).encode("utf-8")
+    if not separator:
+        raise UsageError("--key-separator must not be empty")
+    return separator
+
+
+def _producer_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The client configuration: --acks and --compression over the files' and defaults."""
     overrides: dict[str, Any] = {}
     if args.acks is not None:
         overrides["acks"] = args.acks
     if args.compression is not None:
         overrides["compression.type"] = args.compression
-    conf = client_config(args, defaults={"acks": "all",
+    return client_config(args, defaults={"acks": "all",
                                          "message.timeout.ms": _MESSAGE_TIMEOUT_MS},
                          overrides=overrides)
+
+
+def _flush_timeout_s(conf: dict[str, Any]) -> float:
+    # A --command-config may raise the delivery timeout; the final flush waits that long.
+    timeout_ms = conf.get("delivery.timeout.ms", conf["message.timeout.ms"])
+    try:
+        return int(timeout_ms) / 1000 + TIMEOUT_S
+    except ValueError:
+        return _MESSAGE_TIMEOUT_MS / 1000 + TIMEOUT_S
+
+
+def produce(args: argparse.Namespace) -> int:
+    headers = [(k, v.encode("utf-8"))
+               for k, v in parse_assignments(args.header, "--header").items()] or None
+    separator = _key_separator(args)
+    if args.partition is not None and args.partition < 0:
+        raise UsageError("--partition must not be negative")
+    conf = _producer_config(args)
     deliveries = _Deliveries()
     conf["on_delivery"] = deliveries
     producer = make_client(Producer, conf)
     _check_topic(producer, args)
-    # A --command-config may raise the delivery timeout; the final flush waits that long.
-    timeout_ms = conf.get("delivery.timeout.ms", conf["message.timeout.ms"])
-    try:
-        flush_s = int(timeout_ms) / 1000 + TIMEOUT_S
-    except ValueError:
-        flush_s = _MESSAGE_TIMEOUT_MS / 1000 + TIMEOUT_S
+    flush_s = _flush_timeout_s(conf)
 
     topic = args.topic
     extra: dict[str, Any] = {}
@@ -127,17 +141,13 @@ def produce(args: argparse.Namespace) -> int:
                 if not found:
                     missing_separator = number
                     break
-            while True:
-                try:
-                    producer.produce(topic, value, key, **extra)
-                    break
-                except BufferError:
-                    producer.poll(0.1)
-                except KafkaException as exc:
-                    # Refused before sending (e.g. larger than message.max.bytes).
-                    _flush(producer, args, deliveries, sent, flush_s)
-                    err = describe_error(exc.args[0], args.bootstrap_server, topic)
-                    raise CommandError(f"line {number}: {err}") from exc
+            try:
+                _send(producer, topic, value, key, extra)
+            except KafkaException as exc:
+                # Refused before sending (e.g. larger than message.max.bytes).
+                _flush(producer, args, deliveries, sent, flush_s)
+                err = describe_error(exc.args[0], args.bootstrap_server, topic)
+                raise CommandError(f"line {number}: {err}") from exc
             sent += 1
             if sent % _POLL_EVERY == 0:
                 producer.poll(0)
@@ -148,6 +158,17 @@ def produce(args: argparse.Namespace) -> int:
     if missing_separator is not None:
         raise CommandError(f"No key separator found on line {missing_separator}")
     return 0
+
+
+def _send(producer: Producer, topic: str, value: bytes, key: bytes | None,
+          extra: dict[str, Any]) -> None:
+    """Hands one record to the producer, serving delivery reports while its queue is full."""
+    while True:
+        try:
+            producer.produce(topic, value, key, **extra)
+            return
+        except BufferError:
+            producer.poll(0.1)
 
 
 def _check_topic(producer: Producer, args: argparse.Namespace) -> None:

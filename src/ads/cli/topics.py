@@ -328,33 +328,12 @@ def elect_leaders(args: argparse.Namespace) -> int:
     if args.partition and not args.topic:
         raise UsageError("--partition needs --topic")
     admin = _admin(args)
-    partitions: list[TopicPartition] | None = None
-    if args.topic:
-        indexes = args.partition
-        if not indexes:
-            md = admin.list_topics(args.topic, timeout=TIMEOUT_S)
-            topic = md.topics.get(args.topic)
-            if topic is None or topic.error is not None:
-                raise CommandError(f"Topic '{args.topic}' does not exist.")
-            indexes = sorted(topic.partitions)
-        partitions = [TopicPartition(args.topic, p) for p in indexes]
+    partitions = _partitions_to_elect(admin, args) if args.topic else None
     kind = args.election_type
     # No timeouts passed: confluent-kafka 2.x fails on elect_leaders' keyword arguments.
     future = admin.elect_leaders(ElectionType[kind], partitions)
     outcome: dict[TopicPartition, Any] = result(future, args, args.topic)
-    done, noop, failed = [], [], []
-    for tp, error in sorted(outcome.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
-        name = f"{tp.topic}-{tp.partition}"
-        # confluent-kafka gives a KafkaError (or an exception holding one) per partition.
-        err = error.args[0] if isinstance(error, KafkaException) else error
-        if err is None:
-            done.append(name)
-        elif isinstance(err, KafkaError) and err.code() == KafkaError.ELECTION_NOT_NEEDED:
-            noop.append(name)
-        elif isinstance(err, KafkaError):
-            failed.append(f"{name}: {describe_error(err, args.bootstrap_server)}")
-        else:
-            failed.append(f"{name}: {err}")
+    done, noop, failed = _sort_election_outcome(outcome, args)
     if done:
         print(f"Successfully completed leader election ({kind}) for partitions "
               f"{', '.join(done)}")
@@ -368,3 +347,35 @@ def elect_leaders(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         raise CommandError(f"{len(failed)} replica(s) could not be elected")
     return 0
+
+
+def _partitions_to_elect(admin: AdminClient, args: argparse.Namespace) -> list[TopicPartition]:
+    """--topic's partitions: those --partition names, else all of them."""
+    indexes = args.partition
+    if not indexes:
+        md = admin.list_topics(args.topic, timeout=TIMEOUT_S)
+        topic = md.topics.get(args.topic)
+        if topic is None or topic.error is not None:
+            raise CommandError(f"Topic '{args.topic}' does not exist.")
+        indexes = sorted(topic.partitions)
+    return [TopicPartition(args.topic, p) for p in indexes]
+
+
+def _sort_election_outcome(outcome: dict[TopicPartition, Any], args: argparse.Namespace
+                           ) -> tuple[list[str], list[str], list[str]]:
+    """The partitions elected, those that needed no election, and the failures
+    (each with its error), in partition order."""
+    done, noop, failed = [], [], []
+    for tp, error in sorted(outcome.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+        name = f"{tp.topic}-{tp.partition}"
+        # confluent-kafka gives a KafkaError (or an exception holding one) per partition.
+        err = error.args[0] if isinstance(error, KafkaException) else error
+        if err is None:
+            done.append(name)
+        elif isinstance(err, KafkaError) and err.code() == KafkaError.ELECTION_NOT_NEEDED:
+            noop.append(name)
+        elif isinstance(err, KafkaError):
+            failed.append(f"{name}: {describe_error(err, args.bootstrap_server)}")
+        else:
+            failed.append(f"{name}: {err}")
+    return done, noop, failed

@@ -65,32 +65,45 @@ def _tokens(text: str) -> list[_Token]:
             out.append(_Token(c, c, i))
             i += 1
         elif c == '"':
-            start, i, chars = i, i + 1, []
-            while True:
-                if i >= n:
-                    raise JaasError(f"unterminated quoted value at position {start}")
-                c = text[i]
-                if c == '"':
-                    i += 1
-                    break
-                if c == "\\":
-                    if i + 1 >= n:
-                        raise JaasError(f"unterminated quoted value at position {start}")
-                    nxt = text[i + 1]
-                    chars.append(_ESCAPES.get(nxt, nxt))
-                    i += 2
-                    continue
-                chars.append(c)
-                i += 1
-            out.append(_Token("string", "".join(chars), start))
+            value, end = _quoted(text, i)
+            out.append(_Token("string", value, i))
+            i = end
         else:
-            start = i
-            while i < n and not text[i].isspace() and text[i] not in _PUNCTUATION + '"':
-                if text.startswith("//", i) or text.startswith("/*", i):
-                    break
-                i += 1
-            out.append(_Token("word", text[start:i], start))
+            end = _word_end(text, i)
+            out.append(_Token("word", text[i:end], i))
+            i = end
     return out
+
+
+def _quoted(text: str, start: int) -> tuple[str, int]:
+    """The value of the quoted string opening at `start`, and the position after it."""
+    i, n = start + 1, len(text)
+    chars: list[str] = []
+    while True:
+        if i >= n:
+            raise JaasError(f"unterminated quoted value at position {start}")
+        c = text[i]
+        if c == '"':
+            return "".join(chars), i + 1
+        if c == "\\":
+            if i + 1 >= n:
+                raise JaasError(f"unterminated quoted value at position {start}")
+            nxt = text[i + 1]
+            chars.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+            continue
+        chars.append(c)
+        i += 1
+
+
+def _word_end(text: str, start: int) -> int:
+    """Where the bare word at `start` ends: at a space, punctuation, a quote or a comment."""
+    i, n = start, len(text)
+    while i < n and not text[i].isspace() and text[i] not in _PUNCTUATION + '"':
+        if text.startswith("//", i) or text.startswith("/*", i):
+            break
+        i += 1
+    return i
 
 
 class _Parser:

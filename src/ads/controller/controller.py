@@ -195,18 +195,7 @@ class Controller:
                 self._drain()
                 return
             try:
-                if callable(event):
-                    event()
-                elif event == "rebalance":
-                    self._next_rebalance = time.monotonic() + self.imbalance_check_interval_s
-                    if self.active:
-                        self._rebalance()
-                elif event == "elect":
-                    self._elect()
-                elif event == "resign":
-                    self._resign(session_lost=True)
-                elif self.active:
-                    self._reconcile()
+                self._handle(event)
             except DeposedError:
                 log.warning("controller %d was deposed (controller epoch moved past %d)",
                             self.node_id, self.epoch)
@@ -214,6 +203,22 @@ class Controller:
             except Exception:
                 if not self._stopped:
                     log.exception("controller %d: handling %s failed", self.node_id, event)
+
+    def _handle(self, event: str | Callable[[], None]) -> None:
+        """One event of the loop: a queued request, the rebalance check, an election, a lost
+        session, or a change in ZooKeeper to reconcile."""
+        if callable(event):
+            event()
+        elif event == "rebalance":
+            self._next_rebalance = time.monotonic() + self.imbalance_check_interval_s
+            if self.active:
+                self._rebalance()
+        elif event == "elect":
+            self._elect()
+        elif event == "resign":
+            self._resign(session_lost=True)
+        elif self.active:
+            self._reconcile()
 
     def _drain(self) -> None:
         """Answers the requests still queued (not the controller any more)."""

@@ -133,12 +133,13 @@ class BrokerConnection:
         self._reading = asyncio.ensure_future(self._read_loop())
 
     @classmethod
-    async def connect(cls, host: str, port: int, *, client_id: str | None = "ads-broker",
-                      connect_timeout_s: float = 10.0, request_timeout_s: float = 30.0,
-                      max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-                      ssl_context: ssl.SSLContext | None = None,
-                      server_hostname: str | None = None,
-                      authenticate: Authenticate | None = None) -> BrokerConnection:
+    async def connect(  # noqa: PLR0913 - the address, then connection settings by keyword
+            cls, host: str, port: int, *, client_id: str | None = "ads-broker",
+            connect_timeout_s: float = 10.0, request_timeout_s: float = 30.0,
+            max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+            ssl_context: ssl.SSLContext | None = None,
+            server_hostname: str | None = None,
+            authenticate: Authenticate | None = None) -> BrokerConnection:
         address = f"{host}:{port}"
         try:
             async with asyncio.timeout(connect_timeout_s):

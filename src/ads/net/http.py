@@ -72,14 +72,9 @@ def parse_head(head: bytes) -> HttpRequest | HttpResponse:
         return text_response(HTTPStatus.BAD_REQUEST, "malformed request line\n")
     if not version.startswith("HTTP/1."):
         return text_response(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, "HTTP/1.x only\n")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip():
-            return text_response(HTTPStatus.BAD_REQUEST, "malformed header\n")
-        headers[name.lower()] = value.strip()
+    headers = _headers(lines[1:])
+    if headers is None:
+        return text_response(HTTPStatus.BAD_REQUEST, "malformed header\n")
     if method not in ("GET", "HEAD", "POST"):
         return HttpResponse(HTTPStatus.METHOD_NOT_ALLOWED, b"GET, HEAD and POST only\n",
                             headers=(("Allow", "GET, HEAD, POST"),))
@@ -100,6 +95,19 @@ def parse_head(head: bytes) -> HttpRequest | HttpResponse:
         return text_response(HTTPStatus.BAD_REQUEST, "the target must be a path\n")
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     return HttpRequest(method, unquote(parts.path), query, headers, body_length=length)
+
+
+def _headers(lines: list[str]) -> dict[str, str] | None:
+    """Header lines by lower-case name, or None when one is malformed."""
+    headers: dict[str, str] = {}
+    for line in lines:
+        if not line:
+            continue
+        name, sep, value = line.partition(":")
+        if not sep or not name or name != name.strip():
+            return None
+        headers[name.lower()] = value.strip()
+    return headers
 
 
 def encode_response(response: HttpResponse, head_only: bool) -> bytes:

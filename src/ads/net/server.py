@@ -29,8 +29,13 @@ Limits: connections are admitted and closed when idle by `ads.net.limits`. A han
 sets `ConnectionInfo.throttle_ms` (a client over its quota) has its response written, then
 the connection muted that long: nothing of it is read or answered (KIP-219).
 
-TLS (SSL and SASL_SSL listeners): each connection is upgraded after it is accepted
-(`ads.net.tls_accept`); its requests wait for the handshake and its principal.
+TLS (SSL and SASL_SSL listeners): a listener accepts plain TCP and upgrades each connection
+with `loop.start_tls`, so a failed handshake (an untrusted or expired certificate, none where
+`ssl.client.auth=required`, a client speaking plaintext) is one log line, in Kafka's words,
+and that one connection closed; asyncio's own TLS servers drop such failures silently. The
+connection's requests wait for the handshake and its principal: application data that comes
+with the handshake's end reaches the connection before start_tls returns, and is queued
+until the connection has its TLS transport and principal.
 """
 
 from __future__ import annotations
@@ -48,7 +53,6 @@ from dataclasses import dataclass
 
 from ads.net.limits import ConnectionLimits
 from ads.net.regions import Chunk, inline_small_regions, write_chunks
-from ads.net.tls_accept import PrincipalOf, name_principal, server_handshake
 
 log = logging.getLogger("ads.net")
 
@@ -56,6 +60,8 @@ Response = Sequence[Chunk] | None
 Handler = Callable[[memoryview, "ConnectionInfo"], "Response | Awaitable[Response]"]
 # Told the API key of each response written and the seconds its send took.
 SentCallback = Callable[[int, float], None]
+# The principal of a TLS client from its certificate (DER); raises ValueError to refuse it.
+PrincipalOf = Callable[[bytes], str]
 
 _MAX_READ_AHEAD = 8 << 20  # stop reading a connection that has this much unprocessed input
 _SCRATCH_BYTES = 256 << 10  # receive buffer of a connection, reused for small requests
@@ -64,6 +70,9 @@ _SCRATCH_BYTES = 256 << 10  # receive buffer of a connection, reused for small r
 _DIRECT_MIN_BYTES = 64 << 10
 _PRODUCE = 0
 _HIGH_WATER = 4 << 20
+# The handshake of a new connection must end within this (Kafka has no such bound; a client
+# that never finishes would otherwise hold a connection forever).
+TLS_HANDSHAKE_TIMEOUT_S = 30.0
 
 
 class CloseConnection(Exception):  # noqa: N818 - it is a request, not a failure
@@ -109,6 +118,37 @@ class ConnectionInfo:
 _ids = itertools.count(1)
 
 
+async def _server_handshake(raw: asyncio.Transport, protocol: asyncio.BaseProtocol,
+                            context: ssl.SSLContext, info: ConnectionInfo
+                            ) -> asyncio.Transport | None:
+    """The TLS transport over `raw`, or None when the handshake failed (logged, unless the
+    connection was closed meanwhile)."""
+    try:
+        return await asyncio.get_running_loop().start_tls(
+            raw, protocol, context, server_side=True,
+            ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+    except (OSError, ConnectionError, TimeoutError) as exc:
+        if not info.closed:
+            reason = getattr(exc, "verify_message", None) or getattr(exc, "reason", None) or exc
+            log.info("Failed authentication with %s on listener %s (SSL handshake failed: %s)",
+                     info.peer, info.listener_name, reason)
+        return None
+
+
+def _name_principal(tls: asyncio.Transport, principal_of: PrincipalOf | None,
+                    info: ConnectionInfo) -> bool:
+    """Sets the principal of a client that showed a certificate; False (logged) when
+    `principal_of` refuses it."""
+    ssl_object = tls.get_extra_info("ssl_object")
+    der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+    if der and principal_of is not None:
+        try:
+            info.principal = principal_of(der)
+        except ValueError as exc:
+            log.info("Failed authentication with %s on listener %s (%s)", info.peer,
+                     info.listener_name, exc)
+            return False
+    return True
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -185,7 +225,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def _start_tls(self, raw: asyncio.Transport, context: ssl.SSLContext) -> None:
         try:
-            tls = await server_handshake(raw, self, context, self.info)
+            tls = await _server_handshake(raw, self, context, self.info)
         except asyncio.CancelledError:
             self.connection_lost(None)
             raise
@@ -194,7 +234,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self._transport = tls
         tls.set_write_buffer_limits(high=_HIGH_WATER)
-        if not name_principal(tls, self._principal_of, self.info):
+        if not _name_principal(tls, self._principal_of, self.info):
             self._close()
             return
         self._busy = False
@@ -304,7 +344,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return True
 
     # -- request processing ------------------------------------------------------------
-    def _process(self) -> None:
+    def _process(self) -> None:  # noqa: C901 - hot path: each branch ends the pass its own way
         """Answer pending requests inline while handlers answer synchronously.
 
         The responses of one pass go out in one write: a client that pipelines requests
@@ -488,14 +528,15 @@ def _api_key(frame: memoryview) -> int:
 class KafkaListener:
     """Accepts connections on one host:port and hands their frames to `handler`."""
 
-    def __init__(self, handler: Handler, host: str, port: int, max_request_size: int,
-                 on_close: Callable[[ConnectionInfo], None] | None = None,
-                 on_sent: SentCallback | None = None, listener_name: str = "PLAINTEXT",
-                 security_protocol: str = "PLAINTEXT",
-                 limits: ConnectionLimits | None = None,
-                 sasl_max_receive_size: int | None = None,
-                 ssl_context: ssl.SSLContext | None = None,
-                 principal_of: PrincipalOf | None = None) -> None:
+    def __init__(  # noqa: PLR0913 - a listener's settings, the optional ones by keyword
+            self, handler: Handler, host: str, port: int, max_request_size: int,
+            on_close: Callable[[ConnectionInfo], None] | None = None,
+            on_sent: SentCallback | None = None, listener_name: str = "PLAINTEXT",
+            security_protocol: str = "PLAINTEXT",
+            limits: ConnectionLimits | None = None,
+            sasl_max_receive_size: int | None = None,
+            ssl_context: ssl.SSLContext | None = None,
+            principal_of: PrincipalOf | None = None) -> None:
         """`sasl_max_receive_size`: the frame size limit of a connection that has not
         authenticated yet (SASL listeners); `ssl_context`: the TLS listener's server context
         (None: plain TCP); `principal_of`: names the principal of a client that shows a
@@ -574,26 +615,31 @@ class KafkaListener:
             conn._close()
         # close() first flushes buffered output; a peer that stopped reading would keep its
         # socket open past the broker's loop, so it is aborted after a short wait.
-        lost = [c.lost for c in connections if not c.lost.done()]
-        if lost:
-            await asyncio.wait(lost, timeout=1.0)
-        for conn in connections:
-            if not conn.lost.done() and conn._transport is not None:
-                conn._transport.abort()
-        lost = [c.lost for c in connections if not c.lost.done()]
-        if lost:
-            await asyncio.wait(lost, timeout=1.0)
+        await _wait_lost(connections, 1.0)
+        _abort(connections)
+        await _wait_lost(connections, 1.0)
         # Connections accepted just before the listener stopped are made a loop pass or
         # two later (asyncio's accept tasks) and aborted as they are made: let them come
         # and go before the server closes (see `stop_accepting`).
         for _ in range(3):
             await asyncio.sleep(0)
         late = [c for c in self._connections if c not in connections and not c.lost.done()]
-        for conn in late:
-            if conn._transport is not None:
-                conn._transport.abort()
-        if late:
-            await asyncio.wait([c.lost for c in late], timeout=1.0)
+        _abort(late)
+        await _wait_lost(late, 1.0)
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+
+
+async def _wait_lost(connections: list[KafkaConnection], timeout_s: float) -> None:
+    """Waits up to `timeout_s` for the connections asyncio has not reported gone yet."""
+    lost = [c.lost for c in connections if not c.lost.done()]
+    if lost:
+        await asyncio.wait(lost, timeout=timeout_s)
+
+
+def _abort(connections: list[KafkaConnection]) -> None:
+    """Aborts the transports of the connections not gone yet (their unsent bytes dropped)."""
+    for conn in connections:
+        if not conn.lost.done() and conn._transport is not None:
+            conn._transport.abort()

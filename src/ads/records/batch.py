@@ -393,7 +393,7 @@ def _as_spec(record: RecordInput) -> RecordSpec:
     return RecordSpec(key, value, rest[0] if rest else ())
 
 
-def build_batch(
+def build_batch(  # noqa: PLR0913 - by keyword, the RecordBatch v2 fields a caller may set
     records: Sequence[RecordInput],
     *,
     base_offset: int = 0,
@@ -432,15 +432,7 @@ def build_batch(
         else (timestamps[i] if timestamps is not None else default_ts)
         for i, spec in enumerate(specs)
     ]
-    if delete_horizon_ms is not None:
-        base_timestamp = delete_horizon_ms
-    elif stamps:
-        base_timestamp = stamps[0]
-    else:
-        base_timestamp = timestamp if timestamp is not None else NO_TIMESTAMP
-    max_timestamp = max(stamps) if stamps else base_timestamp
-    if delete_horizon_ms is not None and not stamps:
-        max_timestamp = NO_TIMESTAMP
+    base_timestamp, max_timestamp = _batch_timestamps(stamps, timestamp, delete_horizon_ms)
 
     body = bytearray()
     delta = -1
@@ -455,15 +447,8 @@ def build_batch(
     elif last_offset_delta < delta:
         raise ValueError("last_offset_delta is below the last record's offset delta")
 
-    attributes = compression
-    if timestamp_type == TimestampType.LOG_APPEND_TIME:
-        attributes |= TIMESTAMP_TYPE_MASK
-    if is_transactional:
-        attributes |= TRANSACTIONAL_FLAG_MASK
-    if is_control:
-        attributes |= CONTROL_FLAG_MASK
-    if delete_horizon_ms is not None:
-        attributes |= DELETE_HORIZON_FLAG_MASK
+    attributes = _attributes(compression, timestamp_type, is_transactional, is_control,
+                             delete_horizon_ms is not None)
     payload = _compression.compress(compression, body) if compression else body
 
     out = bytearray(BATCH_OVERHEAD)
@@ -487,6 +472,35 @@ def build_batch(
     )
     _CRC.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return bytes(out)
+
+
+def _batch_timestamps(stamps: Sequence[int], timestamp: int | None,
+                      delete_horizon_ms: int | None) -> tuple[int, int]:
+    """``(baseTimestamp, maxTimestamp)`` of a batch whose records have ``stamps``."""
+    if delete_horizon_ms is not None:
+        base_timestamp = delete_horizon_ms
+    elif stamps:
+        base_timestamp = stamps[0]
+    else:
+        base_timestamp = timestamp if timestamp is not None else NO_TIMESTAMP
+    max_timestamp = max(stamps) if stamps else base_timestamp
+    if delete_horizon_ms is not None and not stamps:
+        max_timestamp = NO_TIMESTAMP
+    return base_timestamp, max_timestamp
+
+
+def _attributes(compression: int, timestamp_type: TimestampType, is_transactional: bool,
+                is_control: bool, has_delete_horizon: bool) -> int:
+    attributes = compression
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= TRANSACTIONAL_FLAG_MASK
+    if is_control:
+        attributes |= CONTROL_FLAG_MASK
+    if has_delete_horizon:
+        attributes |= DELETE_HORIZON_FLAG_MASK
+    return attributes
 
 
 def decode_records(

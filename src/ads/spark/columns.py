@@ -162,13 +162,7 @@ def _plan_batches(view: memoryview, start: int, end: int,
         if check_crcs and crc32c(view[batch_pos + ATTRIBUTES_OFFSET:batch_end]) != header.crc:
             raise CorruptRecordError(
                 f"CRC mismatch in the batch at offset {header.base_offset}")
-        while pending and pending[0].first_offset <= header.last_offset:
-            aborting.add(pending.pop(0).producer_id)
-        if header.is_control:
-            if header.producer_id in aborting and _is_abort_marker(body, header):
-                aborting.discard(header.producer_id)
-            continue
-        if header.is_transactional and header.producer_id in aborting:
+        if not _holds_rows(header, body, pending, aborting):
             continue
         if header.compression:
             compressed = True
@@ -186,6 +180,21 @@ def _plan_batches(view: memoryview, start: int, end: int,
             at += len(b)
         plan.bodies = positions
     return plan, next_offset
+
+
+def _holds_rows(header: BatchHeader, body: memoryview, pending: list[AbortedTransaction],
+                aborting: set[int]) -> bool:
+    """Whether a batch's records are rows: not a control batch, nor one of an aborted
+    transaction. Batches come in offset order; ``pending`` holds the aborted transactions
+    not started yet (first offset first), ``aborting`` the producers whose aborted
+    transaction is open; both move along as batches pass."""
+    while pending and pending[0].first_offset <= header.last_offset:
+        aborting.add(pending.pop(0).producer_id)
+    if header.is_control:
+        if header.producer_id in aborting and _is_abort_marker(body, header):
+            aborting.discard(header.producer_id)
+        return False
+    return not (header.is_transactional and header.producer_id in aborting)
 
 
 def _is_abort_marker(body: memoryview, header: BatchHeader) -> bool:

@@ -228,24 +228,30 @@ def _offset_spec(opts: Mapping[str, str], *, starting: bool, streaming: bool) ->
                     f"Option '{offsets_name}' has offset {offset} for {topic}-{partition}; "
                     "use -2 for earliest, -1 for latest or a non-negative offset")
     if not streaming:
-        if starting and spec.kind == "latest":
-            raise SourceOptionError(
-                "Option 'startingOffsets': starting offset can't be latest for batch queries "
-                "on Kafka")
-        if not starting and spec.kind == "earliest":
-            raise SourceOptionError(
-                "Option 'endingOffsets': ending offset can't be earliest for batch queries "
-                "on Kafka")
-        for topic, partition, offset in spec.offsets:
-            if starting and offset == LATEST:
-                raise SourceOptionError(
-                    f"Option 'startingOffsets' for {topic}-{partition} can't be latest for "
-                    "batch queries on Kafka")
-            if not starting and offset == EARLIEST:
-                raise SourceOptionError(
-                    f"Option 'endingOffsets' for {topic}-{partition} can't be earliest for "
-                    "batch queries on Kafka")
+        _check_batch_bound(spec, starting=starting)
     return spec
+
+
+def _check_batch_bound(spec: OffsetSpec, *, starting: bool) -> None:
+    """A batch query reads a fixed range: it cannot start at the latest offset nor end at
+    the earliest (Spark's Kafka source refuses both)."""
+    if starting and spec.kind == "latest":
+        raise SourceOptionError(
+            "Option 'startingOffsets': starting offset can't be latest for batch queries "
+            "on Kafka")
+    if not starting and spec.kind == "earliest":
+        raise SourceOptionError(
+            "Option 'endingOffsets': ending offset can't be earliest for batch queries "
+            "on Kafka")
+    for topic, partition, offset in spec.offsets:
+        if starting and offset == LATEST:
+            raise SourceOptionError(
+                f"Option 'startingOffsets' for {topic}-{partition} can't be latest for "
+                "batch queries on Kafka")
+        if not starting and offset == EARLIEST:
+            raise SourceOptionError(
+                f"Option 'endingOffsets' for {topic}-{partition} can't be earliest for "
+                "batch queries on Kafka")
 
 
 def _strategy(opts: Mapping[str, str]) -> tuple[str, tuple[str, ...], str,

@@ -6,7 +6,7 @@
   epochs, high watermark, log start offset, ListOffsets, DeleteRecords, retention, truncation.
 - ``local_log.LocalLog``: its segment list: load, roll, reads across segments as file regions
   for ``sendfile``, tail truncation, deletion of old segments, the cleaner's swap.
-- ``segment.LogSegment`` (reads in ``segment_reads``): a ``.log`` file and its indexes;
+- ``segment.LogSegment``: a ``.log`` file and its indexes, appends and reads;
   ``files``: segment file names and suffixes, and ``FileRegion``, what fetches send.
 - ``fileio``: the file layer segments and indexes write through (``FaultyFileIO`` for tests).
 - ``index``, ``producer_state``, ``epoch_cache``, ``checkpoint``: the on-disk formats, each

@@ -109,10 +109,11 @@ class Log:
     # ------------------------------------------------------------------------------ loading
 
     @classmethod
-    def open(cls, directory: Path, topic: str, partition: int, config: LogConfig, *,
-             clock: Clock, recovery_point: int, log_start_offset: int, clean_shutdown: bool,
-             scheduler: Scheduler | None = None, high_watermark: int | None = None,
-             io: FileIO = OS_FILE_IO) -> Log:
+    def open(  # noqa: PLR0913 - the state to open in and the services, by keyword
+            cls, directory: Path, topic: str, partition: int, config: LogConfig, *,
+            clock: Clock, recovery_point: int, log_start_offset: int, clean_shutdown: bool,
+            scheduler: Scheduler | None = None, high_watermark: int | None = None,
+            io: FileIO = OS_FILE_IO) -> Log:
         """Open (creating if needed) the partition directory and bring it to a valid state.
 
         ``io`` is the file layer every segment writes through (``ads.storage.fileio``)."""

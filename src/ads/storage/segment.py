@@ -16,9 +16,14 @@ are read from position 0 in chunks and checked (length, magic, CRC, offsets with
 segment); the first bad or incomplete batch and everything after it is truncated, and both
 indexes are rebuilt from the surviving batches. A leftover ``.deleted`` file is simply removed.
 
+Reads (the fetch path) only read the ``.log`` file (``os.pread``) and the in-memory offset
+index, and hand out file regions for ``sendfile``. A lookup starts at the offset index entry
+at or before the wanted offset (or at one of the last batches appended, remembered by the
+segment) and scans batch headers from there in chunks, skipping bodies; no record is decoded.
+
 Threading: ``flush`` may run in a worker thread concurrently with ``append`` and ``read``
-on the owner thread; ``close`` and the delayed removal wait for a running ``flush``. All other
-methods belong to the owner thread.
+on the owner thread (it moves nothing a read looks at); ``close`` and the delayed removal
+wait for a running ``flush``. All other methods belong to the owner thread.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import os
 import random
 import struct
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from ads.common.clock import Clock
@@ -51,6 +56,7 @@ from ads.storage.files import (
     TIME_INDEX_SUFFIX,
     BatchInfo,
     FileHandle,
+    FileRegion,
     Scheduler,
     file_name,
     rename_deleted,
@@ -58,7 +64,6 @@ from ads.storage.files import (
     with_suffix,
 )
 from ads.storage.index import OffsetIndex, TimeIndex
-from ads.storage.segment_reads import SegmentReads
 from ads.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 __all__ = ["LogSegment"]
@@ -71,9 +76,12 @@ _INT32_MAX = 0x7FFFFFFF
 _RECENT_BATCHES = 16
 _RECOVER_CHUNK = 1 << 20
 _LENGTH_FIELD = struct.Struct(">i")
+_SCAN_CHUNK = 8192
+# base offset, batch length, last offset delta: all an offset lookup needs of a header
+_SPAN = struct.Struct(">qi11xi")
 
 
-class LogSegment(SegmentReads):
+class LogSegment:
     """A segment file and its indexes. Create with ``create`` or ``open``."""
 
     def __init__(
@@ -352,6 +360,133 @@ class LogSegment(SegmentReads):
                 max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
             )
 
+    # -------------------------------------------------------------------------------- reads
+
+    def scan_headers(self, position: int) -> Iterator[tuple[int, BatchHeader]]:
+        """Batch headers from ``position`` to the end, read in chunks, bodies skipped."""
+        end = self._size
+        buf = b""
+        buf_start = position
+        while position < end:
+            rel = position - buf_start
+            if rel + BATCH_OVERHEAD > len(buf):
+                buf = os.pread(self._fd, min(_SCAN_CHUNK, end - position), position)
+                buf_start, rel = position, 0
+            header = read_batch_header(buf, rel)
+            yield position, header
+            position += header.size
+
+    def _scan_spans(self, position: int) -> Iterator[tuple[int, int, int, int, bytes, int]]:
+        """(position, size, base offset, last offset, chunk, position in chunk) per batch
+        from ``position``: what lookups need, without the cost of a ``BatchHeader``."""
+        end = self._size
+        buf, buf_start, unpack = b"", position, _SPAN.unpack_from
+        while position < end:
+            rel = position - buf_start
+            if rel + BATCH_OVERHEAD > len(buf):
+                buf = os.pread(self._fd, min(_SCAN_CHUNK, end - position), position)
+                buf_start, rel = position, 0
+            fits = len(buf) - rel >= BATCH_OVERHEAD
+            base, length, delta = unpack(buf, rel) if fits else (0, 0, 0)
+            if length < BATCH_OVERHEAD - LOG_OVERHEAD:
+                read_batch_header(buf, rel)  # raises the matching CorruptRecordError
+            size = length + LOG_OVERHEAD
+            yield position, size, base, base + delta, buf, rel
+            position += size
+
+    def _first_span(
+        self, offset: int, start_position: int = 0
+    ) -> tuple[int, int, int, int, bytes, int] | None:
+        """The ``_scan_spans`` item of the first batch whose last offset is >= ``offset``,
+        found through the offset index."""
+        self.ensure_indexes()
+        _, position = self.offset_index.lookup(offset)
+        for span in self._scan_spans(max(position, start_position)):
+            if span[3] >= offset:
+                return span
+        return None
+
+    def translate_offset(
+        self, offset: int, start_position: int = 0
+    ) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset is >= ``offset``."""
+        span = self._first_span(offset, start_position)
+        return None if span is None else (span[0], read_batch_header(span[4], span[5]))
+
+    def locate(self, offset: int) -> tuple[int, int, int] | None:
+        """``(position, size, base offset)`` of the first batch whose last offset is >=
+        ``offset``: one of the last appended batches at once, else by index and scan."""
+        recent = self._recent.get(offset)
+        if recent is not None:
+            return recent[0], recent[1], offset
+        span = self._first_span(offset)
+        return None if span is None else (span[0], span[1], span[2])
+
+    def read(
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None = None,
+        min_one_batch: bool = False,
+    ) -> FileRegion | None:
+        """Whole batches from the one holding ``start_offset``, at most ``max_size`` bytes.
+
+        Stops before ``max_position`` (a batch boundary: the position of the high watermark
+        batch). With ``min_one_batch`` the first batch is returned even if larger than
+        ``max_size`` (KIP-74). ``None`` if no batch here reaches ``start_offset``; a region of
+        length 0 if not even one batch may be returned.
+        """
+        found = self.read_with_base(start_offset, max_size, max_position, min_one_batch)
+        return None if found is None else found[0]
+
+    def read_with_base(
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None = None,
+        min_one_batch: bool = False,
+    ) -> tuple[FileRegion, int] | None:
+        """``read`` plus the base offset of the region's first batch."""
+        found = self.locate(start_offset)
+        if found is None:
+            return None
+        start, size, base = found
+        limit = self._size if max_position is None else min(max_position, self._size)
+        budget = max(max_size, size) if min_one_batch else max_size
+        end_target = min(limit, start + budget)
+        first_end = start + size
+        if first_end > end_target:
+            return FileRegion(self._fd, start, 0, self._handle), base
+        end = self._boundary_before(first_end, end_target)
+        return FileRegion(self._fd, start, end - start, self._handle), base
+
+    def _boundary_before(self, low: int, high: int) -> int:
+        """The last batch boundary in [low, high]; ``low`` must be a boundary."""
+        if high >= self._size:
+            return self._size
+        _, position = self.offset_index.lookup_position(high)
+        position = max(position, low)
+        for pos, size, _, _, _, _ in self._scan_spans(position):
+            if pos + size > high:
+                return pos
+        return self._size
+
+    def next_offset(self) -> int:
+        """One past the last offset in the segment (its base offset when empty)."""
+        self.ensure_indexes()
+        result = self.base_offset
+        for _, header in self.scan_headers(self.offset_index.last_position):
+            result = header.next_offset
+        return result
+
+    def iter_headers(self, start_offset: int = 0) -> Iterator[BatchHeader]:
+        """Headers of the batches holding offsets >= ``start_offset`` (no CRC check)."""
+        self.ensure_indexes()
+        _, position = self.offset_index.lookup(start_offset)
+        for _, header in self.scan_headers(position):
+            if header.last_offset >= start_offset:
+                yield header
+
     # ----------------------------------------------------------------------------- recovery
 
     def recover(
@@ -396,23 +531,10 @@ class LogSegment(SegmentReads):
             position += valid_end
             if reason:
                 break
-            want = _RECOVER_CHUNK
-            if valid_end == len(buf):
-                continue
-            rest = len(buf) - valid_end
-            if rest < LOG_OVERHEAD:
-                if position + rest < file_size:
-                    continue  # the chunk cut the length field; read on from here
-                reason = "incomplete batch header"
+            reason, want = _after_valid_prefix(buf, valid_end, file_size - position,
+                                               max_batch_bytes)
+            if reason:
                 break
-            size = _LENGTH_FIELD.unpack_from(buf, valid_end + 8)[0] + LOG_OVERHEAD
-            if size <= rest or size < BATCH_OVERHEAD or size > max_batch_bytes:
-                reason = f"invalid batch of {size} bytes (bad length, magic or CRC)"
-                break
-            if position + size > file_size:
-                reason = f"incomplete batch of {size} bytes"
-                break
-            want = size  # the chunk cut a batch: read it whole
         # Entries of markers that did not survive go; the log re-adds those it replays.
         self.txn_index.truncate_to(next_offset)
         truncated = file_size - position
@@ -544,3 +666,23 @@ class LogSegment(SegmentReads):
         self.close()
         for path in self._paths():
             path.unlink(missing_ok=True)
+
+
+def _after_valid_prefix(buf: bytes, valid_end: int, left: int,
+                        max_batch_bytes: int) -> tuple[str, int]:
+    """What follows the valid batches at the start of a chunk ``recover`` read, with ``left``
+    bytes of the file from there on: why recovery stops there, or ``""`` and how many bytes
+    to read next."""
+    rest = len(buf) - valid_end
+    if rest == 0:
+        return "", _RECOVER_CHUNK
+    if rest < LOG_OVERHEAD:
+        if rest < left:
+            return "", _RECOVER_CHUNK  # the chunk cut the length field; read on from here
+        return "incomplete batch header", 0
+    size = _LENGTH_FIELD.unpack_from(buf, valid_end + 8)[0] + LOG_OVERHEAD
+    if size <= rest or size < BATCH_OVERHEAD or size > max_batch_bytes:
+        return f"invalid batch of {size} bytes (bad length, magic or CRC)", 0
+    if size > left:
+        return f"incomplete batch of {size} bytes", 0
+    return "", size  # the chunk cut a batch: read it whole

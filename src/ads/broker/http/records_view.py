@@ -16,7 +16,7 @@ from ads.broker.context import BrokerContext
 from ads.records import batch as rb
 from ads.records.errors import RecordError
 from ads.records.record import Record
-from ads.replication.partition import PartitionError
+from ads.replication.partition import Partition, PartitionError
 from ads.storage.errors import StorageError
 
 MAX_RECORDS = 500
@@ -50,11 +50,7 @@ def read_records(broker: BrokerContext, topic: str, partition: int, count: int,
     if offset is not None:
         start = offset
     elif timestamp is not None:
-        try:
-            found = part.offset_for_timestamp(timestamp)
-        except PartitionError as exc:
-            raise RecordsUnavailableError(f"{topic}-{partition}: {exc.code.name}") from exc
-        start = found[0] if found is not None else hw
+        start = _offset_at(part, f"{topic}-{partition}", timestamp, hw)
     else:
         start = hw - count
     start = min(max(start, log_start), hw)
@@ -67,24 +63,43 @@ def read_records(broker: BrokerContext, topic: str, partition: int, count: int,
             raise RecordsUnavailableError(f"{topic}-{partition}: {exc.code.name}") from exc
         if region is None or size == 0:
             break
-        next_position = position
         try:
             data = region.read_bytes()
             read += len(data)
-            for pos, header in rb.iter_batches(data):
-                next_position = header.next_offset
-                if header.is_control:
-                    continue
-                for record in rb.decode_records(data[pos:pos + header.size],
-                                                max_uncompressed_bytes=MAX_READ_BYTES):
-                    if record.offset >= start and len(records) < count:
-                        records.append(record)
+            next_position = _take_records(data, position, start, count, records)
         except (RecordError, StorageError) as exc:
             raise RecordsUnavailableError(f"{topic}-{partition}: {exc}") from exc
         if next_position <= position:
             break
         position = next_position
     return RecordPage(records, start, log_start, hw)
+
+
+def _take_records(data: bytes, position: int, start: int, count: int,
+                  records: list[Record]) -> int:
+    """Adds the records of `data`'s batches from offset `start` on to `records`, up to
+    `count` in all (control records left out); returns the offset after the last batch
+    (`position` when `data` holds none)."""
+    next_position = position
+    for pos, header in rb.iter_batches(data):
+        next_position = header.next_offset
+        if header.is_control:
+            continue
+        for record in rb.decode_records(data[pos:pos + header.size],
+                                        max_uncompressed_bytes=MAX_READ_BYTES):
+            if record.offset >= start and len(records) < count:
+                records.append(record)
+    return next_position
+
+
+def _offset_at(part: Partition, name: str, timestamp: int, hw: int) -> int:
+    """The offset of the first record at or after `timestamp`; the high watermark when none
+    is."""
+    try:
+        found = part.offset_for_timestamp(timestamp)
+    except PartitionError as exc:
+        raise RecordsUnavailableError(f"{name}: {exc.code.name}") from exc
+    return found[0] if found is not None else hw
 
 
 def show(data: bytes | None, fmt: str) -> str:
