@@ -1,0 +1,149 @@
+"""Coordinator replay: the state the coordinators hold after live requests equals the state
+rebuilt by loading their internal topics.
+
+Real clients drive an in-process broker: a consumer group with static members, plain
+offset commits, transactions that commit and abort offsets (`sendOffsetsToTransaction`)
+and one left open. Then each coordinator's partition is unloaded and loaded again from
+`__consumer_offsets` and `__transaction_state` (as on a move of leadership), and what it
+holds is compared with what it held: committed offsets, offsets pending in open
+transactions, each group's state, generation, protocol, leader and members, and each
+transactional id's state, producer id and epoch, partitions and timeout. A live change
+not written to the log, or written differently from how it is replayed, shows here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from ads.testing import EmbeddedBroker
+from conftest import create_topic
+
+CONFIG = {"offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "1",
+          "group.initial.rebalance.delay.ms": "0"}
+
+
+@pytest.fixture
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(config=CONFIG) as b:
+        yield b
+
+
+def _group_state(b: EmbeddedBroker) -> dict[str, Any]:
+    assert b.broker is not None
+    shard = b.broker.group_coordinator.runtime.shard(0)
+    assert shard is not None
+    return {
+        "offsets": {g: {tp: (c.offset, c.leader_epoch, c.metadata, c.commit_timestamp)
+                        for tp, c in shard.offsets.get(g).items()}
+                    for g in shard.offsets.groups()},
+        "pending": {pid: {k: c.offset for k, c in offsets.items()}
+                    for pid, offsets in shard.pending_txn._by_producer.items()},  # noqa: SLF001
+        "groups": {gid: (g.state.name, g.generation_id, g.protocol_type, g.protocol_name,
+                         g.leader_id, sorted((m.member_id, m.group_instance_id, m.assignment)
+                                             for m in g.members.values()))
+                   for gid, g in shard.groups.items()},
+    }
+
+
+def _txn_state(b: EmbeddedBroker) -> dict[str, Any]:
+    assert b.broker is not None
+    shard = b.broker.transaction_coordinator.runtime.shard(0)
+    assert shard is not None
+    return {tid: (meta.state.name, meta.producer_id, meta.producer_epoch,
+                  sorted(meta.partitions), meta.timeout_ms)
+            for tid, meta in shard.txns.items()}
+
+
+def _reload(b: EmbeddedBroker) -> None:
+    """Unloads and loads both coordinators' partition 0, as a leadership move does."""
+    assert b.broker is not None and b.broker._loop is not None  # noqa: SLF001
+    runtimes = [b.broker.group_coordinator.runtime, b.broker.transaction_coordinator.runtime]
+
+    async def reload() -> None:
+        for runtime in runtimes:
+            epoch = runtime.leader_epoch(0)
+            runtime.become_follower(0, epoch + 1)
+            runtime.become_leader(0, epoch + 1)
+        for runtime in runtimes:
+            await runtime.until_loaded(0)
+
+    asyncio.run_coroutine_threadsafe(reload(), b.broker._loop).result(30)  # noqa: SLF001
+
+
+def _static_member(bootstrap: str, instance: str) -> Consumer:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "static",
+                  "group.instance.id": instance, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "session.timeout.ms": 45000})
+    c.subscribe(["in"])
+    return c
+
+
+def test_coordinator_replay_state_equals_live_state(broker: EmbeddedBroker) -> None:
+    bs = broker.bootstrap_servers
+    create_topic(bs, "in", 3)
+    create_topic(bs, "out", 2)
+    feed = Producer({"bootstrap.servers": bs})
+    for i in range(30):
+        feed.produce("in", value=b"%d" % i, partition=i % 3)
+    feed.flush(10)
+
+    # A classic group of two static members that commit; closing a static member does
+    # not leave the group, so the members stay in its state.
+    members = [_static_member(bs, f"member-{i}") for i in range(2)]
+    got = 0
+    for _ in range(150):
+        for c in members:
+            msg = c.poll(0.1)
+            got += msg is not None and not msg.error()
+        if got >= 10 and all(c.assignment() for c in members):
+            break
+    for c in members:
+        c.commit(asynchronous=False)
+        c.close()
+
+    # Offsets committed by a consumer that never joins (no membership).
+    plain = Consumer({"bootstrap.servers": bs, "group.id": "plain"})
+    plain.commit(offsets=[TopicPartition("in", 0, 7), TopicPartition("in", 2, 3)],
+                 asynchronous=False)
+    plain.close()
+
+    # Transactions: offsets committed, offsets aborted, and one transaction left open.
+    group = Consumer({"bootstrap.servers": bs, "group.id": "txn-group"})
+    meta = group.consumer_group_metadata()
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "replay-tx"})
+    p.init_transactions(15)
+    for offset, commit in ((5, True), (9, False)):
+        p.begin_transaction()
+        p.produce("out", value=b"v", partition=0)
+        p.send_offsets_to_transaction([TopicPartition("in", 1, offset)], meta, 15)
+        if commit:
+            p.commit_transaction(15)
+        else:
+            p.abort_transaction(15)
+    open_tx = Producer({"bootstrap.servers": bs, "transactional.id": "open-tx"})
+    open_tx.init_transactions(15)
+    open_tx.begin_transaction()
+    open_tx.produce("out", value=b"open", partition=1)
+    open_tx.send_offsets_to_transaction([TopicPartition("in", 0, 2)], meta, 15)
+    open_tx.flush(10)
+    group.close()
+
+    live_groups = broker.call(_group_state, broker)
+    live_txns = broker.call(_txn_state, broker)
+    # The scenario reached every kind of state compared.
+    assert live_groups["offsets"]["txn-group"][("in", 1)][0] == 5
+    assert live_groups["offsets"]["plain"][("in", 0)][0] == 7
+    assert any(live_groups["pending"].values())
+    assert live_groups["groups"]["static"][0] == "STABLE"
+    assert len(live_groups["groups"]["static"][5]) == 2
+    assert {t: s[0] for t, s in live_txns.items()} == {"replay-tx": "COMPLETE_ABORT",
+                                                        "open-tx": "ONGOING"}
+
+    _reload(broker)
+    assert broker.call(_group_state, broker) == live_groups
+    assert broker.call(_txn_state, broker) == live_txns
