@@ -49,6 +49,7 @@ _REQUEST_TIMEOUT_S = 30.0
 # How long a marker may wait to be committed before its write is answered as failed and
 # sent again; well inside the sender's request timeout.
 MARKER_COMMIT_TIMEOUT_MS = 10_000
+_MARKERS, _VERIFY = "markers", "verify"  # the two purposes of connections to a broker
 
 
 def by_topics(partitions: Iterable[Partition]) -> dict[str, list[int]]:
@@ -90,8 +91,11 @@ async def write_local(broker: BrokerContext, producer_id: int, producer_epoch: i
 class BrokerMarkerWriter:
     def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
-        self._connections: dict[int, BrokerConnection] = {}
-        self._connecting: dict[int, asyncio.Lock] = {}
+        # One connection per broker and purpose: a broker answers a connection's requests
+        # one at a time, and a marker waits until it is committed (up to
+        # MARKER_COMMIT_TIMEOUT_MS), which a produce's verification must not wait behind.
+        self._connections: dict[tuple[int, str], BrokerConnection] = {}
+        self._connecting: dict[tuple[int, str], asyncio.Lock] = {}
 
     async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool,
                             coordinator_epoch: int, partitions: set[Partition]
@@ -129,12 +133,12 @@ class BrokerMarkerWriter:
             topics=[M.WritableTxnMarkerTopic(name=t, partition_indexes=p)
                     for t, p in by_topic.items()])])
         try:
-            conn = await self._connection(node)
+            conn = await self._connection((node, _MARKERS))
             response = await conn.request(m.ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION,
                                           request, timeout_s=_REQUEST_TIMEOUT_S)
         except NetClientError as exc:
             log.warning("sending markers to broker %d failed: %s", node, exc)
-            await self._drop(node)
+            await self._drop((node, _MARKERS))
             return dict.fromkeys(parts, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         assert isinstance(response, m.WriteTxnMarkersResponse)
         failed: dict[Partition, ErrorCode] = {}
@@ -164,12 +168,12 @@ class BrokerMarkerWriter:
             verify_only=True, topics=[m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(
                 name=t, partitions=p) for t, p in by_topic.items()])])
         try:
-            conn = await self._connection(node)
+            conn = await self._connection((node, _VERIFY))
             response = await conn.request(m.ApiKey.ADD_PARTITIONS_TO_TXN,
                                           VERIFY_VERSION, request, timeout_s=_REQUEST_TIMEOUT_S)
         except NetClientError as exc:
             log.warning("verifying a transaction with broker %d failed: %s", node, exc)
-            await self._drop(node)
+            await self._drop((node, _VERIFY))
             return unavailable
         assert isinstance(response, m.AddPartitionsToTxnResponse)
         found = dict(unavailable)
@@ -179,20 +183,21 @@ class BrokerMarkerWriter:
                     found[(t.name, p.partition_index)] = _code(p.partition_error_code)
         return found
 
-    async def _drop(self, node: int) -> None:
-        dropped = self._connections.pop(node, None)
+    async def _drop(self, key: tuple[int, str]) -> None:
+        dropped = self._connections.pop(key, None)
         if dropped is not None:
             await dropped.close()
 
-    async def _connection(self, node: int) -> BrokerConnection:
-        # One connect at a time per broker: two racing ones would leave one unclosed.
-        async with self._connecting.setdefault(node, asyncio.Lock()):
-            conn = self._connections.get(node)
+    async def _connection(self, key: tuple[int, str]) -> BrokerConnection:
+        # One connect at a time per broker and purpose: two racing ones would leave one
+        # unclosed.
+        async with self._connecting.setdefault(key, asyncio.Lock()):
+            conn = self._connections.get(key)
             if conn is not None and not conn.closed:
                 return conn
-            conn = await self.broker.inter_broker.connect(node,
+            conn = await self.broker.inter_broker.connect(key[0],
                                                           request_timeout_s=_REQUEST_TIMEOUT_S)
-            self._connections[node] = conn
+            self._connections[key] = conn
             return conn
 
     async def close(self) -> None:
