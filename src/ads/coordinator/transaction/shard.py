@@ -148,13 +148,7 @@ class TxnShard:
         now = self.clock.time_ms()
         meta = self.txns.get(txn_id)
         if meta is None or meta.state is S.DEAD:
-            if fresh_id is None:
-                return None, Answer(ErrorCode.CONCURRENT_TRANSACTIONS)
-            meta = TransactionMetadata(txn_id, fresh_id, -1, timeout_ms, S.EMPTY,
-                                       last_update_ms=now)
-            self.txns[txn_id] = meta
-            target = meta.prepare(S.EMPTY, now, producer_epoch=0, timeout_ms=timeout_ms)
-            return self._answered_write(meta, target)
+            return self._first_id(txn_id, timeout_ms, fresh_id, now)
         if meta.pending is not None or meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return None, Answer(ErrorCode.CONCURRENT_TRANSACTIONS)
         if producer_id >= 0:  # KIP-360: the producer names what it had
@@ -166,18 +160,38 @@ class TxnShard:
             elif (producer_id, epoch) != (meta.producer_id, meta.producer_epoch):
                 return None, Answer(ErrorCode.PRODUCER_FENCED)
         if meta.state is S.ONGOING:
-            # A new instance: fence the old one and abort what it left open.
-            target = meta.prepare(S.PREPARE_ABORT, now, producer_epoch=meta.producer_epoch + 1,
-                                  last_producer_epoch=meta.producer_epoch)
-            answer = Answer(ErrorCode.CONCURRENT_TRANSACTIONS)
+            return self._fence(meta, now)
+        return self._bump(meta, timeout_ms, fresh_id, now)
 
-            def fenced(error: ErrorCode) -> Sequence[Write]:
-                self._after_prepare(meta, None)(error)
-                if error is not ErrorCode.NONE:
-                    answer.error = error
-                return ()
+    def _first_id(self, txn_id: str, timeout_ms: int, fresh_id: int | None, now: int
+                  ) -> tuple[Write | None, Answer]:
+        """A transactional id new here (or dead): its producer id, epoch 0."""
+        if fresh_id is None:
+            return None, Answer(ErrorCode.CONCURRENT_TRANSACTIONS)
+        meta = TransactionMetadata(txn_id, fresh_id, -1, timeout_ms, S.EMPTY,
+                                   last_update_ms=now)
+        self.txns[txn_id] = meta
+        target = meta.prepare(S.EMPTY, now, producer_epoch=0, timeout_ms=timeout_ms)
+        return self._answered_write(meta, target)
 
-            return self._write(meta, target, fenced), answer
+    def _fence(self, meta: TransactionMetadata, now: int) -> tuple[Write | None, Answer]:
+        """A new instance while a transaction is open: fence the old one and abort what it
+        left open; the new one retries (CONCURRENT_TRANSACTIONS)."""
+        target = meta.prepare(S.PREPARE_ABORT, now, producer_epoch=meta.producer_epoch + 1,
+                              last_producer_epoch=meta.producer_epoch)
+        answer = Answer(ErrorCode.CONCURRENT_TRANSACTIONS)
+
+        def fenced(error: ErrorCode) -> Sequence[Write]:
+            self._after_prepare(meta, None)(error)
+            if error is not ErrorCode.NONE:
+                answer.error = error
+            return ()
+
+        return self._write(meta, target, fenced), answer
+
+    def _bump(self, meta: TransactionMetadata, timeout_ms: int, fresh_id: int | None,
+              now: int) -> tuple[Write | None, Answer]:
+        """The next epoch, or a new producer id once the epochs run out."""
         if meta.producer_epoch >= MAX_EPOCH - 1:
             if fresh_id is None:
                 return None, Answer(ErrorCode.CONCURRENT_TRANSACTIONS)
