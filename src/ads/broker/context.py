@@ -18,6 +18,7 @@ from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.listeners import InterBroker
 from ads.broker.quotas import ClientQuotas
 from ads.common.clock import Clock
+from ads.common.partitions import TopicPartition
 from ads.controller.controller import Controller
 from ads.coordinator.group.coordinator import GroupCoordinator
 from ads.coordinator.transaction.coordinator import MarkerWriter, TransactionCoordinator
@@ -32,7 +33,7 @@ from ads.replication.replica_manager import ReplicaManager
 
 class TxnRequests(MarkerWriter, Protocol):
     async def verify(self, txn_id: str, producer_id: int, producer_epoch: int,
-                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+                     partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
         ...
 
 

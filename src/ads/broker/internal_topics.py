@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ads.common.partitions import TopicPartition
 from ads.coordinator.group.records import OFFSETS_TOPIC
 from ads.coordinator.topic import AppendError
 from ads.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
@@ -124,7 +125,7 @@ class InternalTopicLog:
         """Appends as acks=all through the replica manager's one append path; the future
         is the batch's base offset once committed."""
         committed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        key = (self.name, partition)
+        key = TopicPartition(self.name, partition)
         appended = self.broker.replica_manager.append_records(
             {key: batch}, AppendOrigin.COORDINATOR, -1, self._int("offsets.commit.timeout.ms"))
         result = appended.results[key]

@@ -30,6 +30,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from ads.common.partitions import TopicPartition
 from ads.coordinator.group.records import OFFSETS_TOPIC
 from ads.net.client import BrokerConnection, NetClientError
 from ads.protocol import messages as m
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ads.broker.markers")
 
-Partition = tuple[str, int]
 WRITE_TXN_MARKERS_VERSION = 1
 VERIFY_VERSION = 4  # AddPartitionsToTxn, the first version with verify_only
 _REQUEST_TIMEOUT_S = 30.0
@@ -52,7 +52,7 @@ MARKER_COMMIT_TIMEOUT_MS = 10_000
 _MARKERS, _VERIFY = "markers", "verify"  # the two purposes of connections to a broker
 
 
-def by_topics(partitions: Iterable[Partition]) -> dict[str, list[int]]:
+def by_topics(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
     """Partition indexes grouped by topic, as the requests carry them."""
     grouped: dict[str, list[int]] = {}
     for topic, index in partitions:
@@ -68,8 +68,8 @@ def _code(value: int) -> ErrorCode:
 
 
 async def write_local(broker: BrokerContext, producer_id: int, producer_epoch: int,
-                      commit: bool, coordinator_epoch: int, partitions: list[Partition]
-                      ) -> dict[Partition, ErrorCode]:
+                      commit: bool, coordinator_epoch: int, partitions: list[TopicPartition]
+                      ) -> dict[TopicPartition, ErrorCode]:
     """Writes one marker to partitions led here as acks=all and waits until it is
     committed; returns the error of each partition that failed."""
     kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
@@ -78,8 +78,9 @@ async def write_local(broker: BrokerContext, producer_id: int, producer_epoch: i
     appended = broker.replica_manager.append_records(
         dict.fromkeys(partitions, batch), AppendOrigin.COORDINATOR, -1, MARKER_COMMIT_TIMEOUT_MS)
     errors = await appended.committed()
-    for topic, index in partitions:
-        error = errors.get((topic, index))
+    for tp in partitions:
+        error = errors.get(tp)
+        topic, index = tp
         if error is None and topic == OFFSETS_TOPIC:
             broker.group_coordinator.complete_transaction(index, producer_id, commit)
         elif error is not None and error is not ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
@@ -98,20 +99,21 @@ class BrokerMarkerWriter:
         self._connecting: dict[tuple[int, str], asyncio.Lock] = {}
 
     async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool,
-                            coordinator_epoch: int, partitions: set[Partition]
-                            ) -> dict[Partition, ErrorCode]:
-        failed: dict[Partition, ErrorCode] = {}
-        by_leader: dict[int, list[Partition]] = {}
+                            coordinator_epoch: int, partitions: set[TopicPartition]
+                            ) -> dict[TopicPartition, ErrorCode]:
+        failed: dict[TopicPartition, ErrorCode] = {}
+        by_leader: dict[int, list[TopicPartition]] = {}
         broker = self.broker
-        for topic, index in sorted(partitions):
+        for tp in sorted(partitions):
+            topic, index = tp
             state = broker.metadata.topics.get(topic)
             if state is None or not 0 <= index < len(state.partitions):
                 continue  # deleted: nothing to end there
             leader = state.partitions[index].leader
             if leader < 0:
-                failed[(topic, index)] = ErrorCode.LEADER_NOT_AVAILABLE
+                failed[tp] = ErrorCode.LEADER_NOT_AVAILABLE
             else:
-                by_leader.setdefault(leader, []).append((topic, index))
+                by_leader.setdefault(leader, []).append(tp)
         # Every leader at once: each answers when its markers are committed.
         sends = [write_local(broker, producer_id, producer_epoch, commit, coordinator_epoch,
                              parts) if node == broker.node_id
@@ -123,8 +125,8 @@ class BrokerMarkerWriter:
         return {p: e for p, e in failed.items() if e is not ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
 
     async def _send(self, node: int, producer_id: int, producer_epoch: int, commit: bool,
-                    coordinator_epoch: int, parts: list[Partition]
-                    ) -> dict[Partition, ErrorCode]:
+                    coordinator_epoch: int, parts: list[TopicPartition]
+                    ) -> dict[TopicPartition, ErrorCode]:
         by_topic = by_topics(parts)
         M = m.WriteTxnMarkersRequest.WritableTxnMarker  # noqa: N806
         request = m.WriteTxnMarkersRequest(markers=[M(
@@ -141,17 +143,17 @@ class BrokerMarkerWriter:
             await self._drop((node, _MARKERS))
             return dict.fromkeys(parts, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         assert isinstance(response, m.WriteTxnMarkersResponse)
-        failed: dict[Partition, ErrorCode] = {}
+        failed: dict[TopicPartition, ErrorCode] = {}
         for marker in response.markers:
             for t in marker.topics:
                 for p in t.partitions:
                     code = _code(p.error_code)
                     if code not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-                        failed[(t.name, p.partition_index)] = code
+                        failed[TopicPartition(t.name, p.partition_index)] = code
         return failed
 
     async def verify(self, txn_id: str, producer_id: int, producer_epoch: int,
-                     partitions: list[Partition]) -> dict[Partition, ErrorCode]:
+                     partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
         """KIP-890 part 1 (`txn_verify`): asks the coordinator of `txn_id` on its broker,
         with AddPartitionsToTxn v4 `verify_only`, whether each partition belongs to the
         ongoing transaction; a coordinator that cannot be asked: COORDINATOR_NOT_AVAILABLE."""
@@ -180,7 +182,8 @@ class BrokerMarkerWriter:
         for result in response.results_by_transaction:
             for t in result.topic_results:
                 for p in t.results_by_partition:
-                    found[(t.name, p.partition_index)] = _code(p.partition_error_code)
+                    found[TopicPartition(t.name, p.partition_index)] = _code(
+                        p.partition_error_code)
         return found
 
     async def _drop(self, key: tuple[int, str]) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ads.common.partitions import TopicPartition
 from ads.protocol.errors import ErrorCode
 from ads.records import batch as rb
 from ads.records.errors import RecordError
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
     from ads.broker.context import BrokerContext
     from ads.protocol import messages as m
 
-Partition = tuple[str, int]
 # What a coordinator that cannot answer now means for the producer: retry.
 _RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                         ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
@@ -60,28 +60,28 @@ def _local(broker: BrokerContext, txn_id: str) -> bool:
 
 
 def remote_checks(broker: BrokerContext, req: m.ProduceRequest
-                  ) -> tuple[int, int, list[Partition]] | None:
+                  ) -> tuple[int, int, list[TopicPartition]] | None:
     """The producer id, epoch and partitions to verify with a coordinator on another
     broker before appending; None when there are none."""
     txn_id = req.transactional_id
     if not txn_id:
         return None
     found: tuple[int, int] | None = None
-    partitions: list[Partition] = []
+    partitions: list[TopicPartition] = []
     for td in req.topic_data:
         for pd in td.partition_data:
             header = transactional_header(pd.records)
             if header is not None:
                 found = found or (header.producer_id, header.producer_epoch)
-                partitions.append((td.name, pd.index))
+                partitions.append(TopicPartition(td.name, pd.index))
     if found is None or _local(broker, txn_id):
         return None
     return found[0], found[1], partitions
 
 
 async def verify_remotely(broker: BrokerContext, txn_id: str, producer_id: int,
-                          producer_epoch: int, partitions: list[Partition]
-                          ) -> dict[Partition, ErrorCode]:
+                          producer_epoch: int, partitions: list[TopicPartition]
+                          ) -> dict[TopicPartition, ErrorCode]:
     verdicts = await broker.txn_requests.verify(txn_id, producer_id, producer_epoch,
                                                 partitions)
     return {p: ErrorCode.NOT_ENOUGH_REPLICAS if e in _RETRIABLE else e
@@ -89,7 +89,7 @@ async def verify_remotely(broker: BrokerContext, txn_id: str, producer_id: int,
 
 
 async def verify(broker: BrokerContext, txn_id: str, producer_id: int, producer_epoch: int,
-                 partition: Partition) -> ErrorCode:
+                 partition: TopicPartition) -> ErrorCode:
     """Whether one partition belongs to the id's ongoing transaction, wherever its
     coordinator runs (TxnOffsetCommit asks it of the group's `__consumer_offsets`
     partition)."""
@@ -101,19 +101,20 @@ async def verify(broker: BrokerContext, txn_id: str, producer_id: int, producer_
     return found[partition]
 
 
-def check(broker: BrokerContext, txn_id: str | None, topic: str, index: int,
-          records: memoryview | None, verdicts: dict[Partition, ErrorCode]) -> ErrorCode:
+def check(broker: BrokerContext, txn_id: str | None, partition: TopicPartition,
+          records: memoryview | None, verdicts: dict[TopicPartition, ErrorCode]) -> ErrorCode:
     """The error of one partition's batch (NONE: append it)."""
     header = transactional_header(records)
     if header is None:
         return ErrorCode.NONE
     if not txn_id:
         return ErrorCode.INVALID_TXN_STATE
-    if (topic, index) in verdicts:
-        return verdicts[(topic, index)]
+    verdict = verdicts.get(partition)
+    if verdict is not None:
+        return verdict
     if not _local(broker, txn_id):
         return ErrorCode.NOT_ENOUGH_REPLICAS  # not verified: the producer retries
     coordinator = broker.transaction_coordinator
     found = coordinator.verify_partitions(txn_id, header.producer_id, header.producer_epoch,
-                                          [(topic, index)])
-    return found[(topic, index)]
+                                          [partition])
+    return found[partition]

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ads.cli.common import UsageError, run_command
+from ads.common.partitions import TopicPartition
 from ads.records import batch as rb
 from ads.records.batch import BatchHeader
 from ads.records.crc import crc32c
@@ -181,7 +182,7 @@ def _dump_time_index(path: Path, base: int) -> None:
 # ---------------------------------------------------------------------------- describe
 
 
-def _read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
     try:
         return read_offset_checkpoint(path)
     except CheckpointError:
@@ -201,12 +202,12 @@ class PartitionFiles:
 
 
 def scan_data_dir(data_dir: Path, topic: str | None = None
-                  ) -> dict[tuple[str, int], PartitionFiles]:
+                  ) -> dict[TopicPartition, PartitionFiles]:
     """Per partition of a broker's log directory: segments, size and cleanable ratio (the
     figure the log cleaner compares with `min.cleanable.dirty.ratio`), from the files only."""
     dirty = _read_checkpoint(data_dir / CLEANER_OFFSET_CHECKPOINT)
     starts = _read_checkpoint(data_dir / LOG_START_OFFSET_CHECKPOINT)
-    found: dict[tuple[str, int], PartitionFiles] = {}
+    found: dict[TopicPartition, PartitionFiles] = {}
     for part_dir in sorted(p for p in data_dir.iterdir() if p.is_dir()):
         tp = parse_partition_dir(part_dir.name)
         if tp is None or (topic and tp[0] != topic):

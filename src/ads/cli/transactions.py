@@ -40,6 +40,7 @@ from ads.cli.common import (
     run_command,
 )
 from ads.client import ClientError, parse_servers
+from ads.common.partitions import TopicPartition
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
@@ -184,7 +185,7 @@ _BATCH = 500  # partitions per DescribeProducers request, as Kafka's tool sends 
 
 
 def _describe_producers(args: argparse.Namespace, node: int, address: tuple[str, int],
-                        partitions: list[tuple[str, int]]
+                        partitions: list[TopicPartition]
                         ) -> list[tuple[str, int, ProducerState]]:
     """The producers of ``partitions`` as broker ``node`` knows them."""
     out: list[tuple[str, int, ProducerState]] = []
@@ -211,7 +212,7 @@ def _describe_producers(args: argparse.Namespace, node: int, address: tuple[str,
 
 def _partitions_to_search(args: argparse.Namespace
                           ) -> tuple[dict[int, tuple[str, int]],
-                                     dict[int, list[tuple[str, int]]]]:
+                                     dict[int, list[TopicPartition]]]:
     """The brokers' addresses, and the partitions to ask each broker about: every
     partition with a replica on ``--broker-id`` asked there, or each partition of
     ``--topic`` asked at its leader."""
@@ -223,7 +224,7 @@ def _partitions_to_search(args: argparse.Namespace
     addresses = {b.node_id: (b.host, b.port) for b in md.brokers}
     if args.broker_id is not None and args.broker_id not in addresses:
         raise CommandError(f"broker {args.broker_id} is not in the cluster")
-    asks: dict[int, list[tuple[str, int]]] = {}
+    asks: dict[int, list[TopicPartition]] = {}
     for t in md.topics:
         name = str(t.name)
         if t.error_code != ErrorCode.NONE:
@@ -234,9 +235,11 @@ def _partitions_to_search(args: argparse.Namespace
                 continue
             if args.broker_id is not None:
                 if args.broker_id in part.replica_nodes:
-                    asks.setdefault(args.broker_id, []).append((name, part.partition_index))
+                    asks.setdefault(args.broker_id, []).append(
+                        TopicPartition(name, part.partition_index))
             elif part.leader_id >= 0:
-                asks.setdefault(part.leader_id, []).append((name, part.partition_index))
+                asks.setdefault(part.leader_id, []).append(
+                    TopicPartition(name, part.partition_index))
     if args.partition is not None and not any(asks.values()):
         raise CommandError(f"no partition {args.topic}-{args.partition} to search")
     return addresses, asks
@@ -299,7 +302,8 @@ def _abort_spec(args: argparse.Namespace, leader: int, address: tuple[str, int]
         if args.coordinator_epoch is None:
             raise UsageError("--producer-id needs --coordinator-epoch")
         return args.producer_id, args.producer_epoch, max(args.coordinator_epoch, 0)
-    producers = _describe_producers(args, leader, address, [(args.topic, args.partition)])
+    producers = _describe_producers(args, leader, address,
+                                    [TopicPartition(args.topic, args.partition)])
     for _, _, state in producers:
         if state.current_txn_start_offset == args.start_offset:
             return state.producer_id, state.producer_epoch, max(state.coordinator_epoch, 0)

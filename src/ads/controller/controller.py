@@ -49,6 +49,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, Roll
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
+from ads.common.partitions import TopicPartition
 from ads.controller import election
 from ads.controller.election import Refused
 from ads.controller.reassignment import Reassigner, ReplicaAssignment
@@ -61,7 +62,6 @@ _STOP = "stop"
 # Kafka checks the leader balance first 5 s after a controller is elected.
 _FIRST_REBALANCE_S = 5.0
 T = TypeVar("T")
-TopicPartition = tuple[str, int]
 
 
 class DeposedError(Exception):
@@ -94,7 +94,7 @@ class Controller:
         self._stopped = False
         # Partition states this controller knows with their znode versions; a write that
         # finds another version reads the znode again.
-        self._states: dict[tuple[str, int], tuple[zl.LeaderAndIsr, int]] = {}
+        self._states: dict[TopicPartition, tuple[zl.LeaderAndIsr, int]] = {}
         # Leaders this controller gave partitions that had a state already (a new partition's
         # first leader is not elected), and those not from the ISR; /metrics reads them.
         self.leader_elections = 0
@@ -291,8 +291,9 @@ class Controller:
 
     def _reconcile_partition(self, topic: str, partition: int, replicas: list[int],
                              live: set[int]) -> None:
+        key = TopicPartition(topic, partition)
         for _ in range(3):  # a stale znode version: read it again and decide again
-            known = self._states.get((topic, partition))
+            known = self._states.get(key)
             if known is None:
                 known = self._read_state(topic, partition)
             state, version = known if known is not None else (None, -1)
@@ -308,7 +309,7 @@ class Controller:
             try:
                 self._write_state(topic, partition, new, version)
             except BadVersionError:
-                self._states.pop((topic, partition), None)
+                self._states.pop(key, None)
                 continue
             return
 
@@ -406,9 +407,10 @@ class Controller:
                 election.controlled_shutdown, replicas=replicas, live=live,
                 shutting_down=self.shutting_down, broker=broker_id,
                 controller_epoch=self.epoch))
-            known = self._states.get((topic, partition))
+            key = TopicPartition(topic, partition)
+            known = self._states.get(key)
             if known is not None and known[0].leader == broker_id:
-                remaining.append((topic, partition))
+                remaining.append(key)
             elif isinstance(new, zl.LeaderAndIsr):
                 log.info("%s-%d: broker %d shutting down; leader %d, ISR %s", topic,
                          partition, broker_id, new.leader, new.isr)
@@ -423,7 +425,8 @@ class Controller:
         assignments: dict[str, dict[int, list[int]]] = {}
         results: dict[TopicPartition, zl.LeaderAndIsr | Refused] = {}
         rule = election.preferred if election_type == election.PREFERRED else election.unclean
-        for topic, partition in partitions:
+        for tp in partitions:
+            topic, partition = tp
             if topic not in assignments:
                 try:
                     data, _ = self.zk.get(zl.topic_path(topic))
@@ -432,17 +435,17 @@ class Controller:
                     assignments[topic] = {}
             replicas = assignments[topic].get(partition)
             if replicas is None:
-                results[(topic, partition)] = Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                                      "The partition does not exist.")
+                results[tp] = Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                      "The partition does not exist.")
                 continue
             if topic in deleting:
-                results[(topic, partition)] = Refused(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                                                      "The topic is being deleted")
+                results[tp] = Refused(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                      "The topic is being deleted")
                 continue
             outcome = self.update_state(topic, partition, functools.partial(
                 rule, replicas=replicas, live=live, shutting_down=self.shutting_down,
                 controller_epoch=self.epoch))
-            results[(topic, partition)] = outcome if outcome is not None else Refused(
+            results[tp] = outcome if outcome is not None else Refused(
                 ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE)
         return results
 
@@ -451,16 +454,17 @@ class Controller:
         entries = []
         for topic, partition, replicas in self._partitions():
             known = self._read_state(topic, partition)
-            entries.append(((topic, partition), replicas, known[0] if known else None))
+            entries.append((TopicPartition(topic, partition), replicas,
+                            known[0] if known else None))
         chosen = election.imbalanced(entries, live, self.shutting_down,
                                      self.imbalance_percentage)
         if chosen:
             log.info("leader imbalance: preferred-leader election for %d partitions",
                      len(chosen))
         replicas_of = {key: replicas for key, replicas, _ in entries}
-        for topic, partition in chosen:
-            self.update_state(topic, partition, functools.partial(
-                election.preferred, replicas=replicas_of[(topic, partition)], live=live,
+        for tp in chosen:
+            self.update_state(tp.topic, tp.partition, functools.partial(
+                election.preferred, replicas=replicas_of[tp], live=live,
                 shutting_down=self.shutting_down, controller_epoch=self.epoch))
 
     def _read_state(self, topic: str, partition: int) -> tuple[zl.LeaderAndIsr, int] | None:
@@ -469,7 +473,7 @@ class Controller:
         except NoNodeError:
             return None
         known = (zl.decode_state(data), stat.version)
-        self._states[(topic, partition)] = known
+        self._states[TopicPartition(topic, partition)] = known
         return known
 
     def _write_state(self, topic: str, partition: int, state: zl.LeaderAndIsr,
@@ -477,7 +481,8 @@ class Controller:
         """Writes the state if this controller is still the current one (checked in the
         same ZooKeeper transaction) and the znode is still at `version` (-1: a new one)."""
         path = zl.state_path(topic, partition)
-        before = self._states.get((topic, partition)) if version >= 0 else None
+        key = TopicPartition(topic, partition)
+        before = self._states.get(key) if version >= 0 else None
         tx = self.zk.transaction()
         tx.check(zl.CONTROLLER_EPOCH, self._epoch_version)
         if version < 0:
@@ -499,7 +504,7 @@ class Controller:
             raise BadVersionError
         if failure is not None:
             raise failure
-        self._states[(topic, partition)] = (state, version + 1)
+        self._states[key] = (state, version + 1)
         if before is not None and state.leader >= 0 and state.leader != before[0].leader:
             self.leader_elections += 1
             self.unclean_leader_elections += state.leader not in before[0].isr

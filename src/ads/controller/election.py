@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
+from ads.common.partitions import TopicPartition
 from ads.metadata.zk_layout import LeaderAndIsr
 from ads.protocol.errors import ErrorCode
 
@@ -105,15 +106,15 @@ def unclean(state: LeaderAndIsr | None, replicas: list[int], live: Collection[in
                         controller_epoch)
 
 
-def imbalanced(partitions: Iterable[tuple[tuple[str, int], list[int], LeaderAndIsr | None]],
+def imbalanced(partitions: Iterable[tuple[TopicPartition, list[int], LeaderAndIsr | None]],
                live: Collection[int], shutting_down: Collection[int],
-               percentage: int) -> list[tuple[str, int]]:
+               percentage: int) -> list[TopicPartition]:
     """The partitions the automatic rebalance gives a preferred election, in order."""
-    by_preferred: dict[int, list[tuple[tuple[str, int], list[int], LeaderAndIsr | None]]] = {}
+    by_preferred: dict[int, list[tuple[TopicPartition, list[int], LeaderAndIsr | None]]] = {}
     for entry in partitions:
         if entry[1]:
             by_preferred.setdefault(entry[1][0], []).append(entry)
-    chosen: list[tuple[str, int]] = []
+    chosen: list[TopicPartition] = []
     for broker, entries in sorted(by_preferred.items()):
         elsewhere = [(key, replicas, state) for key, replicas, state in entries
                      if state is not None and state.leader != broker]

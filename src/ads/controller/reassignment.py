@@ -39,13 +39,13 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import DataWatch
 
+from ads.common.partitions import TopicPartition
 from ads.controller.election import Refused
 from ads.metadata import zk_layout as zl
 from ads.metadata.zk_layout import LeaderAndIsr
 from ads.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
-TopicPartition = tuple[str, int]
 Rule = Callable[[LeaderAndIsr | None], LeaderAndIsr | Refused | None]
 
 
@@ -203,23 +203,23 @@ class Reassigner:
             except NoNodeError:
                 data, stat = None, None
             if data is None or stat is None or deleting:
-                results.update({(topic, p): unknown for p in targets})
+                results.update({TopicPartition(topic, p): unknown for p in targets})
                 return []
             assignment = zl.decode_assignment(data)
             changed = []
             for partition, target in sorted(targets.items()):
                 if partition not in assignment.replicas:
-                    results[(topic, partition)] = unknown
+                    results[TopicPartition(topic, partition)] = unknown
                     continue
                 current = _of(assignment, partition)
                 if target is None:
                     if not current.reassigning:
-                        results[(topic, partition)] = Refused(
+                        results[TopicPartition(topic, partition)] = Refused(
                             ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
                         continue
                     target = current.origin
                 refused = check_target(target, current, live)
-                results[(topic, partition)] = refused
+                results[TopicPartition(topic, partition)] = refused
                 if refused is None:
                     assignment = _with(assignment, partition, current.reassign_to(target))
                     changed.append(partition)
@@ -231,8 +231,9 @@ class Reassigner:
                 continue
             log.info("reassigning %s partitions %s", topic, changed)
             return changed
-        results.update({(topic, p): Refused(ErrorCode.UNKNOWN_SERVER_ERROR,
-                                            "the assignment kept changing") for p in targets})
+        results.update({TopicPartition(topic, p): Refused(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                                          "the assignment kept changing")
+                        for p in targets})
         return []
 
     def progress(self, topic: str, partition: int) -> None:
@@ -275,10 +276,10 @@ class Reassigner:
     def _unwatch(self, topic: str, partition: int) -> None:
         """The partition's watch stops at its next call."""
         with self._lock:
-            self._watched.discard((topic, partition))
+            self._watched.discard(TopicPartition(topic, partition))
 
     def _watch(self, topic: str, partition: int) -> None:
-        key = (topic, partition)
+        key = TopicPartition(topic, partition)
         with self._lock:
             if key in self._watched:
                 return
@@ -314,5 +315,5 @@ class Reassigner:
             for partition in sorted(assignment.replicas):
                 ra = _of(assignment, partition)
                 if ra.reassigning and (only is None or partition in only):
-                    out[(topic, partition)] = ra
+                    out[TopicPartition(topic, partition)] = ra
         return out

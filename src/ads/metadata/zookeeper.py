@@ -30,6 +30,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
+from ads.common.partitions import TopicPartition
 from ads.metadata import zk_layout as zl
 from ads.metadata.embedded import new_cluster_id
 from ads.metadata.model import BrokerEndpoint, PartitionState, TopicState
@@ -70,13 +71,13 @@ class ZkMetadataStore:
         self._endpoint: BrokerEndpoint | None = None
         # Loop-side pieces of each topic, assembled into `topics` on every change.
         self._assignments: dict[str, zl.TopicAssignment] = {}
-        self._states: dict[tuple[str, int], zl.LeaderAndIsr] = {}
-        self._state_versions: dict[tuple[str, int], int] = {}  # znode versions of `_states`
+        self._states: dict[TopicPartition, zl.LeaderAndIsr] = {}
+        self._state_versions: dict[TopicPartition, int] = {}  # znode versions of `_states`
         self._configs: dict[str, dict[str, str]] = {}
         # kazoo-side: topics whose znodes are watched (stopping a watch: its callback
         # returns False once its topic is gone from here).
         self._watched: set[str] = set()
-        self._watched_partitions: set[tuple[str, int]] = set()
+        self._watched_partitions: set[TopicPartition] = set()
         self._lock = threading.Lock()
         self._closed = False
         self._lost = False  # kazoo-side: the session expired, register again on reconnect
@@ -228,8 +229,8 @@ class ZkMetadataStore:
             assignment = zl.decode_assignment(data)
             with self._lock:
                 new = [p for p in assignment.replicas
-                       if (name, p) not in self._watched_partitions]
-                self._watched_partitions.update((name, p) for p in new)
+                       if TopicPartition(name, p) not in self._watched_partitions]
+                self._watched_partitions.update(TopicPartition(name, p) for p in new)
             self._post(self._set_assignment, name, assignment)
             for p in sorted(new):
                 DataWatch(self.zk, zl.state_path(name, p), self._state_watch(name, p))
@@ -273,7 +274,7 @@ class ZkMetadataStore:
         # A watch reads the znode after it fired, on kazoo's thread: its answer may reach
         # the loop after a newer version this broker wrote itself (`update_isr`). Older
         # versions are dropped, so the ISR a leader applies never goes back.
-        key = (name, partition)
+        key = TopicPartition(name, partition)
         if 0 <= version < self._state_versions.get(key, -1):
             return
         self._state_versions[key] = version
@@ -302,7 +303,7 @@ class ZkMetadataStore:
         assignment = self._assignments[name]
         partitions = []
         for p, replicas in sorted(assignment.replicas.items()):
-            s = self._states.get((name, p), NO_STATE)
+            s = self._states.get(TopicPartition(name, p), NO_STATE)
             partitions.append(PartitionState(partition=p, leader=s.leader,
                                              leader_epoch=s.leader_epoch,
                                              replicas=list(replicas), isr=list(s.isr)))
@@ -437,7 +438,7 @@ class ZkMetadataStore:
         `leader_epoch`, and refused if anyone (the controller) wrote it since. A refused
         change is dropped; the leader proposes again once the watch brings the newer state.
         The change reaches every broker through the watches, this one at once."""
-        key = (name, partition)
+        key = TopicPartition(name, partition)
         state, version = self._states.get(key), self._state_versions.get(key, -1)
         if (self.fenced or state is None or version < 0 or state.leader != self.node_id
                 or state.leader_epoch != leader_epoch):

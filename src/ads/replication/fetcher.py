@@ -46,11 +46,11 @@ import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ads.common.partitions import TopicPartition
 from ads.net.client import Authenticate, BrokerConnection, NetClientError
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 from ads.replication.partition import Partition, PartitionError
-from ads.replication.purgatory import PartitionKey
 
 log = logging.getLogger("ads.replication.fetcher")
 
@@ -87,11 +87,11 @@ class ReplicaFetcherManager:
         self._ssl_context = ssl_context
         self._authenticate = authenticate
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
-        self._where: dict[PartitionKey, tuple[int, int]] = {}
+        self._where: dict[TopicPartition, tuple[int, int]] = {}
         self._stopped = False
         # Partitions whose replication failed on an error of their own (their log's): no
         # longer fetched until their leadership changes (Kafka's failed partitions).
-        self.failed: set[PartitionKey] = set()
+        self.failed: set[TopicPartition] = set()
 
     def follow(self, part: Partition) -> None:
         """Fetches `part` from its `leader_id` (moving it off any other fetcher)."""
@@ -109,14 +109,14 @@ class ReplicaFetcherManager:
         self._where[part.key] = slot
         fetcher.add(part)
 
-    def _failed(self, key: PartitionKey) -> None:
+    def _failed(self, key: TopicPartition) -> None:
         self.failed.add(key)
         self.unfollow(key)
 
     def failed_partitions(self) -> int:
         return len(self.failed)
 
-    def unfollow(self, key: PartitionKey) -> None:
+    def unfollow(self, key: TopicPartition) -> None:
         slot = self._where.pop(key, None)
         if slot is None:
             return
@@ -138,7 +138,7 @@ class ReplicaFetcher:
     def __init__(self, node_id: int, leader_id: int, config: FetcherConfig,
                  endpoint: EndpointLookup, ssl_context: ssl.SSLContext | None = None,
                  authenticate: Authenticate | None = None,
-                 on_failed: Callable[[PartitionKey], None] | None = None) -> None:
+                 on_failed: Callable[[TopicPartition], None] | None = None) -> None:
         """`on_failed(key)`: the partition failed on an error of its own log and is no
         longer fetched here."""
         self.node_id = node_id
@@ -148,8 +148,8 @@ class ReplicaFetcher:
         self._endpoint = endpoint
         self._ssl_context = ssl_context
         self._authenticate = authenticate
-        self.partitions: dict[PartitionKey, Partition] = {}
-        self._delayed: dict[PartitionKey, float] = {}  # key -> loop time it may fetch again
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self._delayed: dict[TopicPartition, float] = {}  # key -> loop time it may fetch again
         self._conn: BrokerConnection | None = None
         self._task: asyncio.Task[None] | None = None
         self._wakeup = asyncio.Event()
@@ -161,7 +161,7 @@ class ReplicaFetcher:
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._run())
 
-    def remove(self, key: PartitionKey) -> bool:
+    def remove(self, key: TopicPartition) -> bool:
         """Stops fetching `key`; True when nothing is left (the fetcher then stops)."""
         self.partitions.pop(key, None)
         self._delayed.pop(key, None)
@@ -236,7 +236,7 @@ class ReplicaFetcher:
             raise _RoundError(self.leader_id, ErrorCode(response.error_code))
         for topic in response.responses:
             for data in topic.partitions:
-                key = (topic.topic, data.partition_index)
+                key = TopicPartition(topic.topic, data.partition_index)
                 if key in sent:
                     try:
                         self._handle(key, sent[key], data)
@@ -246,13 +246,13 @@ class ReplicaFetcher:
                                       "changes", key[0], key[1], self.leader_id)
                         self._fail(key)
 
-    def _fail(self, key: PartitionKey) -> None:
+    def _fail(self, key: TopicPartition) -> None:
         self.partitions.pop(key, None)
         self._delayed.pop(key, None)
         if self._on_failed is not None:
             self._on_failed(key)
 
-    def _request(self, sent: dict[PartitionKey, tuple[Partition, int, int]]) -> m.FetchRequest:
+    def _request(self, sent: dict[TopicPartition, tuple[Partition, int, int]]) -> m.FetchRequest:
         topics: dict[str, list[m.FetchRequest.FetchTopic.FetchPartition]] = {}
         for (topic, index), (part, epoch, offset) in sent.items():
             topics.setdefault(topic, []).append(m.FetchRequest.FetchTopic.FetchPartition(
@@ -266,7 +266,7 @@ class ReplicaFetcher:
             isolation_level=0, session_id=0, session_epoch=-1,
             topics=[m.FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()])
 
-    def _handle(self, key: PartitionKey, sent: tuple[Partition, int, int],
+    def _handle(self, key: TopicPartition, sent: tuple[Partition, int, int],
                 data: m.FetchResponse.FetchableTopicResponse.PartitionData) -> None:
         part, epoch, offset = sent
         if (self.partitions.get(key) is not part or part.is_leader

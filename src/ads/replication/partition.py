@@ -45,6 +45,7 @@ import logging
 from enum import Enum
 from typing import TYPE_CHECKING, NamedTuple
 
+from ads.common.partitions import TopicPartition
 from ads.protocol.errors import ErrorCode
 from ads.records import batch as rb
 from ads.records.checks import BadRecord, RecordRules, bad_records, summary
@@ -139,7 +140,7 @@ class Partition:
         self.index = index
         self.log = log_
         self.node_id = node_id
-        self.key = (topic, index)  # the purgatories' key, built once
+        self.key = TopicPartition(topic, index)  # the purgatories' key, built once
         self.config = config  # also builds the record rules
         self.leader_epoch = leader_epoch
         self.is_leader = False

@@ -1,6 +1,6 @@
 """Purgatories: requests that wait for something to happen to a partition.
 
-A delayed operation watches one or more partitions (by `(topic, index)` key) and completes
+A delayed operation watches one or more partitions (by `TopicPartition` key) and completes
 when an event on one of them lets it, or when its deadline passes, whichever comes first.
 Two kinds exist, as in Kafka:
 
@@ -27,12 +27,11 @@ import asyncio
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from ads.common.partitions import TopicPartition
 from ads.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from ads.replication.partition import Partition
-
-PartitionKey = tuple[str, int]
 
 
 class DelayedOperation:
@@ -40,7 +39,7 @@ class DelayedOperation:
 
     __slots__ = ("future", "keys", "_timer")
 
-    def __init__(self, keys: list[PartitionKey]) -> None:
+    def __init__(self, keys: list[TopicPartition]) -> None:
         self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.keys = keys
         self._timer: asyncio.TimerHandle | None = None
@@ -86,10 +85,10 @@ class DelayedProduce(DelayedOperation):
 
     __slots__ = ("_waiting", "errors")
 
-    def __init__(self, waiting: dict[PartitionKey, tuple[Partition, int]]) -> None:
+    def __init__(self, waiting: dict[TopicPartition, tuple[Partition, int]]) -> None:
         super().__init__(list(waiting))
         self._waiting = waiting  # partition -> (replica, offset the HW must reach)
-        self.errors: dict[PartitionKey, ErrorCode] = {}
+        self.errors: dict[TopicPartition, ErrorCode] = {}
 
     def try_complete(self) -> bool:
         for key, (part, required) in list(self._waiting.items()):
@@ -120,7 +119,7 @@ class Purgatory:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._watchers: dict[PartitionKey, list[DelayedOperation]] = {}
+        self._watchers: dict[TopicPartition, list[DelayedOperation]] = {}
 
     def watch(self, op: DelayedOperation, timeout_s: float) -> None:
         """Parks `op` on its keys now and arms its deadline."""
@@ -129,7 +128,7 @@ class Purgatory:
         op.arm(timeout_s)
         op.future.add_done_callback(lambda _: self._forget(op))
 
-    def check_and_complete(self, key: PartitionKey) -> None:
+    def check_and_complete(self, key: TopicPartition) -> None:
         """An event on `key`: every operation watching it tries to complete."""
         ops = self._watchers.get(key)
         if not ops:
@@ -138,7 +137,7 @@ class Purgatory:
             if not op.future.done():
                 op.try_complete()
 
-    def complete_all(self, keys: Iterable[PartitionKey]) -> None:
+    def complete_all(self, keys: Iterable[TopicPartition]) -> None:
         """Leadership moved or the partitions went away: wake whatever watches them."""
         for key in keys:
             self.check_and_complete(key)

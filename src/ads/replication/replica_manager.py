@@ -46,6 +46,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ads.common.clock import Clock, SystemClock
+from ads.common.partitions import TopicPartition
 from ads.common.tasks import TaskSet
 from ads.protocol.errors import ErrorCode
 from ads.replication.partition import (
@@ -55,7 +56,7 @@ from ads.replication.partition import (
     ProduceResult,
     VerificationGuard,
 )
-from ads.replication.purgatory import DelayedFetch, DelayedProduce, PartitionKey, Purgatory
+from ads.replication.purgatory import DelayedFetch, DelayedProduce, Purgatory
 
 if TYPE_CHECKING:
     import uuid
@@ -89,7 +90,7 @@ class FollowedPartitions(Protocol):
 
     def follow(self, part: Partition) -> None: ...
 
-    def unfollow(self, key: PartitionKey) -> None: ...
+    def unfollow(self, key: TopicPartition) -> None: ...
 
     def failed_partitions(self) -> int:
         """Partitions no longer fetched after an error of their own log."""
@@ -102,19 +103,19 @@ class Appended:
 
     __slots__ = ("pending", "results")
 
-    def __init__(self, results: dict[PartitionKey, ProduceResult | PartitionError],
+    def __init__(self, results: dict[TopicPartition, ProduceResult | PartitionError],
                  pending: DelayedProduce | None) -> None:
         self.results = results
         self.pending = pending
 
-    def errors(self) -> dict[PartitionKey, ErrorCode]:
+    def errors(self) -> dict[TopicPartition, ErrorCode]:
         """The partitions that failed, appending or (once `pending` is done) waiting."""
         found = {k: r.code for k, r in self.results.items() if isinstance(r, PartitionError)}
         if self.pending is not None:
             found.update(self.pending.errors)
         return found
 
-    async def committed(self) -> dict[PartitionKey, ErrorCode]:
+    async def committed(self) -> dict[TopicPartition, ErrorCode]:
         """Waits for the acks=all wait to end; the errors then."""
         if self.pending is not None:
             await self.pending.future
@@ -163,7 +164,7 @@ class FetchResult(NamedTuple):
     reads: list[PartitionRead]  # in the order of the request's partitions
     bytes: int
     error: bool
-    keys: list[PartitionKey]  # the partitions found, which a waiting fetch watches
+    keys: list[TopicPartition]  # the partitions found, which a waiting fetch watches
 
 
 class ReplicaManager:
@@ -176,7 +177,7 @@ class ReplicaManager:
         self.node_id = node_id
         self._known = known or (lambda _topic, _index: False)
         self.clock: Clock = clock or SystemClock()
-        self._partitions: dict[PartitionKey, Partition] = {}
+        self._partitions: dict[TopicPartition, Partition] = {}
         self.fetch_purgatory = Purgatory("fetch")
         self.produce_purgatory = Purgatory("produce")
         self._listeners: list[LeadershipListener] = []
@@ -191,11 +192,17 @@ class ReplicaManager:
     # -- the partitions ------------------------------------------------------------------
     def get(self, topic: str, index: int) -> Partition | None:
         """This broker's replica of the partition, leader or not."""
-        return self._partitions.get((topic, index))
+        return self._partitions.get(TopicPartition(topic, index))
 
     def __contains__(self, key: object) -> bool:
-        """Whether this broker leads the `(topic, index)` partition."""
-        part = self._partitions.get(key) if isinstance(key, tuple) else None
+        """Whether this broker leads the `(topic, index)` partition (a `TopicPartition`, or
+        a plain tuple that equals one)."""
+        if isinstance(key, TopicPartition):
+            part = self._partitions.get(key)
+        elif isinstance(key, tuple) and len(key) == 2:
+            part = self._partitions.get(TopicPartition(*key))
+        else:
+            return False
         return part is not None and part.is_leader
 
     def __iter__(self) -> Iterator[Partition]:
@@ -203,7 +210,7 @@ class ReplicaManager:
 
     def partition(self, topic: str, index: int) -> Partition:
         """The partition if this broker leads it; PartitionError otherwise."""
-        part = self._partitions.get((topic, index))
+        part = self._partitions.get(TopicPartition(topic, index))
         if part is None:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER if self._known(topic, index)
                                  else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -246,7 +253,7 @@ class ReplicaManager:
                       leader_epoch: int, config: LogConfig, leader: bool = True) -> Partition:
         """Serves a partition of a new or reopened topic, led here from `leader_epoch`
         unless `leader` is False (then `become_leader` or `become_follower` follows)."""
-        key = (topic, index)
+        key = TopicPartition(topic, index)
         part = self._partitions.get(key)
         if part is None:
             part = Partition(topic, topic_id, index, log, leader_epoch, self.node_id, config,
@@ -257,10 +264,11 @@ class ReplicaManager:
     def remove_partition(self, topic: str, index: int) -> None:
         """The partition is deleted: whatever waits on it answers now, and the leadership
         listeners hear that it is gone (leader epoch None)."""
-        if self._partitions.pop((topic, index), None) is not None:
+        key = TopicPartition(topic, index)
+        if self._partitions.pop(key, None) is not None:
             if self.fetchers is not None:
-                self.fetchers.unfollow((topic, index))
-            self._wake((topic, index))
+                self.fetchers.unfollow(key)
+            self._wake(key)
             for listener in self._listeners:
                 listener(topic, index, False, None)
 
@@ -271,7 +279,7 @@ class ReplicaManager:
         dropped with its log, and each leads or follows from the state's leader epoch. A
         `fenced` broker (its registration lost) leads nothing and follows nobody."""
         for p in topic.partitions:
-            part = self._partitions.get((topic.name, p.partition))
+            part = self._partitions.get(TopicPartition(topic.name, p.partition))
             if self.node_id not in p.replicas:
                 if part is not None:  # moved to other brokers
                     self._drop(topic.name, p.partition)
@@ -359,7 +367,7 @@ class ReplicaManager:
                    replicas: list[int] | None = None) -> None:
         """The store's ISR (and replicas, which a reassignment changes) for a partition led
         here at `leader_epoch`; other epochs are left to become_leader/follower."""
-        part = self._partitions.get((topic, index))
+        part = self._partitions.get(TopicPartition(topic, index))
         if part is None or not part.is_leader or part.leader_epoch != leader_epoch:
             return
         if replicas is not None:
@@ -410,19 +418,19 @@ class ReplicaManager:
         self._isr_writes.spawn(record(), f"recording the ISR of {part.topic}-{part.index}")
 
     def _replica(self, topic: str, index: int) -> Partition:
-        part = self._partitions.get((topic, index))
+        part = self._partitions.get(TopicPartition(topic, index))
         if part is None:
             raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return part
 
-    def _wake(self, key: PartitionKey) -> None:
+    def _wake(self, key: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
 
     # -- the one append path ---------------------------------------------------------------
-    def append_records(self, entries: Mapping[PartitionKey, memoryview | bytes | None],
+    def append_records(self, entries: Mapping[TopicPartition, memoryview | bytes | None],
                        origin: AppendOrigin, required_acks: int, timeout_ms: int,
-                       guards: Mapping[PartitionKey, VerificationGuard] | None = None
+                       guards: Mapping[TopicPartition, VerificationGuard] | None = None
                        ) -> Appended:
         """Appends each partition's batch on the partition led here: every write of a
         leader (producers' batches, coordinators' records, transaction markers) goes this
@@ -430,8 +438,8 @@ class ReplicaManager:
         partition's high watermark passes its batch (`Appended.pending`, None when nothing
         waits). `guards`: the KIP-890 verification each transactional batch was admitted
         under (`start_verification`); an append whose transaction ended meanwhile fails."""
-        results: dict[PartitionKey, ProduceResult | PartitionError] = {}
-        waiting: dict[PartitionKey, tuple[Partition, int]] = {}
+        results: dict[TopicPartition, ProduceResult | PartitionError] = {}
+        waiting: dict[TopicPartition, tuple[Partition, int]] = {}
         now_ms = self.clock.time_ms()
         partitions = self._partitions
         for key, records in entries.items():
@@ -463,7 +471,7 @@ class ReplicaManager:
             # watermark: wake them now, or acks=all waits out replica.fetch.wait.max.ms.
             self.fetch_purgatory.check_and_complete(part.key)
 
-    def _delay(self, waiting: dict[PartitionKey, tuple[Partition, int]],
+    def _delay(self, waiting: dict[TopicPartition, tuple[Partition, int]],
                timeout_ms: int) -> DelayedProduce | None:
         if not waiting:
             return None
@@ -476,7 +484,7 @@ class ReplicaManager:
                            ) -> VerificationGuard | None:
         """KIP-890: the guard a transactional append checks after its transaction was
         verified with a coordinator elsewhere (None: the partition is not led here)."""
-        part = self._partitions.get((topic, index))
+        part = self._partitions.get(TopicPartition(topic, index))
         if part is None or not part.is_leader:
             return None
         return part.start_verification(producer_id)
@@ -515,14 +523,15 @@ class ReplicaManager:
 
     def _read(self, targets: list[FetchPartition], params: FetchParams) -> FetchResult:
         reads: list[PartitionRead] = []
-        keys: list[PartitionKey] = []
+        keys: list[TopicPartition] = []
         total = 0
         error = False
         remaining = params.max_bytes
         partitions = self._partitions
         follower = params.replica_id >= 0
         for t in targets:
-            part = partitions.get((t.topic, t.partition)) if t.topic is not None else None
+            part = (partitions.get(TopicPartition(t.topic, t.partition)) if t.topic is not None
+                    else None)
             if part is None:
                 reads.append(NOT_LEADER_READ if t.topic is not None
                              and self._known(t.topic, t.partition) else UNKNOWN_READ)

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ads.common.files import atomic_write
+from ads.common.partitions import TopicPartition
 from ads.storage.errors import CheckpointError
 
 __all__ = [
@@ -84,17 +85,17 @@ def _int(path: Path, text: str) -> int:
         raise CheckpointError(f"{path}: {text!r} is not an integer") from None
 
 
-def write_offset_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int]) -> None:
+def write_offset_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
     lines = [f"{topic} {partition} {offset}" for (topic, partition), offset in offsets.items()]
     atomic_write(path, _encode(lines))
 
 
-def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
-    result: dict[tuple[str, int], int] = {}
+def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    result: dict[TopicPartition, int] = {}
     for topic, partition, offset in _read_entries(path, 3):
         if not topic:
             raise CheckpointError(f"{path}: empty topic name")
-        result[(topic, _int(path, partition))] = _int(path, offset)
+        result[TopicPartition(topic, _int(path, partition))] = _int(path, offset)
     return result
 
 

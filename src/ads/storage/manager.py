@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ads.common.clock import Clock
 from ads.common.files import atomic_write
+from ads.common.partitions import TopicPartition
 from ads.storage.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from ads.storage.config import LogConfig
 from ads.storage.errors import CheckpointError, KafkaStorageError
@@ -56,15 +57,13 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
 
-TopicPartition = tuple[str, int]
-
 
 def parse_partition_dir(name: str) -> TopicPartition | None:
     """``("my.topic-x", 3)`` for ``my.topic-x-3``; ``None`` if the name is not a partition."""
     topic, sep, partition = name.rpartition("-")
     if not sep or not topic or not partition.isdigit():
         return None
-    return topic, int(partition)
+    return TopicPartition(topic, int(partition))
 
 
 def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
@@ -162,7 +161,7 @@ class LogManager:
         return self._topic_configs.get(topic, self.default_config)
 
     def get_log(self, topic: str, partition: int) -> Log | None:
-        return self._logs.get((topic, partition))
+        return self._logs.get(TopicPartition(topic, partition))
 
     def logs(self) -> list[Log]:
         return list(self._logs.copy().values())
@@ -172,7 +171,7 @@ class LogManager:
 
         Thread-safe: may run off the event loop (it makes a directory and fsyncs files).
         """
-        tp = (topic, partition)
+        tp = TopicPartition(topic, partition)
         with self._logs_lock:
             existing = self._logs.get(tp)
             if existing is not None:
@@ -202,7 +201,7 @@ class LogManager:
 
     def delete_log(self, topic: str, partition: int) -> None:
         """Rename the partition directory to ``...-delete`` now, remove it later."""
-        tp = (topic, partition)
+        tp = TopicPartition(topic, partition)
         with self._logs_lock:
             log = self._logs.pop(tp, None)
             self._dir_of.pop(tp, None)
@@ -280,7 +279,8 @@ class LogManager:
         for log in logs:
             log.close()
         self.checkpoint()
-        unclean = {self._dir_of.get((log.topic, log.partition)) for log in logs if log.offline}
+        unclean = {self._dir_of.get(TopicPartition(log.topic, log.partition))
+                   for log in logs if log.offline}
         for log_dir in self.log_dirs:
             if log_dir not in unclean:
                 atomic_write(log_dir / CLEAN_SHUTDOWN_FILE, b"")

@@ -36,6 +36,7 @@ from typing import Any
 from ads.broker import permissions as perm
 from ads.broker import txn_verify
 from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.common.partitions import TopicPartition
 from ads.coordinator.group.api import CommittedOffset, OffsetCommit
 from ads.coordinator.group.records import OFFSETS_TOPIC
 from ads.protocol import messages as m
@@ -58,9 +59,9 @@ async def handle_offset_commit(ctx: RequestContext, req: m.OffsetCommitRequest
                                ) -> m.OffsetCommitResponse:
     v = ctx.api_version
     group_rule, topic_rule = perm.GROUP_READ, perm.TOPIC_READ
-    errors: dict[tuple[str, int], ErrorCode] = {}
+    errors: dict[TopicPartition, ErrorCode] = {}
     if not ctx.authorize(group_rule.resource, req.group_id, group_rule.operation):
-        errors = {(t.name, p.partition_index): group_rule.error
+        errors = {TopicPartition(t.name, p.partition_index): group_rule.error
                   for t in req.topics for p in t.partitions}
     else:
         denied = _denied_topics(ctx, topic_rule, [t.name for t in req.topics])
@@ -72,14 +73,15 @@ async def handle_offset_commit(ctx: RequestContext, req: m.OffsetCommitRequest
             req.group_id, req.generation_id_or_member_epoch, req.member_id,
             req.group_instance_id if v >= 7 else None,
             req.retention_time_ms if 2 <= v <= 4 else -1, commits, v)
-        errors = {(c.topic, c.partition): e for c, e in zip(commits, results, strict=True)}
-        errors.update({(t.name, p.partition_index): topic_rule.error
+        errors = {TopicPartition(c.topic, c.partition): e
+                  for c, e in zip(commits, results, strict=True)}
+        errors.update({TopicPartition(t.name, p.partition_index): topic_rule.error
                        for t in req.topics if t.name in denied for p in t.partitions})
     return m.OffsetCommitResponse(topics=[
         CR.OffsetCommitResponseTopic(name=t.name, partitions=[
             CR.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
                 partition_index=p.partition_index,
-                error_code=errors[(t.name, p.partition_index)])
+                error_code=errors[TopicPartition(t.name, p.partition_index)])
             for p in t.partitions])
         for t in req.topics])
 
@@ -106,19 +108,21 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: m.TxnOffsetCommitRe
     # get a marker and stay pending for ever: refused, as Kafka's KIP-890 check does.
     verdict = await txn_verify.verify(
         ctx.broker, req.transactional_id, req.producer_id, req.producer_epoch,
-        (OFFSETS_TOPIC, groups.partition_of(req.group_id)))
+        TopicPartition(OFFSETS_TOPIC, groups.partition_of(req.group_id)))
     results: list[ErrorCode] = [verdict] * len(commits)
     if verdict is ErrorCode.NONE:
         results = await groups.txn_commit_offsets(
             req.group_id, req.producer_id, req.producer_epoch,
             req.generation_id if v >= 3 else -1, req.member_id if v >= 3 else "",
             req.group_instance_id if v >= 3 else None, commits)
-    done = {(c.topic, c.partition): e for c, e in zip(commits, results, strict=True)}
+    done = {TopicPartition(c.topic, c.partition): e
+            for c, e in zip(commits, results, strict=True)}
     return m.TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
         T(name=t.name, partitions=[
             T.TxnOffsetCommitResponsePartition(
                 partition_index=p.partition_index,
-                error_code=done.get((t.name, p.partition_index), perm.TOPIC_READ.error))
+                error_code=done.get(TopicPartition(t.name, p.partition_index),
+                                    perm.TOPIC_READ.error))
             for p in t.partitions])
         for t in req.topics])
 
@@ -136,19 +140,21 @@ def _fetch_group(ctx: RequestContext, group_id: str,
                                         member_id, member_epoch, require_stable)
         return error, {t: [(p, DENIED) for p in parts] if t in denied else permitted.get(t, [])
                        for t, parts in topics}
-    wanted = None if topics is None else [(t, p) for t, parts in topics for p in parts]
+    wanted = (None if topics is None
+              else [TopicPartition(t, p) for t, parts in topics for p in parts])
     coordinator = ctx.broker.group_coordinator
     error, found = coordinator.fetch_offsets(group_id, wanted, member_id, member_epoch)
     by_topic: ByTopic = {}
     if error is ErrorCode.NONE:
         unstable = (coordinator.unstable_offsets(group_id, [tp for tp, _ in found])
                     if require_stable else set())
-        for (topic, partition), committed in found:
+        for tp, committed in found:
+            topic, partition = tp
             if topics is None and ctx.authorizing and not ctx.authorize(
                     topic_rule.resource, topic, topic_rule.operation):
                 continue
             by_topic.setdefault(topic, []).append(
-                (partition, UNSTABLE if (topic, partition) in unstable else committed))
+                (partition, UNSTABLE if tp in unstable else committed))
     elif topics is not None:
         for topic, parts in topics:
             by_topic[topic] = [(p, None) for p in parts]
@@ -211,13 +217,13 @@ async def handle_offset_delete(ctx: RequestContext, req: m.OffsetDeleteRequest
     if not ctx.authorize(group_rule.resource, req.group_id, group_rule.operation):
         return m.OffsetDeleteResponse(error_code=group_rule.error)
     denied = _denied_topics(ctx, perm.TOPIC_READ, [t.name for t in req.topics])
-    wanted = [(t.name, p.partition_index) for t in req.topics if t.name not in denied
+    wanted = [TopicPartition(t.name, p.partition_index) for t in req.topics if t.name not in denied
               for p in t.partitions]
     error, results = await ctx.broker.group_coordinator.delete_offsets(req.group_id, wanted)
     if error is not ErrorCode.NONE:
         return m.OffsetDeleteResponse(error_code=error)
     done = dict(zip(wanted, results, strict=True))
-    codes = iter(done.get((t.name, p.partition_index), perm.TOPIC_READ.error)
+    codes = iter(done.get(TopicPartition(t.name, p.partition_index), perm.TOPIC_READ.error)
                  for t in req.topics for p in t.partitions)
     T = m.OffsetDeleteResponse.OffsetDeleteResponseTopic  # noqa: N806
     return m.OffsetDeleteResponse(error_code=ErrorCode.NONE, topics=[

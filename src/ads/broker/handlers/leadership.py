@@ -28,6 +28,7 @@ import logging
 
 from ads.broker import permissions as P
 from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.common.partitions import TopicPartition
 from ads.controller import election
 from ads.controller.controller import DeposedError
 from ads.controller.election import Refused
@@ -37,7 +38,6 @@ from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
 log = logging.getLogger("ads.broker.leadership")
-TopicPartition = tuple[str, int]
 Outcome = LeaderAndIsr | Refused
 # How long the controller may take over a controlled shutdown before the broker asking is
 # told to try again (it retries after its back-off).
@@ -67,9 +67,9 @@ async def _controlled_shutdown(ctx: RequestContext, req: m.ControlledShutdownReq
 
 def _requested(ctx: RequestContext, req: m.ElectLeadersRequest) -> list[TopicPartition]:
     if req.topic_partitions is None:
-        return [(t.name, p.partition) for t in ctx.broker.metadata.topics.values()
+        return [TopicPartition(t.name, p.partition) for t in ctx.broker.metadata.topics.values()
                 for p in t.partitions]
-    return list(dict.fromkeys((tp.topic, p) for tp in req.topic_partitions
+    return list(dict.fromkeys(TopicPartition(tp.topic, p) for tp in req.topic_partitions
                               for p in tp.partitions))
 
 
@@ -78,17 +78,18 @@ def _alone(ctx: RequestContext, election_type: int, partitions: list[TopicPartit
     """A broker without ZooKeeper: the rules over its own metadata, changing nothing."""
     metadata = ctx.broker.metadata
     out: dict[TopicPartition, Outcome] = {}
-    for topic, index in partitions:
+    for tp in partitions:
+        topic, index = tp
         state = metadata.topics.get(topic)
         if state is None or not 0 <= index < len(state.partitions):
-            out[(topic, index)] = Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                          "The partition does not exist.")
+            out[tp] = Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                              "The partition does not exist.")
             continue
         p = state.partitions[index]
         current = LeaderAndIsr(p.leader, p.leader_epoch, p.isr, -1)
         rule = election.preferred if election_type == election.PREFERRED else election.unclean
         outcome = rule(current, p.replicas, set(metadata.brokers), (), -1)
-        out[(topic, index)] = outcome if isinstance(outcome, Refused) else Refused(
+        out[tp] = outcome if isinstance(outcome, Refused) else Refused(
             ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no controller to elect a leader")
     return out
 
@@ -153,10 +154,10 @@ async def _until_seen(ctx: RequestContext, results: dict[TopicPartition, Outcome
     metadata = ctx.broker.metadata
 
     def seen(tp: TopicPartition, state: LeaderAndIsr) -> bool:
-        topic = metadata.topics.get(tp[0])
-        if topic is None or tp[1] >= len(topic.partitions):
+        topic = metadata.topics.get(tp.topic)
+        if topic is None or tp.partition >= len(topic.partitions):
             return True  # deleted meanwhile: nothing to wait for
-        return topic.partitions[tp[1]].leader_epoch >= state.leader_epoch
+        return topic.partitions[tp.partition].leader_epoch >= state.leader_epoch
 
     new = {tp: s for tp, s in results.items() if isinstance(s, LeaderAndIsr)}
     if not new:

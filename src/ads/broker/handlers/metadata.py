@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from ads.broker import permissions as P
 from ads.broker.authorized_operations import NOT_REQUESTED, ResourceType
 from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.common.partitions import TopicPartition
 from ads.metadata.acl import CLUSTER_NAME
 from ads.metadata.assignment import AssignmentError
 from ads.metadata.model import (
@@ -81,7 +82,8 @@ def _topic_entry(topic: TopicState, broker: BrokerContext, listener: str,
     here = broker.node_id
     rm = broker.replica_manager
     for p in topic.partitions:
-        up = p.leader in live and (p.leader != here or (topic.name, p.partition) in rm)
+        up = p.leader in live and (p.leader != here
+                                   or TopicPartition(topic.name, p.partition) in rm)
         error = ErrorCode.NONE if up else ErrorCode.LEADER_NOT_AVAILABLE
         if up and live[p.leader].on(listener) is None:
             up, error = False, no_listener

@@ -42,6 +42,7 @@ from ads.broker.metrics import (
     PRODUCE_REQUESTS,
     UNKNOWN_TOPIC,
 )
+from ads.common.partitions import TopicPartition
 from ads.metadata.model import INTERNAL_TOPICS, InvalidTopicError, validate_topic_name
 from ads.net.server import CloseConnection
 from ads.protocol import messages as m
@@ -84,14 +85,14 @@ def handle(ctx: RequestContext, req: m.ProduceRequest
 
 
 async def _after_verification(ctx: RequestContext, req: m.ProduceRequest, producer_id: int,
-                              producer_epoch: int, partitions: list[tuple[str, int]]
+                              producer_epoch: int, partitions: list[TopicPartition]
                               ) -> m.ProduceResponse | None:
     assert req.transactional_id is not None
     # The guards tie the verification to the append: a marker ending the transaction
     # while the coordinator is asked drops them, and the append is refused.
     replicas = ctx.broker.replica_manager
     guards = {p: g for p in partitions
-              if (g := replicas.start_verification(p[0], p[1], producer_id)) is not None}
+              if (g := replicas.start_verification(p.topic, p.partition, producer_id)) is not None}
     verdicts = await txn_verify.verify_remotely(ctx.broker, req.transactional_id, producer_id,
                                                 producer_epoch, partitions)
     answer = _append(ctx, req, verdicts, guards)
@@ -100,10 +101,11 @@ async def _after_verification(ctx: RequestContext, req: m.ProduceRequest, produc
     return await answer
 
 
-def _refusal(ctx: RequestContext, req: m.ProduceRequest, writable: bool, topic: str,
+def _refusal(ctx: RequestContext, req: m.ProduceRequest, writable: bool, key: TopicPartition,
              pd: m.ProduceRequest.TopicProduceData.PartitionProduceData,
-             verdicts: dict[tuple[str, int], ErrorCode]) -> PartResp | None:
+             verdicts: dict[TopicPartition, ErrorCode]) -> PartResp | None:
     """The answer of a partition refused before its batch is appended; None: append it."""
+    topic = key.topic
     code = ErrorCode.NONE
     message = None
     if ctx.api_version < 3:
@@ -119,8 +121,7 @@ def _refusal(ctx: RequestContext, req: m.ProduceRequest, writable: bool, topic: 
         code = ErrorCode.INVALID_TOPIC_EXCEPTION
         message = f"Cannot append to internal topic {topic}"
     else:
-        code = txn_verify.check(ctx.broker, req.transactional_id, topic, pd.index,
-                                pd.records, verdicts)
+        code = txn_verify.check(ctx.broker, req.transactional_id, key, pd.records, verdicts)
         if code is not ErrorCode.NONE:
             log.info("transactional produce to %s-%d from %s rejected: %s", topic,
                      pd.index, ctx.connection.peer, code.name)
@@ -130,13 +131,14 @@ def _refusal(ctx: RequestContext, req: m.ProduceRequest, writable: bool, topic: 
 
 
 def _append(ctx: RequestContext, req: m.ProduceRequest,
-            verdicts: dict[tuple[str, int], ErrorCode],
-            guards: dict[tuple[str, int], VerificationGuard] | None = None
+            verdicts: dict[TopicPartition, ErrorCode],
+            guards: dict[TopicPartition, VerificationGuard] | None = None
             ) -> m.ProduceResponse | Awaitable[m.ProduceResponse] | None:
     broker = ctx.broker
     rule = P.PRODUCE_TOPIC
-    entries: dict[tuple[str, int], memoryview | None] = {}
-    refused: dict[tuple[str, int], PartResp] = {}
+    entries: dict[TopicPartition, memoryview | None] = {}
+    refused: dict[TopicPartition, PartResp] = {}
+    keys: list[TopicPartition] = []  # the request's partitions in order, each key built once
     # The common case (a current client's batch, not transactional, to a topic it may
     # write) is told apart with a few comparisons; `_refusal` sorts out the rest.
     plain = ctx.api_version >= 3 and req.acks in (0, 1, -1)
@@ -144,17 +146,19 @@ def _append(ctx: RequestContext, req: m.ProduceRequest,
         writable = ctx.authorize(rule.resource, td.name, rule.operation)
         ordinary = plain and writable and td.name not in INTERNAL_TOPICS
         for pd in td.partition_data:
+            key = TopicPartition(td.name, pd.index)
+            keys.append(key)
             if ordinary and not txn_verify.is_transactional(pd.records):
-                entries[(td.name, pd.index)] = pd.records
+                entries[key] = pd.records
                 continue
-            resp = _refusal(ctx, req, writable, td.name, pd, verdicts)
+            resp = _refusal(ctx, req, writable, key, pd, verdicts)
             if resp is None:
-                entries[(td.name, pd.index)] = pd.records
+                entries[key] = pd.records
             else:
-                refused[(td.name, pd.index)] = resp
+                refused[key] = resp
     appended = broker.replica_manager.append_records(
         entries, AppendOrigin.CLIENT, req.acks, req.timeout_ms, guards)
-    responses, waiting, failed = _responses(ctx, req, appended, refused)
+    responses, waiting, failed = _responses(ctx, req, appended, refused, keys)
     quota = broker.quotas.produce
     throttle_ms = (quota.record(ctx.connection.principal, ctx.client_id, ctx.request_size,
                                 broker.clock.time_ms()) if quota.enabled else 0)
@@ -180,23 +184,25 @@ def _append(ctx: RequestContext, req: m.ProduceRequest,
 
 
 def _responses(ctx: RequestContext, req: m.ProduceRequest, appended: Appended,
-               refused: dict[tuple[str, int], PartResp]
-               ) -> tuple[list[TopicResp], dict[tuple[str, int], PartResp], bool]:
-    """The response's partitions in the request's order, those whose acks=all wait goes
-    on, and whether any failed; counts the topics' metrics."""
+               refused: dict[TopicPartition, PartResp], keys: list[TopicPartition]
+               ) -> tuple[list[TopicResp], dict[TopicPartition, PartResp], bool]:
+    """The response's partitions in the request's order (`keys`: their keys in that
+    order), those whose acks=all wait goes on, and whether any failed; counts the topics'
+    metrics."""
     metrics = ctx.dispatcher.metrics
     topics = ctx.broker.metadata.topics
     results = appended.results
     responses = []
-    waiting: dict[tuple[str, int], PartResp] = {}
+    waiting: dict[TopicPartition, PartResp] = {}
     failed = False
+    in_order = iter(keys)
     for td in req.topic_data:
         # Counted under the topic's name only when it exists: names clients make up must
         # not grow the metrics without bound.
         counters = metrics.topic(td.name if td.name in topics else UNKNOWN_TOPIC)
         partitions = []
         for pd in td.partition_data:
-            key = (td.name, pd.index)
+            key = next(in_order)
             resp = refused.get(key)
             if resp is None:
                 result = results[key]
@@ -234,7 +240,7 @@ def _refused_append(ctx: RequestContext, topic: str, index: int, exc: PartitionE
 
 
 async def _after_commit(ctx: RequestContext, pending: DelayedProduce,
-                        entries: dict[tuple[str, int], PartResp],
+                        entries: dict[TopicPartition, PartResp],
                         response: m.ProduceResponse, failed: bool) -> m.ProduceResponse:
     await pending.future
     for key, code in pending.errors.items():

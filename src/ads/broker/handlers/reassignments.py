@@ -17,6 +17,7 @@ import asyncio
 
 from ads.broker import permissions as P
 from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.common.partitions import TopicPartition
 from ads.controller.controller import DeposedError
 from ads.metadata.acl import CLUSTER_NAME
 from ads.protocol import messages as m
@@ -37,8 +38,8 @@ async def _alter(ctx: RequestContext, req: m.AlterPartitionReassignmentsRequest)
                     partition_index=p.partition_index, error_code=rule.error,
                     error_message=None) for p in t.partitions]) for t in req.topics])
     controller = ctx.broker.controller
-    requests = {(t.name, p.partition_index): (list(p.replicas) if p.replicas is not None
-                                              else None)
+    requests = {TopicPartition(t.name, p.partition_index): (
+                    list(p.replicas) if p.replicas is not None else None)
                 for t in req.topics for p in t.partitions}
     results = None
     if controller is not None and controller.active:
@@ -69,7 +70,7 @@ async def _list(ctx: RequestContext, req: m.ListPartitionReassignmentsRequest) -
         return L(error_code=rule.error, error_message=None, topics=[])
     controller = ctx.broker.controller
     partitions = (None if req.topics is None
-                  else [(t.name, p) for t in req.topics for p in t.partition_indexes])
+                  else [TopicPartition(t.name, p) for t in req.topics for p in t.partition_indexes])
     ongoing = None
     if controller is not None and controller.active:
         try:

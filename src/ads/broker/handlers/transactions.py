@@ -37,6 +37,7 @@ import asyncio
 from ads.broker import permissions as P
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.broker.markers import by_topics, write_local
+from ads.common.partitions import TopicPartition
 from ads.coordinator.group.records import OFFSETS_TOPIC
 from ads.coordinator.transaction.state import fenced_error
 from ads.metadata.acl import CLUSTER_NAME
@@ -48,7 +49,7 @@ from ads.replication.partition import PartitionError
 APR = m.AddPartitionsToTxnResponse
 
 
-def _topic_results(errors: dict[tuple[str, int], ErrorCode]
+def _topic_results(errors: dict[TopicPartition, ErrorCode]
                    ) -> list[APR.AddPartitionsToTxnTopicResult]:
     by_topic: dict[str, list[APR.AddPartitionsToTxnPartitionResult]] = {}
     for (topic, index), error in errors.items():
@@ -58,8 +59,8 @@ def _topic_results(errors: dict[tuple[str, int], ErrorCode]
             for t, p in by_topic.items()]
 
 
-def _refused_partitions(ctx: RequestContext, txn_id: str, wanted: list[tuple[str, int]]
-                        ) -> dict[tuple[str, int], ErrorCode] | None:
+def _refused_partitions(ctx: RequestContext, txn_id: str, wanted: list[TopicPartition]
+                        ) -> dict[TopicPartition, ErrorCode] | None:
     """A client's AddPartitionsToTxn needs WRITE on its transactional id and on each topic;
     when a topic is denied the others are not attempted, as in Kafka. None: all allowed."""
     txn_rule, topic_rule = P.TXN_WRITE, P.TXN_TOPIC_WRITE
@@ -69,8 +70,8 @@ def _refused_partitions(ctx: RequestContext, txn_id: str, wanted: list[tuple[str
               and not ctx.authorize(topic_rule.resource, t, topic_rule.operation)}
     if not denied:
         return None
-    return {(t, p): topic_rule.error if t in denied else ErrorCode.OPERATION_NOT_ATTEMPTED
-            for t, p in wanted}
+    return {tp: topic_rule.error if tp.topic in denied else ErrorCode.OPERATION_NOT_ATTEMPTED
+            for tp in wanted}
 
 
 def _txn_error(ctx: RequestContext, txn_id: str, group_id: str | None = None
@@ -86,7 +87,7 @@ async def handle_add_partitions(ctx: RequestContext, req: m.AddPartitionsToTxnRe
     coordinator = ctx.broker.transaction_coordinator
     v = ctx.api_version
     if v <= 3:
-        wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+        wanted = [TopicPartition(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
         refused = _refused_partitions(ctx, req.v3_and_below_transactional_id, wanted)
         if refused is not None:
             return APR(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(refused))
@@ -100,7 +101,7 @@ async def handle_add_partitions(ctx: RequestContext, req: m.AddPartitionsToTxnRe
         return APR(throttle_time_ms=0, error_code=rule.error, results_by_transaction=[])
     results = []
     for txn in req.transactions:
-        wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
+        wanted = [TopicPartition(t.name, p) for t in txn.topics for p in t.partitions]
         if txn.verify_only:
             errors = coordinator.verify_partitions(txn.transactional_id, txn.producer_id,
                                                    txn.producer_epoch, wanted)
@@ -120,7 +121,7 @@ async def handle_add_offsets(ctx: RequestContext, req: m.AddOffsetsToTxnRequest
     groups = ctx.broker.group_coordinator
     error = await ctx.broker.transaction_coordinator.add_offsets(
         req.transactional_id, req.producer_id, req.producer_epoch,
-        (OFFSETS_TOPIC, groups.partition_of(req.group_id)))
+        TopicPartition(OFFSETS_TOPIC, groups.partition_of(req.group_id)))
     return m.AddOffsetsToTxnResponse(throttle_time_ms=0,
                                      error_code=fenced_error(error, ctx.api_version >= 2))
 
@@ -146,14 +147,16 @@ async def handle_write_txn_markers(ctx: RequestContext, req: m.WriteTxnMarkersRe
     written = await asyncio.gather(*(
         write_local(ctx.broker, marker.producer_id, marker.producer_epoch,
                     marker.transaction_result, marker.coordinator_epoch,
-                    [(t.name, index) for t in marker.topics for index in t.partition_indexes])
+                    [TopicPartition(t.name, index)
+                     for t in marker.topics for index in t.partition_indexes])
         for marker in (req.markers if allowed else [])))
     results = []
     for i, marker in enumerate(req.markers):
         errors = written[i] if allowed else {}
         topics = [T(name=t.name, partitions=[T.WritableTxnMarkerPartitionResult(
             partition_index=index,
-            error_code=errors.get((t.name, index), ErrorCode.NONE) if allowed else action.error)
+            error_code=(errors.get(TopicPartition(t.name, index), ErrorCode.NONE) if allowed
+                        else action.error))
             for index in t.partition_indexes]) for t in marker.topics]
         results.append(R(producer_id=marker.producer_id, topics=topics))
     return m.WriteTxnMarkersResponse(markers=results)

@@ -11,9 +11,9 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ads.common.partitions import TopicPartition
 from ads.protocol.errors import ErrorCode
 
-TopicPartition = tuple[str, int]
 # Partitions by topic id, as KIP-848 requests and assignments carry them.
 Owned = dict[uuid.UUID, set[int]]
 

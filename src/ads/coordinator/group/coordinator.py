@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ads.common.clock import Clock
+from ads.common.partitions import TopicPartition
 from ads.coordinator.group.api import (
     ConsumerGroupDescription,
     FetchedOffset,
@@ -35,7 +36,6 @@ from ads.coordinator.group.api import (
     OffsetCommit,
     SyncCallback,
     SyncResult,
-    TopicPartition,
 )
 from ads.coordinator.group.consumer_state import invalid_heartbeat
 from ads.coordinator.group.shard import Group, GroupShard

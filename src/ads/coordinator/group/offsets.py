@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from ads.coordinator.group.api import CommittedOffset, TopicPartition
+from ads.common.partitions import TopicPartition
+from ads.coordinator.group.api import CommittedOffset
 from ads.coordinator.group.records import offset_key, offset_value
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from ads.common.partitions import TopicPartition
 from ads.coordinator.group import consumer_state
 from ads.coordinator.group import records as rec
 from ads.coordinator.group.api import (
@@ -37,7 +38,6 @@ from ads.coordinator.group.api import (
     JoinResult,
     OffsetCommit,
     SyncCallback,
-    TopicPartition,
 )
 from ads.coordinator.group.classic import ClassicGroup
 from ads.coordinator.group.consumer import ConsumerGroup, ConsumerGroupManager
@@ -79,7 +79,8 @@ class GroupShard:
         try:
             parsed = rec.parse_key(key)
             if isinstance(parsed, rec.OffsetKey):
-                self._loaded_offsets[(parsed.group, (parsed.topic, parsed.partition))] = (
+                tp = TopicPartition(parsed.topic, parsed.partition)
+                self._loaded_offsets[(parsed.group, tp)] = (
                     None if value is None else rec.parse_offset_value(value))
             elif isinstance(parsed, rec.GroupKey):
                 self._loaded_groups[parsed.group] = (
@@ -93,7 +94,8 @@ class GroupShard:
         try:
             parsed = rec.parse_key(key)
             if isinstance(parsed, rec.OffsetKey) and value is not None:
-                self.pending_txn.add(producer_id, parsed.group, (parsed.topic, parsed.partition),
+                self.pending_txn.add(producer_id, parsed.group,
+                                     TopicPartition(parsed.topic, parsed.partition),
                                      rec.parse_offset_value(value))
         except rec.CoordinatorRecordError as exc:
             log.warning("skipping a bad record at offset %d of %s-%d: %s", offset,
@@ -295,7 +297,7 @@ class GroupShard:
                 results.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
             else:
                 results.append(ErrorCode.NONE)
-                accepted.append(((c.topic, c.partition), CommittedOffset(
+                accepted.append((TopicPartition(c.topic, c.partition), CommittedOffset(
                     c.offset, c.leader_epoch, metadata, now, expire)))
         return results, accepted
 
@@ -327,7 +329,8 @@ class GroupShard:
             return ErrorCode.NON_EMPTY_GROUP, [], None
         subscribed = set() if group.is_empty else (group.subscribed_topics() or set())
         results, doomed = [], []
-        for topic, partition in partitions:
+        for tp in partitions:
+            topic, partition = tp
             count = self.topics.topic_partitions(topic)
             if count is None or not 0 <= partition < count:
                 results.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -335,8 +338,8 @@ class GroupShard:
                 results.append(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
             else:
                 results.append(ErrorCode.NONE)
-                if (topic, partition) in self.offsets.get(group_id):
-                    doomed.append((topic, partition))
+                if tp in self.offsets.get(group_id):
+                    doomed.append(tp)
         if not doomed:
             return ErrorCode.NONE, results, None
 

@@ -15,7 +15,8 @@ from an offset its producer may still abort. Not thread-safe: the broker's event
 
 from __future__ import annotations
 
-from ads.coordinator.group.api import CommittedOffset, TopicPartition
+from ads.common.partitions import TopicPartition
+from ads.coordinator.group.api import CommittedOffset
 
 GroupPartition = tuple[str, TopicPartition]
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ads.common.clock import Clock
+from ads.common.partitions import TopicPartition
 from ads.common.tasks import TaskSet
 from ads.coordinator.runtime import CoordinatorRuntime, Write
 from ads.coordinator.timer import Timers
@@ -34,7 +35,6 @@ from ads.coordinator.topic import InternalTopic, TopicMetadata
 from ads.coordinator.transaction.shard import Answer, TxnConfig, TxnCounts, TxnShard
 from ads.coordinator.transaction.state import (
     STATE_NAMES,
-    Partition,
     TransactionMetadata,
     TxnState,
 )
@@ -50,8 +50,8 @@ _MOOT = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORD
 
 class MarkerWriter(Protocol):
     async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool,
-                            coordinator_epoch: int, partitions: set[Partition]
-                            ) -> dict[Partition, ErrorCode]:
+                            coordinator_epoch: int, partitions: set[TopicPartition]
+                            ) -> dict[TopicPartition, ErrorCode]:
         """Writes the marker to each partition; returns the error of each one that failed
         (UNKNOWN_TOPIC_OR_PARTITION for a deleted partition counts as done)."""
         ...
@@ -70,7 +70,7 @@ class TxnDescription:
     start_ms: int = -1
     producer_id: int = -1
     producer_epoch: int = -1
-    partitions: tuple[Partition, ...] = ()
+    partitions: tuple[TopicPartition, ...] = ()
 
 
 class TransactionCoordinator:
@@ -131,16 +131,19 @@ class TransactionCoordinator:
                                                fresh)
         return await self._perform(partition, write, answer)
 
-    def _check_partitions(self, partitions: Iterable[Partition]) -> dict[Partition, ErrorCode]:
+    def _check_partitions(self, partitions: Iterable[TopicPartition]
+                          ) -> dict[TopicPartition, ErrorCode]:
         unknown = {}
-        for topic, index in partitions:
+        for tp in partitions:
+            topic, index = tp
             count = self.topics.topic_partitions(topic)
             if count is None or not 0 <= index < count:
-                unknown[(topic, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                unknown[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return unknown
 
     async def add_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
-                             partitions: list[Partition]) -> dict[Partition, ErrorCode]:
+                             partitions: list[TopicPartition]
+                             ) -> dict[TopicPartition, ErrorCode]:
         """The error of each partition: UNKNOWN_TOPIC_OR_PARTITION for unknown ones and
         OPERATION_NOT_ATTEMPTED for the others then, as in Kafka; else the transaction's."""
         routed = self._route(txn_id)
@@ -155,7 +158,8 @@ class TransactionCoordinator:
         return dict.fromkeys(partitions, answer.error)
 
     def verify_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
-                          partitions: list[Partition]) -> dict[Partition, ErrorCode]:
+                          partitions: list[TopicPartition]
+                          ) -> dict[TopicPartition, ErrorCode]:
         """AddPartitionsToTxn v4+ verify_only and the produce check (KIP-890 part 1)."""
         routed = self._route(txn_id)
         if isinstance(routed, ErrorCode):
@@ -164,7 +168,7 @@ class TransactionCoordinator:
         return {p: shard.verify(txn_id, producer_id, producer_epoch, p) for p in partitions}
 
     async def add_offsets(self, txn_id: str, producer_id: int, producer_epoch: int,
-                          offsets_partition: Partition) -> ErrorCode:
+                          offsets_partition: TopicPartition) -> ErrorCode:
         """AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the
         transaction, so its offsets get the transaction's marker."""
         routed = self._route(txn_id)

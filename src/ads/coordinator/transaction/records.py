@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import struct
 
+from ads.common.partitions import TopicPartition
 from ads.coordinator.transaction.state import TransactionMetadata, TxnState
 from ads.protocol import messages as m
 from ads.protocol.errors import DecodeError
@@ -87,7 +88,8 @@ def parse_value(transactional_id: str, data: bytes) -> TransactionMetadata:
         state = TxnState(v.transaction_status)
     except (DecodeError, ValueError) as exc:
         raise TransactionRecordError(str(exc)) from exc
-    partitions = {(p.topic, i) for p in v.transaction_partitions or [] for i in p.partition_ids}
+    partitions = {TopicPartition(p.topic, i)
+                  for p in v.transaction_partitions or [] for i in p.partition_ids}
     return TransactionMetadata(
         transactional_id, v.producer_id, v.producer_epoch, v.transaction_timeout_ms, state,
         partitions, v.transaction_start_timestamp_ms, v.transaction_last_update_timestamp_ms)

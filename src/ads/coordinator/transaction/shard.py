@@ -23,13 +23,13 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from ads.common.partitions import TopicPartition
 from ads.coordinator.runtime import Write
 from ads.coordinator.timer import Timers
 from ads.coordinator.transaction import records as rec
 from ads.coordinator.transaction.state import (
     COMPLETED,
     MAX_EPOCH,
-    Partition,
     TransactionMetadata,
     TxnState,
     add_error,
@@ -217,7 +217,7 @@ class TxnShard:
 
     # -- the transaction ---------------------------------------------------------------
     def add_partitions(self, txn_id: str, producer_id: int, epoch: int,
-                       partitions: Iterable[Partition]) -> tuple[Write | None, ErrorCode]:
+                       partitions: Iterable[TopicPartition]) -> tuple[Write | None, ErrorCode]:
         meta = self.txns.get(txn_id)
         error = producer_error(meta, producer_id, epoch)
         if error is ErrorCode.NONE and meta is not None:
@@ -239,7 +239,7 @@ class TxnShard:
 
         return self._write(meta, target, after), ErrorCode.NONE
 
-    def verify(self, txn_id: str, producer_id: int, epoch: int, partition: Partition
+    def verify(self, txn_id: str, producer_id: int, epoch: int, partition: TopicPartition
                ) -> ErrorCode:
         """KIP-890: whether a transactional write to `partition` belongs to the id's
         ongoing transaction."""

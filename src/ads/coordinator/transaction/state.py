@@ -73,6 +73,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from ads.common.partitions import TopicPartition
 from ads.protocol.errors import ErrorCode
 
 MAX_EPOCH = 32767
@@ -111,8 +112,6 @@ VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
 COMPLETED = frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT})
 STATE_NAMES = {s.kafka_name: s for s in TxnState}
 
-Partition = tuple[str, int]
-
 
 @dataclass(slots=True)
 class TransactionMetadata:
@@ -123,7 +122,7 @@ class TransactionMetadata:
     producer_epoch: int
     timeout_ms: int
     state: TxnState = S.EMPTY
-    partitions: set[Partition] = field(default_factory=set)
+    partitions: set[TopicPartition] = field(default_factory=set)
     start_ms: int = -1
     last_update_ms: int = -1
     # The epoch handed out before the last bump (a retried InitProducerId is answered again).

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ads.common.clock import Clock
+from ads.common.partitions import TopicPartition
 from ads.storage.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from ads.storage.cleaner.cleaner import (
     CleanerAbortedError,
@@ -71,7 +72,6 @@ _RECENT_PASSES = 100
 _OWNER_POLL_S = 0.2
 
 T = TypeVar("T")
-TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +268,7 @@ class LogCleaner:
         self._last_run = time.monotonic()
         if plan is None:
             return None
-        tp = (plan.log.topic, plan.log.partition)
+        tp = TopicPartition(plan.log.topic, plan.log.partition)
         try:
             next_dirty, stats = clean_log(
                 plan,
@@ -309,7 +309,7 @@ class LogCleaner:
             busy = self._in_progress | self._uncleanable
             horizons = dict(self._horizons)
         for log in self.log_manager.logs():
-            tp = (log.topic, log.partition)
+            tp = TopicPartition(log.topic, log.partition)
             if not log.config.compact or log.closed or tp in busy:
                 continue
             plan = plan_cleaning(
@@ -326,7 +326,7 @@ class LogCleaner:
         with self._lock:
             self._max_delay_ms = max_delay
             if best is not None:
-                self._in_progress.add((best.log.topic, best.log.partition))
+                self._in_progress.add(TopicPartition(best.log.topic, best.log.partition))
         return best
 
     def _learn_one_horizon(self) -> bool:
@@ -353,7 +353,7 @@ class LogCleaner:
         with self._lock:
             skip = self._in_progress | self._uncleanable | self._horizons_known
         for log in self.log_manager.logs():
-            tp = (log.topic, log.partition)
+            tp = TopicPartition(log.topic, log.partition)
             if not log.config.compact or log.closed or tp in skip:
                 continue
             with self._lock:
@@ -366,14 +366,14 @@ class LogCleaner:
         if not self._loaded:
             self._load_checkpoints()
         with self._lock:
-            horizon = self._horizons.get((log.topic, log.partition))
+            horizon = self._horizons.get(TopicPartition(log.topic, log.partition))
         return plan_cleaning(log, self._checkpoint_of(log), self.clock.time_ms(),
                              pending_horizon_ms=horizon)
 
     def cleanable_ratios(self) -> dict[TopicPartition, float]:
         """Owner thread: the cleanable ratio of every compacted log."""
         return {
-            (log.topic, log.partition): self.plan(log).cleanable_ratio
+            TopicPartition(log.topic, log.partition): self.plan(log).cleanable_ratio
             for log in self.log_manager.logs()
             if log.config.compact and not log.closed
         }
@@ -381,7 +381,7 @@ class LogCleaner:
     # ---------------------------------------------------------------------- bookkeeping
 
     def _record(self, plan: LogToClean, next_dirty: int, stats: CleanerStats) -> None:
-        tp = (plan.log.topic, plan.log.partition)
+        tp = TopicPartition(plan.log.topic, plan.log.partition)
         with self._lock:
             self._recent.append(stats)
             totals = self._totals
@@ -401,7 +401,8 @@ class LogCleaner:
 
     def _checkpoint_of(self, log: Log) -> int | None:
         with self._lock:
-            return self._checkpoints.get(log.dir.parent, {}).get((log.topic, log.partition))
+            offsets = self._checkpoints.get(log.dir.parent, {})
+            return offsets.get(TopicPartition(log.topic, log.partition))
 
     def _load_checkpoints(self) -> None:
         with self._lock:
@@ -418,7 +419,7 @@ class LogCleaner:
             self._loaded = True
 
     def _write_checkpoint(self, log_dir: Path) -> None:
-        live = {(log.topic, log.partition) for log in self.log_manager.logs()}
+        live = {TopicPartition(log.topic, log.partition) for log in self.log_manager.logs()}
         with self._lock:
             offsets = self._checkpoints.setdefault(log_dir, {})
             for tp in [tp for tp in offsets if tp not in live]:
