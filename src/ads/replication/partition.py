@@ -102,6 +102,13 @@ class PartitionError(Exception):
         # (batch index, message) of each refused record (Produce v8+, KIP-467).
         self.record_errors = record_errors
 
+    def detached(self) -> PartitionError:
+        """The same error without its traceback and cause, to be kept as a result: a
+        caught exception refers to the frames it passed through, whose locals may hold a
+        request's inflated records (a decompression bomb inflates up to its bound), and
+        keeping it would keep them alive until the garbage collector finds the cycle."""
+        return PartitionError(self.code, self.message, self.record_errors)
+
     @classmethod
     def of(cls, exc: StorageError | RecordError | OSError) -> PartitionError:
         """The Kafka error of a storage, record or file-system error (mapped here only)."""

@@ -451,7 +451,7 @@ class ReplicaManager:
                     part.check_verification(guards[key])
                 result = part.append(records, origin, required_acks, now_ms)
             except PartitionError as exc:
-                results[key] = exc
+                results[key] = exc.detached()
                 continue
             except OSError as exc:
                 log.exception("%s-%d: appending failed", key[0], key[1])
