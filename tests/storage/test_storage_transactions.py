@@ -113,3 +113,23 @@ def test_storage_txn_marker_of_an_older_coordinator_is_fenced(tmp_path: Path) ->
     assert collect_aborted(reopened, 0, reopened.log_end_offset) == [
         AbortedTxn(9, 3, 5, 6)]
     reopened.close()
+
+
+def test_storage_lso_held_until_marker_replicated(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", clean=True)
+    txn_write(log, 5, 0)  # offsets 0-1
+    log.high_watermark = 2
+    append_marker(log, True, 5, 0, 0, 0, T0)  # offset 2, not yet below the high watermark
+    # The transaction has ended in this log, but a new leader without the marker would
+    # have it open: read_committed consumers must not read past its start yet.
+    assert last_stable_offset(log) == 0
+    log.high_watermark = 3
+    assert last_stable_offset(log) == 3
+    # Forgotten once replicated, whether or not anyone asked for the LSO meanwhile (a
+    # follower never is asked), so a lower high watermark does not bring it back.
+    txn_write(log, 6, 0)  # offsets 3-4
+    log.high_watermark = 5
+    append_marker(log, False, 6, 0, 0, 0, T0)  # offset 5
+    log.high_watermark = 6
+    assert log.producer_state.first_unstable_below(0) is None
+    log.close()

@@ -153,7 +153,10 @@ class Log:
 
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None:
-        self._high_watermark = min(max(offset, self.log_start_offset), self._log_end_offset)
+        self._high_watermark = hw = min(max(offset, self.log_start_offset), self._log_end_offset)
+        # Transactions whose markers are now committed no longer hold the last stable offset
+        # back; forgotten here, or a follower (never asked for it) would keep them all.
+        self.producer_state.forget_replicated(hw)
 
     @property
     def latest_epoch(self) -> int:

@@ -296,13 +296,18 @@ class ProducerStateManager:
         pending = self._unreplicated_txns
         if not pending and not self._ongoing_txns:  # the common case, on every fetch
             return None
-        while pending and pending[0][1] < high_watermark:
-            pending.popleft()
+        self.forget_replicated(high_watermark)
         first = self.first_unstable_offset()
         if pending:
             oldest = min(start for start, _ in pending)
             first = oldest if first is None else min(first, oldest)
         return first
+
+    def forget_replicated(self, high_watermark: int) -> None:
+        """Drops the ended transactions whose markers are below ``high_watermark``."""
+        pending = self._unreplicated_txns
+        while pending and pending[0][1] < high_watermark:
+            pending.popleft()
 
     def start_verification(self, producer_id: int) -> VerificationGuard:
         """The producer's guard, made if it has none (`VerificationGuard`)."""
