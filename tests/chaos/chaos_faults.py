@@ -141,7 +141,7 @@ class Nemesis:
         while i < max_faults and time.monotonic() < end:
             kind = self.kinds[i % len(self.kinds)]
             i += 1
-            self._check_alive()
+            self.check_alive()
             try:
                 getattr(self, "_" + kind.replace("-", "_"))()
             except Exception as exc:  # noqa: BLE001 - reported; the recovery wait decides
@@ -149,7 +149,7 @@ class Nemesis:
                 self.note(f"{kind} failed: {type(exc).__name__}: {exc}")
             started = time.monotonic()
             recovered = until(lambda: not self.view.unhealthy(), RECOVERY_TIMEOUT_S, 0.5)
-            self._check_alive()
+            self.check_alive()
             if not recovered:
                 self.recoveries.append((kind, None))
                 self.note(f"NOT recovered after {RECOVERY_TIMEOUT_S:.0f} s: "
@@ -169,7 +169,8 @@ class Nemesis:
         return "; ".join(problems[:6]) + (f" (+{len(problems) - 6})" if len(problems) > 6
                                           else "")
 
-    def _check_alive(self) -> None:
+    def check_alive(self) -> None:
+        """Notes (and restarts) a broker that exited without being killed."""
         for node, broker in self.c.brokers.items():
             if node in self._killed or broker.proc is None:
                 continue

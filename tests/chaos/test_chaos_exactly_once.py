@@ -285,6 +285,7 @@ def test_chaos_exactly_once_under_failover(cluster: Cluster, tmp_path: Path) -> 
         left_open = _no_open_transactions(c.bootstrap, [TA, TB], 90)
         scenario.drain()
         left_open += _no_open_transactions(c.bootstrap, [COPY], 90)
+        nemesis.check_alive()
         timeline.add("test", "clients done; reading everything back")
 
         idem, idem_complete = read_to_end(c.bootstrap, IDEM, PARTITIONS, "read_uncommitted")
@@ -336,7 +337,6 @@ def test_chaos_exactly_once_under_failover(cluster: Cluster, tmp_path: Path) -> 
         path = write_report(report_dir, text, checks, {
             "seed": SEED, "duration_s": DURATION_S, "netns": netns,
             "timeline": timeline.lines(), "clients": scenario.summaries()})
-        print(text)
         failed = [ch.name for ch in checks if not ch.passed]
         assert not failed, f"chaos checks failed: {failed} (report: {path})\n{text}"
     finally:
