@@ -78,15 +78,20 @@ fuzz: test-deps
 
 # The exactly-once chaos scenario of the suite (tests/chaos/, docs/chaos.md) with DURATION
 # seconds of faults instead of 120: the report is written to chaos-results/chaos-report.txt
-# and printed, the brokers' data and logs are kept in chaos-results/run. SEED=N makes the
-# same choice of fault targets as the run whose report names that seed.
+# and printed, the brokers' data and logs are kept in chaos-results/run, the client
+# library's log in chaos-results/clients.log (CLIENT_DEBUG=eos,protocol adds librdkafka's
+# debug contexts for the transactional clients). SEED=N makes the same choice of fault
+# targets as the run whose report names that seed.
 DURATION ?= 600
 SEED ?=
+CLIENT_DEBUG ?=
 chaos: test-deps
 	rm -rf chaos-results
 	mkdir -p chaos-results
 	ADS_CHAOS_DURATION_S=$(DURATION) ADS_CHAOS_SEED=$(SEED) ADS_CHAOS_REPORT_DIR=chaos-results \
-	  $(PY) -m pytest -q tests/chaos/test_chaos_exactly_once.py --basetemp=chaos-results/run; \
+	  ADS_CHAOS_CLIENT_DEBUG=$(CLIENT_DEBUG) $(PY) -m pytest -q -s \
+	  tests/chaos/test_chaos_exactly_once.py --basetemp=chaos-results/run \
+	  2> chaos-results/clients.log; \
 	  status=$$?; cat chaos-results/chaos-report.txt 2>/dev/null; exit $$status
 
 clean:

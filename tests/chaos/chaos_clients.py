@@ -20,6 +20,7 @@ in the report and failing the `clients_finished` check.
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -42,6 +43,14 @@ TXN_TIMEOUT_MS = 60_000
 END_TIMEOUT_S = 60.0  # one commit_transaction / abort_transaction call
 END_ATTEMPTS = 3  # a timed-out call may be made again: it resumes where it stood
 INIT_TIMEOUT_S = 60.0
+# librdkafka debug contexts (e.g. "eos,protocol") for the transactional clients, whose logs
+# go to stderr (`make chaos` keeps them in chaos-results/clients.log): to explain a stall
+# the report shows.
+CLIENT_DEBUG = os.environ.get("ADS_CHAOS_CLIENT_DEBUG", "")
+
+
+def _debug() -> dict[str, str]:
+    return {"debug": CLIENT_DEBUG} if CLIENT_DEBUG else {}
 
 
 class Timeline:
@@ -200,9 +209,11 @@ class TxnProducerLoop(Worker):
 
     def __init__(self, name: str, bootstrap: str, timeline: Timeline, txn_id: str) -> None:
         super().__init__(name, bootstrap, timeline)
+        self.timeline_started_s = timeline.now()
         self.txn_id = txn_id
         self.instances = 0
         self.errors: list[str] = []
+        self.commit_times: list[float] = []  # seconds of the timeline, each confirmed commit
 
     def new_producer(self) -> Producer:
         """A producer with transactions initialized; tries until it gets one (bounded by
@@ -213,7 +224,7 @@ class TxnProducerLoop(Worker):
                                  "transactional.id": self.txn_id,
                                  "transaction.timeout.ms": TXN_TIMEOUT_MS,
                                  "message.timeout.ms": TXN_TIMEOUT_MS, "linger.ms": 5,
-                                 "retry.backoff.ms": 100})
+                                 "retry.backoff.ms": 100, **_debug()})
             try:
                 producer.init_transactions(INIT_TIMEOUT_S)
             except KafkaException as exc:
@@ -228,6 +239,15 @@ class TxnProducerLoop(Worker):
     def error(self, what: str) -> None:
         self.errors.append(what)
         self.note(what, "error", 40)
+
+    def longest_wait(self) -> str:
+        """The longest time without a confirmed commit, for the report: liveness, which
+        the checks leave alone (a busy machine stretches it)."""
+        times = [self.timeline_started_s, *self.commit_times]
+        if len(times) < 2:
+            return "no commit"
+        gap, at = max((b - a, a) for a, b in zip(times, times[1:], strict=False))
+        return f"longest wait for a commit {gap:.1f} s (from {at:.1f} s)"
 
     def end(self, producer: Producer, txn: Txn, commit: bool) -> bool:
         """Commits or aborts; False when the producer must be replaced."""
@@ -251,6 +271,8 @@ class TxnProducerLoop(Worker):
                 return False
             txn.calls.append(f"{name}: OK")
             txn.commit_ok = commit
+            if commit:
+                self.commit_times.append(self.timeline.now())
             return True
         return False
 
@@ -286,6 +308,11 @@ class TxnWriter(TxnProducerLoop):
             txn.calls.append(f"write: {describe(err)}")
             self.error(f"{self.txn_id} #{txn.seq} write: {describe(err)}")
             return not err.fatal() and self.end(producer, txn, commit=False)
+        except BufferError:  # the local queue full: the cluster is not taking writes
+            txn.calls.append("write: local queue full")
+            self.error(f"{self.txn_id} #{txn.seq} write: local queue full")
+            producer.flush(TXN_TIMEOUT_MS / 1000)
+            return self.end(producer, txn, commit=False)
         return self.end(producer, txn, commit=txn.planned == "commit")
 
     def loop(self) -> None:
@@ -335,7 +362,8 @@ class Copier(TxnProducerLoop):
     def _consumer(self) -> Consumer:
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
                              "isolation.level": "read_committed", "enable.auto.commit": False,
-                             "auto.offset.reset": "earliest", "enable.partition.eof": True})
+                             "auto.offset.reset": "earliest", "enable.partition.eof": True,
+                             **_debug()})
         consumer.assign([TopicPartition(self.source, p) for p in range(self.partitions)])
         return consumer
 

@@ -216,11 +216,11 @@ class Scenario:
             out.append(f"{w.name} ({w.txn_id}): {len(w.txns)} transactions, {by['committed']} "
                        f"committed, {by['aborted']} aborted ({planned} planned), "
                        f"{by['unknown']} unknown; {len(w.errors)} client errors, "
-                       f"{w.instances} producer instances")
+                       f"{w.instances} producer instances; {w.longest_wait()}")
         cp = self.copier
         out.append(f"copier: {cp.committed_txns} transactions committed, {cp.failed_txns} "
                    f"failed, {cp.rewinds} rewinds, {len(cp.read)} records read, "
-                   f"{cp.instances} producer instances")
+                   f"{cp.instances} producer instances; {cp.longest_wait()}")
         out += [f"{r.name}: {len(r.read)} records read, {r.commits} commits, "
                 f"{r.commit_errors} failed" for r in self.readers]
         out.append(f"offsets: {self.sampler.samples} samples, {self.sampler.errors} failed")
