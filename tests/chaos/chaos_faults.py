@@ -199,7 +199,7 @@ class Nemesis:
                       if self.view.leader(t, p) == node)
             found.append(f"leader of {led} data partitions")
         except Exception as exc:  # noqa: BLE001 - only for the timeline
-            found.append(f"roles unknown: {exc}")
+            found.append(f"roles unknown: {type(exc).__name__} {exc}")
         return ", ".join(found)
 
     def _session_ended(self, node: int) -> bool:
@@ -305,6 +305,18 @@ class Nemesis:
         time.sleep(self.rng.uniform(1.0, 3.0))
         zk.start(timeout_s=60)
         self.note("ZooKeeper started again")
+        # The server restores every session with a fresh time-out and keeps its ephemeral
+        # registrations meanwhile: a broker whose client did not reconnect in time still
+        # looks registered until then. Recovery is judged once that time has passed.
+        settle_s = SESSION_TIMEOUT_MS / 1000 + 2.0
+        time.sleep(settle_s)
+        self.note(f"{settle_s:.0f} s later, registered: {self._registered()}")
+
+    def _registered(self) -> str:
+        try:
+            return str(sorted(self.view.registered()))
+        except Exception as exc:  # noqa: BLE001 - only for the timeline
+            return type(exc).__name__
 
     def stop(self) -> None:
         """Heals whatever a fault left (a paused broker, a cut link, ZooKeeper down)."""

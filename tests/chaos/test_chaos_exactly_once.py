@@ -326,6 +326,10 @@ def test_chaos_exactly_once_under_failover(cluster: Cluster, tmp_path: Path) -> 
         header = [
             f"seed {SEED}; faults asked for {DURATION_S:.0f} s, injected for {fault_time:.0f} s; "
             f"whole run {time.monotonic() - started:.0f} s",
+            "timeline second 0 is " + time.strftime(
+                "%Y-%m-%d %H:%M:%S", time.localtime(timeline.wall_start))
+            + f",{int(timeline.wall_start * 1000) % 1000:03d} local time, as the broker logs "
+            "write it",
             f"3 brokers on {'network namespaces' if netns else 'loopback (no network cut)'}; "
             f"{PARTITIONS} partitions per topic, replication factor 3, min.insync.replicas 2",
             f"faults: {', '.join(nemesis.kinds)}"
