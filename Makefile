@@ -6,7 +6,7 @@ STAMP := $(VENV)/.ads-installed
 TEST_STAMP := $(VENV)/.ads-test-installed
 JS_STAMP := tests/js/node_modules/.ads-installed
 
-.PHONY: install run test test-deps system-deps lint fuzz clean
+.PHONY: install run test test-deps system-deps lint fuzz chaos clean
 
 install: $(STAMP)
 
@@ -76,5 +76,23 @@ test: test-deps
 fuzz: test-deps
 	tools/fuzz.sh
 
+# The exactly-once chaos scenario of the suite (tests/chaos/, docs/chaos.md) with DURATION
+# seconds of faults instead of 120: the report is written to chaos-results/chaos-report.txt
+# and printed, the brokers' data and logs are kept in chaos-results/run, the client
+# library's log in chaos-results/clients.log (CLIENT_DEBUG=eos,protocol adds librdkafka's
+# debug contexts for the transactional clients). SEED=N makes the same choice of fault
+# targets as the run whose report names that seed.
+DURATION ?= 600
+SEED ?=
+CLIENT_DEBUG ?=
+chaos: test-deps
+	rm -rf chaos-results
+	mkdir -p chaos-results
+	ADS_CHAOS_DURATION_S=$(DURATION) ADS_CHAOS_SEED=$(SEED) ADS_CHAOS_REPORT_DIR=chaos-results \
+	  ADS_CHAOS_CLIENT_DEBUG=$(CLIENT_DEBUG) $(PY) -m pytest -q -s \
+	  tests/chaos/test_chaos_exactly_once.py --basetemp=chaos-results/run \
+	  2> chaos-results/clients.log; \
+	  status=$$?; cat chaos-results/chaos-report.txt 2>/dev/null; exit $$status
+
 clean:
-	rm -rf $(VENV) data bench-results tests/js/node_modules
+	rm -rf $(VENV) data bench-results chaos-results tests/js/node_modules
