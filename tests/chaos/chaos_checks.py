@@ -168,25 +168,30 @@ def judge_transactions(txns: list[Txn], final: dict[str, Records], complete: boo
             at = seen.get((topic, value), [])
             if at and at[0][0] == p:
                 visible += 1
-        whole = visible == len(txn.records)
-        if txn.outcome == "committed":
-            v.committed.append(txn)
-            if not whole:
-                v.partial.append((txn, visible))
-        elif txn.outcome == "aborted":
-            v.aborted.append(txn)
-            if visible:
-                v.partial.append((txn, visible))
-        elif whole:
-            v.unknown_visible.append(txn)
-        elif visible == 0:
-            v.unknown_invisible.append(txn)
-        else:
-            v.partial.append((txn, visible))
+        _classify(v, txn, visible)
     v.duplicated = [f"{t} {val!r} at {at}" for (t, val), at in seen.items() if len(at) > 1]
     v.foreign = [f"{t} {val!r} at {at}" for (t, val), at in seen.items()
                  if (t, val) not in written]
     return v
+
+
+def _classify(v: TxnVerdicts, txn: Txn, visible: int) -> None:
+    """Files the transaction by its outcome and how many of its records are visible."""
+    whole = visible == len(txn.records)
+    if txn.outcome == "committed":
+        v.committed.append(txn)
+        if not whole:
+            v.partial.append((txn, visible))
+    elif txn.outcome == "aborted":
+        v.aborted.append(txn)
+        if visible:
+            v.partial.append((txn, visible))
+    elif whole:
+        v.unknown_visible.append(txn)
+    elif visible == 0:
+        v.unknown_invisible.append(txn)
+    else:
+        v.partial.append((txn, visible))
 
 
 def _txn_line(txn: Txn, visible: int) -> str:
