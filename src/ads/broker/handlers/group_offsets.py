@@ -5,7 +5,9 @@ TxnOffsetCommit writes a transactional producer's offsets as a transactional bat
 become visible when its transaction commits (the COMMIT marker reaches the group's
 `__consumer_offsets` partition) and vanish if it aborts. The transaction must have added
 the group (AddOffsetsToTxn): checked with its coordinator (`ads.broker.txn_verify`),
-INVALID_TXN_STATE otherwise. The member and generation (v3+)
+INVALID_TXN_STATE otherwise; a coordinator that cannot be asked gives
+COORDINATOR_NOT_AVAILABLE (clients retry it; Produce's NOT_ENOUGH_REPLICAS would abort
+the transaction). The member and generation (v3+)
 are checked as for OffsetCommit, except that a rebalancing group takes them.
 
 Commits are answered only once their record is committed to `__consumer_offsets`, and
@@ -109,6 +111,10 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: m.TxnOffsetCommitRe
     verdict = await txn_verify.verify(
         ctx.broker, req.transactional_id, req.producer_id, req.producer_epoch,
         TopicPartition(OFFSETS_TOPIC, groups.partition_of(req.group_id)))
+    if verdict is ErrorCode.NOT_ENOUGH_REPLICAS:
+        # The transaction's coordinator could not be asked. A producer retries that for a
+        # Produce, but for TxnOffsetCommit only a coordinator error, as Kafka answers.
+        verdict = ErrorCode.COORDINATOR_NOT_AVAILABLE
     results: list[ErrorCode] = [verdict] * len(commits)
     if verdict is ErrorCode.NONE:
         results = await groups.txn_commit_offsets(
