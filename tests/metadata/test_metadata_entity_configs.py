@@ -14,6 +14,7 @@ from ads.metadata import zk_layout as zl
 from ads.metadata.embedded import EmbeddedMetadataStore
 from ads.metadata.entity_config import entity_path, parse_entity_path, sanitize
 from ads.metadata.model import BrokerEndpoint
+from ads.metadata.store import TopicExistsError
 from ads.metadata.zookeeper import ZkMetadataStore
 from ads.testing.zookeeper import ZooKeeperServer, zookeeper_available
 from conftest import free_port
@@ -104,6 +105,28 @@ def test_zookeeper_entity_configs_reach_every_broker(zk_connect: str) -> None:
             late.register(BrokerEndpoint(3, "127.0.0.1", 9003))
             stores.append(late)
             assert await late.wait(lambda: late.entity_configs == expected, 10.0)
+        finally:
+            for store in stores:
+                store.close()
+
+    asyncio.run(run())
+
+
+def test_zookeeper_topic_created_twice_is_topic_exists(zk_connect: str) -> None:
+    # Two brokers creating the same internal topic at once: the second one's write finds
+    # the config and the topic there, and must say the topic exists, not fail otherwise.
+    async def run() -> None:
+        stores = []
+        try:
+            for node in (1, 2):
+                store = ZkMetadataStore(zk_connect, node, 10_000)
+                await asyncio.to_thread(store.load)
+                store.register(BrokerEndpoint(node, "127.0.0.1", 9000 + node))
+                stores.append(store)
+            one, two = stores
+            await one.create_topic("t", {"cleanup.policy": "compact"}, {0: [1]})
+            with pytest.raises(TopicExistsError):
+                await two.create_topic("t", {"cleanup.policy": "compact"}, {0: [2]})
         finally:
             for store in stores:
                 store.close()

@@ -366,9 +366,11 @@ class ZkMetadataStore:
                 tx.create(zl.config_path(name), zl.encode_config(configs))
             tx.create(zl.topic_path(name), zl.encode_assignment(record))
             results = tx.commit()
+            # A failed multi reports the operations before the failing one as rolled back:
+            # the failing one says why.
+            if any(isinstance(r, NodeExistsError) for r in results):
+                raise TopicExistsError(f"Topic '{name}' already exists.")
             for r in results:
-                if isinstance(r, NodeExistsError):
-                    raise TopicExistsError(f"Topic '{name}' already exists.")
                 if isinstance(r, Exception):
                     raise r
 
