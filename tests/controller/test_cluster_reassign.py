@@ -97,9 +97,12 @@ def test_cluster_reassign_partitions(cluster: Cluster, tmp_path: Path,
             c.wait_for(lambda: str(other) not in c.zk_children("/brokers/ids"),
                        "the paused broker's session ends")
             admin = KafkaAdminClient(bootstrap_servers=live)
-            assert admin.list_partition_reassignments([tp1]) == {tp1: {
-                "replicas": [new, other], "adding_replicas": [other],
-                "removing_replicas": []}}
+            listed = {tp1: {"replicas": [new, other], "adding_replicas": [other],
+                            "removing_replicas": []}}
+            # Waited for with a deadline: should it never be listed, the brokers' logs go
+            # into the failure.
+            c.wait_for(lambda: admin.list_partition_reassignments([tp1]) == listed,
+                       "moves-1 listed as reassigning", timeout_s=15)
             assert main(["topics", "reassign", "--verify", *args]) == 1
             assert "Reassignment of partition moves-1 is still in progress." in (
                 capsys.readouterr().out)
