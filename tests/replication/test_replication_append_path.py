@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from ads.common.clock import ManualClock
 from ads.protocol.errors import ErrorCode
@@ -25,14 +22,6 @@ T0 = 1_700_000_000_000
 NODE, OTHER = 1, 2
 KEY = ("t", 0)
 PID, EPOCH = 7, 0
-
-
-@pytest.fixture
-def logs() -> Iterator[list[Log]]:
-    opened: list[Log] = []
-    yield opened
-    for log in opened:
-        log.close()
 
 
 def _manager(tmp_path: Path, logs: list[Log], **config: object) -> tuple[ReplicaManager,

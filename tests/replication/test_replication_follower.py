@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,14 +29,6 @@ from replication_support import client_append, client_result, replica_batches
 T0 = 1_700_000_000_000
 LEADER, FOLLOWER = 1, 2
 TOPIC_ID = uuid.uuid4()
-
-
-@pytest.fixture
-def logs() -> Iterator[list[Log]]:
-    opened: list[Log] = []
-    yield opened
-    for log in opened:
-        log.close()
 
 
 def _replica(tmp_path: Path, logs: list[Log], node: int, clock: ManualClock,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,14 +28,6 @@ from replication_support import client_append, client_result
 T0 = 1_700_000_000_000
 NODE = 1
 OTHER = 2
-
-
-@pytest.fixture
-def logs(tmp_path: Path) -> Iterator[list[Log]]:
-    opened: list[Log] = []
-    yield opened
-    for log in opened:
-        log.close()
 
 
 def _manager(tmp_path: Path, logs: list[Log], *names: str, **config: object) -> ReplicaManager:
