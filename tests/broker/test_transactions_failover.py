@@ -46,9 +46,6 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     try:
         yield c.start()
     finally:
-        for broker in c.brokers.values():  # a paused broker cannot be killed cleanly
-            if broker.proc is not None and broker.proc.poll() is None:
-                os.kill(broker.proc.pid, signal.SIGCONT)
         c.stop()
 
 

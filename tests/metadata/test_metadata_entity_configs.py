@@ -62,15 +62,20 @@ def zk_connect(tmp_path: Path) -> Iterator[str]:
         server.stop()
 
 
+async def _registered(zk_connect: str, node: int) -> ZkMetadataStore:
+    """A broker's store, loaded and registered (broker `node` on port 9000 + node)."""
+    store = ZkMetadataStore(zk_connect, node, 10_000)
+    await asyncio.to_thread(store.load)
+    store.register(BrokerEndpoint(node, "127.0.0.1", 9000 + node))
+    return store
+
+
 def test_zookeeper_entity_configs_reach_every_broker(zk_connect: str) -> None:
     async def run() -> None:
         stores = []
         try:
             for node in (1, 2):
-                store = ZkMetadataStore(zk_connect, node, 10_000)
-                await asyncio.to_thread(store.load)
-                store.register(BrokerEndpoint(node, "127.0.0.1", 9000 + node))
-                stores.append(store)
+                stores.append(await _registered(zk_connect, node))
             one, two = stores
             changed: list[str] = []
             two.add_entity_listener(changed.append)
@@ -100,9 +105,7 @@ def test_zookeeper_entity_configs_reach_every_broker(zk_connect: str) -> None:
                 client.stop()
                 client.close()
             # A broker started later reads what exists.
-            late = ZkMetadataStore(zk_connect, 3, 10_000)
-            await asyncio.to_thread(late.load)
-            late.register(BrokerEndpoint(3, "127.0.0.1", 9003))
+            late = await _registered(zk_connect, 3)
             stores.append(late)
             assert await late.wait(lambda: late.entity_configs == expected, 10.0)
         finally:
@@ -119,10 +122,7 @@ def test_zookeeper_topic_created_twice_is_topic_exists(zk_connect: str) -> None:
         stores = []
         try:
             for node in (1, 2):
-                store = ZkMetadataStore(zk_connect, node, 10_000)
-                await asyncio.to_thread(store.load)
-                store.register(BrokerEndpoint(node, "127.0.0.1", 9000 + node))
-                stores.append(store)
+                stores.append(await _registered(zk_connect, node))
             one, two = stores
             await one.create_topic("t", {"cleanup.policy": "compact"}, {0: [1]})
             with pytest.raises(TopicExistsError):

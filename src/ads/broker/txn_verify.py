@@ -12,9 +12,11 @@ transaction nobody will end (it would hold the last stable offset forever).
 Answers: the coordinator's (INVALID_TXN_STATE for a partition not added or a transaction
 not ongoing, INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING); a coordinator that
 cannot answer (moved, loading, unreachable) gives NOT_ENOUGH_REPLICAS, which producers
-retry, as in Kafka. A transactional batch in a request without a transactional id is
-INVALID_TXN_STATE. Cost: one byte read per partition of every produce request; a
-transactional batch's header is read once more. Used from the event loop only.
+retry, as in Kafka; for TxnOffsetCommit (`verify`) it gives COORDINATOR_NOT_AVAILABLE, the
+error a producer retries there (librdkafka aborts the transaction on NOT_ENOUGH_REPLICAS).
+A transactional batch in a request without a transactional id is INVALID_TXN_STATE.
+Cost: one byte read per partition of every produce request; a transactional batch's
+header is read once more. Used from the event loop only.
 """
 
 from __future__ import annotations
@@ -80,12 +82,13 @@ def remote_checks(broker: BrokerContext, req: m.ProduceRequest
 
 
 async def verify_remotely(broker: BrokerContext, txn_id: str, producer_id: int,
-                          producer_epoch: int, partitions: list[TopicPartition]
+                          producer_epoch: int, partitions: list[TopicPartition],
+                          retry: ErrorCode = ErrorCode.NOT_ENOUGH_REPLICAS
                           ) -> dict[TopicPartition, ErrorCode]:
+    """The coordinator's verdicts; `retry` for a coordinator that cannot answer."""
     verdicts = await broker.txn_requests.verify(txn_id, producer_id, producer_epoch,
                                                 partitions)
-    return {p: ErrorCode.NOT_ENOUGH_REPLICAS if e in _RETRIABLE else e
-            for p, e in verdicts.items()}
+    return {p: retry if e in _RETRIABLE else e for p, e in verdicts.items()}
 
 
 async def verify(broker: BrokerContext, txn_id: str, producer_id: int, producer_epoch: int,
@@ -97,7 +100,8 @@ async def verify(broker: BrokerContext, txn_id: str, producer_id: int, producer_
         coordinator = broker.transaction_coordinator
         return coordinator.verify_partitions(txn_id, producer_id, producer_epoch,
                                              [partition])[partition]
-    found = await verify_remotely(broker, txn_id, producer_id, producer_epoch, [partition])
+    found = await verify_remotely(broker, txn_id, producer_id, producer_epoch, [partition],
+                                  retry=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     return found[partition]
 
 

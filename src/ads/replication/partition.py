@@ -87,7 +87,6 @@ class AppendOrigin(Enum):
 
     CLIENT = "client"  # a producer's batch
     COORDINATOR = "coordinator"  # a coordinator's record or a transaction marker
-    REPLICATION = "replication"  # a follower's copy of its leader's batches
 
 
 class PartitionError(Exception):

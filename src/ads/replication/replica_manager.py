@@ -9,10 +9,11 @@ Handlers reach partitions only through it (Kafka's ReplicaManager):
   each validated as its origin requires; with acks=all the result waits in the produce
   purgatory until the high watermark passes what it appended (`Appended.pending`, None
   when it already has, as always on one broker). A marker is committed like data.
-- `offset_for_timestamp`, `end_offset_for_epoch`, `active_producers`, `delete_records`:
-  the partition queries of ListOffsets, OffsetForLeaderEpoch, DescribeProducers and
-  DeleteRecords. Handlers never reach a partition's log: errors come as `PartitionError`
-  with the Kafka code (storage and record errors mapped once, in `PartitionError.of`).
+- `end_offset_for_epoch`, `active_producers`, `delete_records`, and the partition
+  `partition` or `replica` returns (its offsets, `offset_for_timestamp`): the queries of
+  ListOffsets, OffsetForLeaderEpoch, DescribeProducers and DeleteRecords. Handlers never
+  reach a partition's log: errors come as `PartitionError` with the Kafka code (storage
+  and record errors mapped once, in `PartitionError.of`).
 - `fetch` reads what a fetch asks for (one segment's file region per partition, never a
   copy) and, with fewer than `min_bytes` found, waits in the fetch purgatory until an append
   or its deadline.
@@ -221,18 +222,12 @@ class ReplicaManager:
     def replica(self, topic: str, index: int) -> Partition:
         """This broker's replica of the partition, leader or follower; PartitionError
         UNKNOWN_TOPIC_OR_PARTITION without one."""
-        return self._replica(topic, index)
+        part = self._partitions.get(TopicPartition(topic, index))
+        if part is None:
+            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return part
 
     # -- queries (ListOffsets, OffsetForLeaderEpoch, DescribeProducers, DeleteRecords) ---
-    def offset_for_timestamp(self, topic: str, index: int, timestamp: int,
-                             current_leader_epoch: int = -1, any_replica: bool = False
-                             ) -> tuple[int, int, int] | None:
-        """ListOffsets by timestamp on the leader (any replica for Kafka's debugging
-        replica id): ``(offset, timestamp, leader epoch)`` or None."""
-        part = self._replica(topic, index) if any_replica else self.partition(topic, index)
-        part.check_leader_epoch(current_leader_epoch)
-        return part.offset_for_timestamp(timestamp)
-
     def end_offset_for_epoch(self, topic: str, index: int, leader_epoch: int,
                              current_leader_epoch: int = -1) -> tuple[int, int]:
         """OffsetForLeaderEpoch on the leader: ``(epoch, end offset)``."""
@@ -242,7 +237,7 @@ class ReplicaManager:
 
     def active_producers(self, topic: str, index: int) -> list[ProducerStateEntry]:
         """DescribeProducers on any replica, as in Kafka (tools may ask a given broker)."""
-        return self._replica(topic, index).active_producers
+        return self.replica(topic, index).active_producers
 
     def delete_records(self, topic: str, index: int, offset: int) -> int:
         """DeleteRecords on the leader: offset -1 is the high watermark; returns the new
@@ -329,7 +324,7 @@ class ReplicaManager:
     def become_leader(self, topic: str, index: int, leader_epoch: int,
                       isr: list[int] | None = None, replicas: list[int] | None = None) -> None:
         """Leads the partition from `leader_epoch` (a newer epoch fences older ones)."""
-        part = self._replica(topic, index)
+        part = self.replica(topic, index)
         if leader_epoch < part.leader_epoch:
             raise PartitionError(ErrorCode.FENCED_LEADER_EPOCH,
                                  f"epoch {leader_epoch} is older than {part.leader_epoch}")
@@ -347,7 +342,7 @@ class ReplicaManager:
         """`leader_id` leads from `leader_epoch`: produce and consumer fetches here get
         NOT_LEADER_OR_FOLLOWER, the requests waiting on the partition answer now, and the
         replica fetches from the leader (none while `leader_id` is -1 or this broker)."""
-        part = self._replica(topic, index)
+        part = self.replica(topic, index)
         if leader_epoch < part.leader_epoch:
             raise PartitionError(ErrorCode.FENCED_LEADER_EPOCH,
                                  f"epoch {leader_epoch} is older than {part.leader_epoch}")
@@ -416,12 +411,6 @@ class ReplicaManager:
                 self.update_isr(part.topic, part.index, epoch, isr)
 
         self._isr_writes.spawn(record(), f"recording the ISR of {part.topic}-{part.index}")
-
-    def _replica(self, topic: str, index: int) -> Partition:
-        part = self._partitions.get(TopicPartition(topic, index))
-        if part is None:
-            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        return part
 
     def _wake(self, key: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(key)

@@ -111,10 +111,6 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: m.TxnOffsetCommitRe
     verdict = await txn_verify.verify(
         ctx.broker, req.transactional_id, req.producer_id, req.producer_epoch,
         TopicPartition(OFFSETS_TOPIC, groups.partition_of(req.group_id)))
-    if verdict is ErrorCode.NOT_ENOUGH_REPLICAS:
-        # The transaction's coordinator could not be asked. A producer retries that for a
-        # Produce, but for TxnOffsetCommit only a coordinator error, as Kafka answers.
-        verdict = ErrorCode.COORDINATOR_NOT_AVAILABLE
     results: list[ErrorCode] = [verdict] * len(commits)
     if verdict is ErrorCode.NONE:
         results = await groups.txn_commit_offsets(

@@ -53,7 +53,7 @@ def _list_one(replicas: ReplicaManager, topic: str, p: LP, version: int,
     if timestamp == EARLIEST_PENDING_UPLOAD:
         return -1, -1, -1
     try:
-        found = replicas.offset_for_timestamp(topic, index, timestamp, any_replica=any_replica)
+        found = part.offset_for_timestamp(timestamp)
     except PartitionError as exc:
         # A stored batch the lookup must read inside does not decode (a decompression bomb
         # is stored as produced): this partition's answer fails, as Kafka's would.

@@ -101,33 +101,23 @@ async def _after_verification(ctx: RequestContext, req: m.ProduceRequest, produc
     return await answer
 
 
-def _refusal(ctx: RequestContext, req: m.ProduceRequest, writable: bool, key: TopicPartition,
-             pd: m.ProduceRequest.TopicProduceData.PartitionProduceData,
-             verdicts: dict[TopicPartition, ErrorCode]) -> PartResp | None:
-    """The answer of a partition refused before its batch is appended; None: append it."""
-    topic = key.topic
-    code = ErrorCode.NONE
-    message = None
+def _topic_refusal(ctx: RequestContext, req: m.ProduceRequest, topic: str
+                   ) -> tuple[ErrorCode, str | None] | None:
+    """Why every partition of `topic` in the request is refused (code, message), or None:
+    these rules depend on the request and the topic only, so they are decided per topic."""
+    rule = P.PRODUCE_TOPIC
     if ctx.api_version < 3:
-        code = ErrorCode.UNSUPPORTED_VERSION
         ctx.refused(f"Produce v{ctx.api_version}: versions 0-2 (message formats 0 "
                     "and 1) are not supported (UNSUPPORTED_VERSION)")
-    elif not writable:
-        code = P.PRODUCE_TOPIC.error
-    elif req.acks not in (0, 1, -1):
-        code = ErrorCode.INVALID_REQUIRED_ACKS
-    elif topic in INTERNAL_TOPICS:
+        return ErrorCode.UNSUPPORTED_VERSION, None
+    if not ctx.authorize(rule.resource, topic, rule.operation):
+        return rule.error, None
+    if req.acks not in (0, 1, -1):
+        return ErrorCode.INVALID_REQUIRED_ACKS, None
+    if topic in INTERNAL_TOPICS:
         # Only the coordinators write their internal topics, as in Kafka.
-        code = ErrorCode.INVALID_TOPIC_EXCEPTION
-        message = f"Cannot append to internal topic {topic}"
-    else:
-        code = txn_verify.check(ctx.broker, req.transactional_id, key, pd.records, verdicts)
-        if code is not ErrorCode.NONE:
-            log.info("transactional produce to %s-%d from %s rejected: %s", topic,
-                     pd.index, ctx.connection.peer, code.name)
-    if code is ErrorCode.NONE:
-        return None
-    return PartResp(index=pd.index, error_code=code, base_offset=-1, error_message=message)
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}"
+    return None
 
 
 def _append(ctx: RequestContext, req: m.ProduceRequest,
@@ -135,27 +125,28 @@ def _append(ctx: RequestContext, req: m.ProduceRequest,
             guards: dict[TopicPartition, VerificationGuard] | None = None
             ) -> m.ProduceResponse | Awaitable[m.ProduceResponse] | None:
     broker = ctx.broker
-    rule = P.PRODUCE_TOPIC
     entries: dict[TopicPartition, memoryview | None] = {}
     refused: dict[TopicPartition, PartResp] = {}
     keys: list[TopicPartition] = []  # the request's partitions in order, each key built once
-    # The common case (a current client's batch, not transactional, to a topic it may
-    # write) is told apart with a few comparisons; `_refusal` sorts out the rest.
-    plain = ctx.api_version >= 3 and req.acks in (0, 1, -1)
     for td in req.topic_data:
-        writable = ctx.authorize(rule.resource, td.name, rule.operation)
-        ordinary = plain and writable and td.name not in INTERNAL_TOPICS
+        refusal = _topic_refusal(ctx, req, td.name)
         for pd in td.partition_data:
             key = TopicPartition(td.name, pd.index)
             keys.append(key)
-            if ordinary and not txn_verify.is_transactional(pd.records):
-                entries[key] = pd.records
-                continue
-            resp = _refusal(ctx, req, writable, key, pd, verdicts)
-            if resp is None:
-                entries[key] = pd.records
+            if refusal is None:
+                # A byte read for a batch that is not transactional.
+                code = txn_verify.check(broker, req.transactional_id, key, pd.records,
+                                        verdicts)
+                if code is ErrorCode.NONE:
+                    entries[key] = pd.records
+                    continue
+                log.info("transactional produce to %s-%d from %s rejected: %s", td.name,
+                         pd.index, ctx.connection.peer, code.name)
+                code_message: tuple[ErrorCode, str | None] = (code, None)
             else:
-                refused[key] = resp
+                code_message = refusal
+            refused[key] = PartResp(index=pd.index, error_code=code_message[0],
+                                    base_offset=-1, error_message=code_message[1])
     appended = broker.replica_manager.append_records(
         entries, AppendOrigin.CLIENT, req.acks, req.timeout_ms, guards)
     responses, waiting, failed = _responses(ctx, req, appended, refused, keys)
