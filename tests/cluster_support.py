@@ -42,7 +42,14 @@ class Cluster:
             broker.start()
         self.wait_for(lambda: len(self.zk_children("/brokers/ids")) == len(self.brokers),
                       "every broker registered")
+        # A broker learns of the others from ZooKeeper a moment after they register; a
+        # topic created meanwhile through it would find too few brokers for its replicas.
+        self.wait_for(self._every_broker_sees_all, "every broker's metadata naming them all")
         return self
+
+    def _every_broker_sees_all(self) -> bool:
+        return all(len(self.admin(node).list_topics(timeout=5).brokers) == len(self.brokers)
+                   for node in self.brokers)
 
     def stop(self) -> None:
         for broker in self.brokers.values():

@@ -111,6 +111,34 @@ async def test_runtime_group_answers_load_in_progress_then_serves_loaded_offsets
     assert fresh.list_groups()[0] == ErrorCode.NONE
 
 
+async def test_runtime_marker_refused_while_loading_then_replayed() -> None:
+    """A marker for a partition still loading would land past what the load reads; it is
+    refused (the sender tries again) and, once written, replayed into the shard."""
+    coord, mlog, clock = await make()
+    p = coord.partition_of("g")
+    assert await coord.txn_commit_offsets("g", 7, 0, -1, "", None, [_commit("t", 0, 9)]) == [
+        ErrorCode.NONE]
+    mlog.gate = asyncio.Event()
+    fresh = GroupCoordinator(mlog, mlog, clock, coord.config)
+    task = asyncio.ensure_future(lead_all(fresh))
+    await asyncio.sleep(0)
+    written = mlog.appended()
+    assert await fresh.complete_transaction(p, 7, 0, True, 0) is (
+        ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    assert mlog.appended() == written  # nothing appended while loading
+    mlog.gate.set()
+    await task
+    assert fresh.unstable_offsets("g", [("t", 0)]) == {("t", 0)}
+    assert await fresh.complete_transaction(p, 7, 0, True, 0) is ErrorCode.NONE
+    assert fresh.unstable_offsets("g", [("t", 0)]) == set()
+    found = fresh.fetch_offsets("g", [("t", 0)])[1][0][1]
+    assert found is not None and found.offset == 9
+    # Not led here (any more): the same answer, so the sender looks for the leader.
+    coord.runtime.become_follower(p)
+    assert await coord.complete_transaction(p, 7, 0, True, 0) is (
+        ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
 async def test_runtime_not_coordinator_for_partitions_not_led_or_unloaded() -> None:
     coord, mlog, clock = await make()
     leader, _ = join_new(coord, client_id="a")

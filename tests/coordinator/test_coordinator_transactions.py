@@ -17,7 +17,7 @@ from ads.coordinator.transaction.coordinator import TransactionCoordinator
 from ads.coordinator.transaction.shard import TxnConfig
 from ads.coordinator.transaction.state import TxnState, fenced_error
 from ads.protocol.errors import ErrorCode
-from ads.records.batch import ControlRecordType, build_control_batch, decode_records
+from ads.records.batch import decode_records
 from coordinator_fakes import MemoryLog, lead_all
 
 Partition = tuple[str, int]
@@ -217,16 +217,14 @@ async def test_coordinator_group_transactional_offsets_wait_for_the_marker() -> 
     assert groups.fetch_offsets("g", [("t", 0)])[1] == [(("t", 0), None)]
     assert groups.unstable_offsets("g", [("t", 0)]) == {("t", 0)}
     partition = groups.partition_of("g")
-    # The marker reaches the partition (the broker writes it, then tells the coordinator).
-    mlog.append(partition, build_control_batch(ControlRecordType.COMMIT, 55, 0, 0))
-    groups.complete_transaction(partition, 55, commit=True)
+    # The marker is written through the coordinator, which replays it once committed.
+    assert await groups.complete_transaction(partition, 55, 0, True, 0) is ErrorCode.NONE
     assert groups.fetch_offsets("g", [("t", 0)])[1][0][1].offset == 17  # type: ignore[union-attr]
     assert groups.unstable_offsets("g", [("t", 0)]) == set()
     # An aborted one never shows, and a reload replays both outcomes from the log.
     aborted = [OffsetCommit("t", 0, 99, -1, "")]
     assert await groups.txn_commit_offsets("g", 56, 0, -1, "", None, aborted) == [ErrorCode.NONE]
-    mlog.append(partition, build_control_batch(ControlRecordType.ABORT, 56, 0, 0))
-    groups.complete_transaction(partition, 56, commit=False)
+    assert await groups.complete_transaction(partition, 56, 0, False, 0) is ErrorCode.NONE
     pending = [OffsetCommit("t", 1, 5, -1, "")]
     assert await groups.txn_commit_offsets("g", 57, 0, -1, "", None, pending) == [ErrorCode.NONE]
     fresh = GroupCoordinator(mlog, mlog, clock)

@@ -8,9 +8,11 @@ an outbound connection (`ads.net.client`, kept per broker and made again after a
 A marker is written as acks=all, like client data: `min.insync.replicas` is checked and
 the write counts only once the high watermark passes it, so a leader lost before its
 followers copied the marker cannot take the transaction's end with it (the coordinator
-writes COMPLETE_* only after every marker is committed). A marker committed on a
-`__consumer_offsets` partition also tells the group coordinator, which then applies or
-drops the transaction's offsets (`complete_transaction`).
+writes COMPLETE_* only after every marker is committed). A marker for a
+`__consumer_offsets` partition is written by the group coordinator's runtime
+(`complete_transaction`), which replays it into the partition's shard once committed (the
+transaction's offsets count or go) and refuses it while the shard loads, as a partition not
+led here: the sender tries again.
 
 Errors: a deleted partition (UNKNOWN_TOPIC_OR_PARTITION) counts as done, as in Kafka; a
 partition without a live leader, a leader that moved (NOT_LEADER_OR_FOLLOWER), too few
@@ -71,19 +73,23 @@ async def write_local(broker: BrokerContext, producer_id: int, producer_epoch: i
                       commit: bool, coordinator_epoch: int, partitions: list[TopicPartition]
                       ) -> dict[TopicPartition, ErrorCode]:
     """Writes one marker to partitions led here as acks=all and waits until it is
-    committed; returns the error of each partition that failed."""
+    committed; returns the error of each partition that failed. A `__consumer_offsets`
+    partition's marker is a write of the group coordinator's shard, which replays it."""
+    data = [tp for tp in partitions if tp.topic != OFFSETS_TOPIC]
+    offsets = [tp for tp in partitions if tp.topic == OFFSETS_TOPIC]
     kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
     batch = build_control_batch(kind, producer_id, producer_epoch, coordinator_epoch,
                                 timestamp=broker.clock.time_ms())
     appended = broker.replica_manager.append_records(
-        dict.fromkeys(partitions, batch), AppendOrigin.COORDINATOR, -1, MARKER_COMMIT_TIMEOUT_MS)
-    errors = await appended.committed()
-    for tp in partitions:
-        error = errors.get(tp)
-        topic, index = tp
-        if error is None and topic == OFFSETS_TOPIC:
-            broker.group_coordinator.complete_transaction(index, producer_id, commit)
-        elif error is not None and error is not ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        dict.fromkeys(data, batch), AppendOrigin.COORDINATOR, -1, MARKER_COMMIT_TIMEOUT_MS)
+    completions = asyncio.gather(*(broker.group_coordinator.complete_transaction(
+        tp.partition, producer_id, producer_epoch, commit, coordinator_epoch) for tp in offsets))
+    errors = await appended.committed()  # the completions run meanwhile
+    offsets_errors = await completions
+    errors.update((tp, e) for tp, e in zip(offsets, offsets_errors, strict=True)
+                  if e is not ErrorCode.NONE)
+    for (topic, index), error in errors.items():
+        if error is not ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
             log.info("marker of producer %d on %s-%d not committed: %s", producer_id, topic,
                      index, error.name)
     return errors

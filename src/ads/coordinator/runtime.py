@@ -37,15 +37,28 @@ reads of a partition (the topic's `read_batches` yields to the event loop).
 
 Writes. A shard's state machine never appends anything itself: it returns `Write`s, the
 records to append and a continuation (`then`). The runtime appends a write's records as one
-batch at once, so batches land in the order the writes were issued, and calls `then` once
-the batch is committed (one broker: before `submit` or `write` returns; with replication,
-when the high watermark passes it). What depends on the record being durable (a commit
-entering the offset cache, a rebalance handing out its assignments, a group or offsets
-going away) happens only in `then`, so a client is never told what a reload would not
-rebuild. `then` gets the client's error instead when the append failed
-(`coordinator_error`) or the partition was unloaded before the batch committed
-(NOT_COORDINATOR); the writes `then` returns are performed next. `write` lets an async
-caller await the outcome; its continuation runs even if the caller is cancelled meanwhile.
+batch at once, so batches land in the order the writes were issued, and once the batch is
+committed (one broker: before `submit` or `write` returns; with replication, when the high
+watermark passes it) replays its records into the shard with the same `replay` (or
+`replay_transactional`) loading uses, then calls `then`. So the state a record describes
+(an offset committed or deleted, a transaction's offsets pending) enters the shard one way,
+whether it is read at load or just written, and only once durable: a client is never told
+what a reload would not rebuild. `then` keeps what is not the record's image: answering the
+client, a rebalance handing out its assignments, a group going away. The transaction
+coordinator's shard and classic group metadata records are replayed at load only: their
+continuations make the transition in memory (the transaction coordinator checks there that
+no other transition came in between). `then` gets the client's error instead when the
+append failed (`coordinator_error`, the one mapping of append errors to coordinator errors)
+or the partition was unloaded before the batch committed (NOT_COORDINATOR); the writes
+`then` returns are performed next. `write` lets an async caller await the outcome; its
+continuation runs even if the caller is cancelled meanwhile.
+
+Transaction markers on the topic (`write_marker`: the group coordinator's
+`__consumer_offsets`, where transactional offset commits wait for them) are writes of the
+shard like any other, replayed by `replay_marker` once committed; while the shard is not
+ACTIVE they are refused, since a marker appended during a load would land past what the
+load reads and its transaction's offsets would stay pending. Their sender gets the
+partition's own error, not the coordinator's.
 
 Timers: each loaded partition has its own `Timers`; `tick` runs the due ones of ACTIVE
 partitions and performs the writes they return. Unloading cancels them all. The owner
@@ -54,9 +67,11 @@ and for the earliest timer of a partition that becomes ACTIVE, and from
 `next_deadline_ms` (the broker arms one event-loop timer at the earliest deadline).
 
 Limits: a request is checked against the state it sees when it is issued and not again
-when its write commits (with one broker nothing can happen in between). There is no write
-timeout yet (`offsets.commit.timeout.ms` matters once commits wait for replicas). Loading
-reads on the event loop, a chunk at a time. Used from the broker's event loop only.
+when its write commits, and a write's state enters the shard only once committed (Kafka
+replays at once into versioned state and reads the committed version): two requests in
+flight do not see each other's uncommitted writes. A write waits at most
+`offsets.commit.timeout.ms` (the topic's append fails it then). Loading reads on the event
+loop, a chunk at a time. Used from the broker's event loop only.
 """
 
 from __future__ import annotations
@@ -76,6 +91,7 @@ from ads.protocol.errors import ErrorCode
 from ads.records.batch import (
     ControlRecordType,
     build_batch,
+    build_control_batch,
     decode_records,
     parse_control_record,
     read_batch_header,
@@ -128,20 +144,39 @@ class Write:
     producer_epoch: int = -1
 
 
+@dataclass(frozen=True, slots=True)
+class _Marker:
+    """A transaction marker written to a shard's partition (`write_marker`)."""
+
+    batch: bytes
+    producer_id: int
+    commit: bool
+
+
+def _reporter(answer: asyncio.Future[ErrorCode]) -> Callable[[ErrorCode], None]:
+    """Sets `answer` unless its awaiting caller was cancelled meanwhile."""
+    def report(error: ErrorCode) -> None:
+        if not answer.done():
+            answer.set_result(error)
+    return report
+
+
 class CoordinatorShard(Protocol):
     """The state machine of one internal-topic partition."""
 
     def replay(self, offset: int, key: bytes, value: bytes | None) -> None:
-        """Loading: applies one record of the partition (value None: a tombstone)."""
+        """Applies one record of the partition (value None: a tombstone), read at load or
+        written by the shard and committed."""
         ...
 
     def replay_transactional(self, producer_id: int, offset: int, key: bytes,
                              value: bytes | None) -> None:
-        """Loading: one record of a transactional batch of `producer_id`."""
+        """One record of a transactional batch of `producer_id` (load or committed write)."""
         ...
 
     def replay_marker(self, producer_id: int, commit: bool) -> None:
-        """Loading: the transaction of `producer_id` ended (COMMIT or ABORT marker)."""
+        """The transaction of `producer_id` ended (a COMMIT or ABORT marker, read at load or
+        written by `write_marker` and committed)."""
         ...
 
     def on_loaded(self) -> Sequence[Write]:
@@ -344,19 +379,30 @@ class CoordinatorRuntime(Generic[S]):
     async def write(self, partition: int, write: Write) -> ErrorCode:
         """`submit` of one write, awaiting its outcome (its continuation has run by then)."""
         answer: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
-
-        def report(error: ErrorCode) -> None:
-            if not answer.done():
-                answer.set_result(error)
-
-        self._start(self._partitions.get(partition), write, report)
+        self._start(self._partitions.get(partition), write, _reporter(answer))
         return await answer
 
     def _perform(self, p: _Partition[S] | None, writes: Iterable[Write]) -> None:
         for w in writes:
             self._start(p, w, None)
 
-    def _start(self, p: _Partition[S] | None, write: Write,
+    async def write_marker(self, partition: int, producer_id: int, producer_epoch: int,
+                           commit: bool, coordinator_epoch: int) -> ErrorCode:
+        """Writes a transaction's marker to the partition as a write of the shard, replayed
+        (`replay_marker`) once committed. Returns the partition's own error when the
+        append fails (the marker's sender retries it where the partition is led then), and
+        NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS when the shard is not ACTIVE: a
+        marker appended while the partition loads would be past the records the load
+        reads, and its transaction's offsets would stay pending for good."""
+        answer: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+        marker = _Marker(build_control_batch(kind, producer_id, producer_epoch,
+                                             coordinator_epoch, timestamp=self.clock.time_ms()),
+                         producer_id, commit)
+        self._start(self._partitions.get(partition), marker, _reporter(answer))
+        return await answer
+
+    def _start(self, p: _Partition[S] | None, write: Write | _Marker,
                report: Callable[[ErrorCode], None] | None) -> None:
         started = self._append(p, write)
         if isinstance(started, ErrorCode):
@@ -372,41 +418,72 @@ class CoordinatorRuntime(Generic[S]):
 
             started.add_done_callback(committed)
 
-    def _append(self, p: _Partition[S] | None, write: Write) -> asyncio.Future[int] | ErrorCode:
+    def _append(self, p: _Partition[S] | None, write: Write | _Marker
+                ) -> asyncio.Future[int] | ErrorCode:
         if p is None or not self._current(p):
             return ErrorCode.NOT_COORDINATOR
         if p.status is not PartitionStatus.ACTIVE:
             return self.error(p.index)
-        batch = build_batch(list(write.records), timestamp=self.clock.time_ms(),
-                            producer_id=write.producer_id, producer_epoch=write.producer_epoch,
-                            is_transactional=write.producer_id >= 0)
+        if isinstance(write, _Marker):
+            batch = write.batch
+        else:
+            batch = build_batch(list(write.records), timestamp=self.clock.time_ms(),
+                                producer_id=write.producer_id,
+                                producer_epoch=write.producer_epoch,
+                                is_transactional=write.producer_id >= 0)
         try:
             return asyncio.ensure_future(self.topic.append(p.index, batch))
         except AppendError as exc:
-            return coordinator_error(exc.code, write.too_large)
+            return self._append_error(write, exc.code)
         except Exception:
             log.exception("appending to %s-%d failed", self.topic.name, p.index)
             return ErrorCode.UNKNOWN_SERVER_ERROR
 
-    def _outcome(self, p: _Partition[S] | None, write: Write, fut: asyncio.Future[int]
-                 ) -> ErrorCode:
+    @staticmethod
+    def _append_error(write: Write | _Marker, code: ErrorCode) -> ErrorCode:
+        """A marker's sender gets the partition's error; a shard's client the coordinator's."""
+        return code if isinstance(write, _Marker) else coordinator_error(code, write.too_large)
+
+    def _outcome(self, p: _Partition[S] | None, write: Write | _Marker,
+                 fut: asyncio.Future[int]) -> ErrorCode:
         if fut.cancelled():
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         exc = fut.exception()
         if isinstance(exc, AppendError):
-            return coordinator_error(exc.code, write.too_large)
+            return self._append_error(write, exc.code)
         if exc is not None:
             log.error("appending to %s failed", self.topic.name, exc_info=exc)
             return ErrorCode.UNKNOWN_SERVER_ERROR
-        if not self._current(p):
+        if p is None or not self._current(p):
             return ErrorCode.NOT_COORDINATOR  # unloaded before the batch was committed
+        self._replay_written(p, write, fut.result())
         return ErrorCode.NONE
 
-    def _finish(self, p: _Partition[S] | None, write: Write, error: ErrorCode,
+    def _replay_written(self, p: _Partition[S], write: Write | _Marker, base_offset: int
+                        ) -> None:
+        """A committed write enters the shard's state through the replay loading uses."""
+        shard = p.shard
+        try:
+            if isinstance(write, _Marker):
+                shard.replay_marker(write.producer_id, write.commit)
+            elif write.producer_id >= 0:
+                for i, (key, value) in enumerate(write.records):
+                    shard.replay_transactional(write.producer_id, base_offset + i, key, value)
+            else:
+                for i, (key, value) in enumerate(write.records):
+                    shard.replay(base_offset + i, key, value)
+        except Exception:
+            log.exception("replaying a write to %s-%d failed", self.topic.name, p.index)
+
+    def _finish(self, p: _Partition[S] | None, write: Write | _Marker, error: ErrorCode,
                 report: Callable[[ErrorCode], None] | None) -> None:
         if error is not ErrorCode.NONE:
             log.warning("a write to %s-%s failed: %s", self.topic.name,
                         "?" if p is None else p.index, error.name)
+        if isinstance(write, _Marker):
+            if report is not None:
+                report(error)
+            return
         follow: Sequence[Write] = ()
         if write.then is not None:
             try:

@@ -157,7 +157,7 @@ class GroupCoordinator:
                                  generation: int, member_id: str, instance_id: str | None,
                                  commits: list[OffsetCommit]) -> list[ErrorCode]:
         """TxnOffsetCommit: per-commit errors once the transactional batch is written; the
-        offsets count once the transaction commits (`complete_transaction`)."""
+        offsets count once its marker is written (`complete_transaction`)."""
         routed = self._route(group_id)
         if isinstance(routed, ErrorCode):
             return [routed] * len(commits)
@@ -170,11 +170,19 @@ class GroupCoordinator:
                 return [error if r is ErrorCode.NONE else r for r in results]
         return results
 
-    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
-        """A marker of `producer_id` was written to the `__consumer_offsets` partition."""
-        shard = self.runtime.shard(partition)
-        if shard is not None:
-            shard.complete_transaction(producer_id, commit)
+    async def complete_transaction(self, partition: int, producer_id: int,
+                                   producer_epoch: int, commit: bool, coordinator_epoch: int
+                                   ) -> ErrorCode:
+        """Writes the marker of `producer_id`'s transaction to the `__consumer_offsets`
+        partition through the runtime: once it is committed, the transaction's offsets
+        count (COMMIT) or go (ABORT). The error is the partition's, for the marker's
+        sender: NOT_LEADER_OR_FOLLOWER while this broker does not serve the partition's
+        shard (not led, or still loading), so that it is sent again."""
+        error = await self.runtime.write_marker(partition, producer_id, producer_epoch, commit,
+                                                coordinator_epoch)
+        if error in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return error
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
                       member_id: str | None = None, member_epoch: int = -1

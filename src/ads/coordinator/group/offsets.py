@@ -46,9 +46,6 @@ class OffsetStore:
             if not offsets:
                 del self._groups[group]
 
-    def remove_group(self, group: str) -> list[TopicPartition]:
-        return list(self._groups.pop(group, {}))
-
     def expired(self, group: str, now_ms: int, retention_ms: int, empty_since_ms: int | None,
                 subscribed: set[str] | None) -> list[TopicPartition]:
         """Partitions of `group` whose offsets have expired at `now_ms`.

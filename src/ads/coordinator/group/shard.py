@@ -70,19 +70,23 @@ class GroupShard:
         self.pending_txn = PendingTxnOffsets()
         self.classic = ClassicRebalancer(timers, config)
         self.consumer = ConsumerGroupManager(timers, config, topics)
-        # While loading: the last record of each key, applied by `on_loaded`.
-        self._loaded_offsets: dict[tuple[str, TopicPartition], CommittedOffset | None] = {}
-        self._loaded_groups: dict[str, m.GroupMetadataValue | None] = {}
+        # While loading: the last group metadata record of each group, restored by
+        # `on_loaded` (None once loaded).
+        self._loaded_groups: dict[str, m.GroupMetadataValue | None] | None = {}
 
-    # -- loading and unloading -------------------------------------------------------
+    # -- replaying records (loading, and each write once committed) ------------------
     def replay(self, offset: int, key: bytes, value: bytes | None) -> None:
         try:
             parsed = rec.parse_key(key)
             if isinstance(parsed, rec.OffsetKey):
                 tp = TopicPartition(parsed.topic, parsed.partition)
-                self._loaded_offsets[(parsed.group, tp)] = (
-                    None if value is None else rec.parse_offset_value(value))
-            elif isinstance(parsed, rec.GroupKey):
+                if value is None:
+                    self.offsets.remove(parsed.group, tp)
+                else:
+                    self.offsets.put(parsed.group, tp, rec.parse_offset_value(value))
+            elif isinstance(parsed, rec.GroupKey) and self._loaded_groups is not None:
+                # Live, a classic group's record is written from the group in memory, which
+                # the rebalancer changes in the write's continuation: only a load reads it.
                 self._loaded_groups[parsed.group] = (
                     None if value is None else rec.parse_group_value(value))
         except rec.CoordinatorRecordError as exc:
@@ -102,15 +106,15 @@ class GroupShard:
                         rec.OFFSETS_TOPIC, self.partition, exc)
 
     def replay_marker(self, producer_id: int, commit: bool) -> None:
+        """The transaction of `producer_id` ended: its offsets count (COMMIT) or go."""
         for (group_id, tp), committed in self.pending_txn.end(producer_id).items():
             if commit:
-                self._loaded_offsets[(group_id, tp)] = committed
+                self.offsets.put(group_id, tp, committed)
+                if self._loaded_groups is None and group_id not in self.groups:
+                    self._new_classic_group(group_id)
 
     def on_loaded(self) -> list[Write]:
-        for (group_id, tp), committed in self._loaded_offsets.items():
-            if committed is not None:
-                self.offsets.put(group_id, tp, committed)
-        for group_id, value in self._loaded_groups.items():
+        for group_id, value in (self._loaded_groups or {}).items():
             if value is not None:
                 group = ClassicGroup.from_record(group_id, value)
                 self.classic.restore(group)
@@ -118,7 +122,7 @@ class GroupShard:
         for group_id in self.offsets.groups():
             if group_id not in self.groups:
                 self.groups[group_id] = ClassicGroup(group_id)
-        self._loaded_offsets, self._loaded_groups = {}, {}
+        self._loaded_groups = None
         self._schedule_expiry()
         return []
 
@@ -240,11 +244,10 @@ class GroupShard:
             return results, None
 
         def committed(error: ErrorCode) -> list[Write]:
+            # The offsets entered the cache when the records were replayed.
             if error is not ErrorCode.NONE:
                 return []
             group = self.groups.get(group_id) or self._new_classic_group(group_id)
-            for tp, offset in accepted:
-                self.offsets.put(group_id, tp, offset)
             if isinstance(group, ClassicGroup) and group.has_member(member_id):
                 self.classic.touch(group, group.members[member_id])
             return []
@@ -266,23 +269,9 @@ class GroupShard:
         results, accepted = self._accept(commits, self.clock.time_ms(), -1)
         if not accepted:
             return results, None
-
-        def written(error: ErrorCode) -> list[Write]:
-            if error is ErrorCode.NONE:
-                for tp, offset in accepted:
-                    self.pending_txn.add(producer_id, group_id, tp, offset)
-            return []
-
-        return results, Write(commit_records(group_id, accepted), written,
+        # Replayed once committed, the records leave the offsets pending until the marker.
+        return results, Write(commit_records(group_id, accepted), None,
                               ErrorCode.INVALID_COMMIT_OFFSET_SIZE, producer_id, producer_epoch)
-
-    def complete_transaction(self, producer_id: int, commit: bool) -> None:
-        """The marker of `producer_id`'s transaction is written to this partition."""
-        for (group_id, tp), offset in self.pending_txn.end(producer_id).items():
-            if commit:
-                if group_id not in self.groups:
-                    self._new_classic_group(group_id)
-                self.offsets.put(group_id, tp, offset)
 
     def _accept(self, commits: list[OffsetCommit], now: int, expire: int
                 ) -> tuple[list[ErrorCode], list[tuple[TopicPartition, CommittedOffset]]]:
@@ -343,13 +332,8 @@ class GroupShard:
         if not doomed:
             return ErrorCode.NONE, results, None
 
-        def deleted(error: ErrorCode) -> list[Write]:
-            if error is ErrorCode.NONE:
-                for tp in doomed:
-                    self.offsets.remove(group_id, tp)
-            return []
-
-        return ErrorCode.NONE, results, Write(tombstones(group_id, doomed), deleted)
+        # The offsets leave the cache when the tombstones are replayed.
+        return ErrorCode.NONE, results, Write(tombstones(group_id, doomed))
 
     # -- describe, list, delete ------------------------------------------------------
     def describe_group(self, group_id: str) -> GroupDescription:
@@ -391,21 +375,21 @@ class GroupShard:
         return ErrorCode.NONE, self._removal(group)
 
     def _removal(self, group: Group) -> Write:
-        """The tombstones of an empty group and its offsets; it is dropped once they are
-        committed (unless members joined meanwhile)."""
+        """The tombstones of an empty group and its offsets (the offsets leave the cache
+        as they are replayed); it is dropped once they are committed, unless members joined
+        or offsets were committed meanwhile (those are in the log: a reload keeps them)."""
         group_id = group.group_id
         records = tombstones(group_id, self.offsets.get(group_id))
         records.append((rec.group_key(group_id), None))
 
         def removed(error: ErrorCode) -> list[Write]:
             if error is not ErrorCode.NONE or self.groups.get(group_id) is not group or (
-                    not group.is_empty):
+                    not group.is_empty) or self.offsets.has_offsets(group_id):
                 return []
             if isinstance(group, ClassicGroup):
                 group.transition(GroupState.DEAD, self.clock.time_ms())
                 self.classic.remove_all(group)
             del self.groups[group_id]
-            self.offsets.remove_group(group_id)
             log.info("group %s deleted", group_id)
             return []
 
@@ -450,8 +434,6 @@ class GroupShard:
         def expired(error: ErrorCode) -> list[Write]:
             if error is not ErrorCode.NONE:
                 return []
-            for tp in doomed:
-                self.offsets.remove(group_id, tp)
             log.info("expired %d offsets of group %s", len(doomed), group_id)
             group = self.groups.get(group_id)
             return [self._removal(group)] if group is not None and self._removable(group) else []

@@ -81,10 +81,15 @@ class TxnShard:
         self.config = config
         self._send_markers = send_markers
         self.txns: dict[str, TransactionMetadata] = {}
-        self._loaded: dict[str, TransactionMetadata | None] = {}
+        # While loading: the last record of each id (None once loaded).
+        self._loaded: dict[str, TransactionMetadata | None] | None = {}
 
     # -- loading ---------------------------------------------------------------------
     def replay(self, offset: int, key: bytes, value: bytes | None) -> None:
+        if self._loaded is None:
+            # A committed write of this shard: its transition was made by the write's
+            # continuation (`meta.complete`), which checks that no other came in between.
+            return
         try:
             txn_id = rec.parse_key(key)
             self._loaded[txn_id] = None if value is None else rec.parse_value(txn_id, value)
@@ -100,8 +105,8 @@ class TxnShard:
         """Nothing writes markers to `__transaction_state`."""
 
     def on_loaded(self) -> list[Write]:
-        self.txns = {k: v for k, v in self._loaded.items() if v is not None}
-        self._loaded = {}
+        self.txns = {k: v for k, v in (self._loaded or {}).items() if v is not None}
+        self._loaded = None
         for meta in self.txns.values():
             if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                 self._send_markers(self.partition, meta.copy())
