@@ -1,6 +1,8 @@
 """Request dispatch: frame in, response chunks out; the one place errors become Kafka's.
 
-Every handler module registers its APIs in `HANDLERS` with the version range it fully
+Every handler module registers its APIs in `HANDLERS`: an `ApiHandler` names the API's
+request and response classes (checked against the protocol's table of APIs when it is
+made, and by mypy against the handler's signature) and the version range it fully
 implements; ApiVersions advertises exactly that table. A request that cannot be parsed or
 names an unknown API closes its connection, as Kafka does, with a warning saying why. A
 version outside the advertised range closes it too; that refusal is logged at INFO once
@@ -28,8 +30,8 @@ import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 from ads.broker.authentication import SaslExchange
 from ads.broker.authorized_operations import (
@@ -43,9 +45,10 @@ from ads.broker.metrics import BrokerMetrics
 from ads.broker.refusals import RefusalLog
 from ads.net.server import CloseConnection, ConnectionInfo, Response
 from ads.protocol import codec
+from ads.protocol.base import Message
 from ads.protocol.codec import RequestHeader
 from ads.protocol.errors import DecodeError, ErrorCode, UnknownApiKeyError, UnsupportedVersionError
-from ads.protocol.messages import ApiKey
+from ads.protocol.messages import API_KEYS, ApiKey
 
 log = logging.getLogger("ads.broker")
 
@@ -56,7 +59,8 @@ _REQUEST_QUOTA_EXEMPT = frozenset({
     ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
     ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS})
 
-HandlerFn = Callable[["RequestContext", Any], Any]
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
 
 _PRE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE,
                                  ApiKey.SASL_AUTHENTICATE})
@@ -64,11 +68,29 @@ _SASL = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 
 @dataclass(frozen=True, slots=True)
-class ApiHandler:
-    api_key: int
+class ApiHandler(Generic[Req, Resp]):
+    """One API served: its request and response classes, the versions it fully implements
+    and its handler, which answers at once or with an awaitable (None: no response, an
+    acks=0 produce)."""
+
+    request: type[Req]
+    response: type[Resp]
     min_version: int
     max_version: int
-    fn: HandlerFn
+    fn: Callable[[RequestContext, Req], Resp | None | Awaitable[Resp | None]]
+    api_key: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        key = self.request.API_KEY
+        classes = API_KEYS.get(key) if key is not None else None
+        if classes is None or classes[1:] != (self.request, self.response):
+            raise TypeError(f"{self.request.__name__} and {self.response.__name__} are not "
+                            "the request and response of one API")
+        low, high = self.request.VALID_VERSIONS
+        if not low <= self.min_version <= self.max_version <= high:
+            raise ValueError(f"{classes[0]} versions {self.min_version}-{self.max_version} "
+                             f"outside the schema's {low}-{high}")
+        object.__setattr__(self, "api_key", key)
 
 
 @dataclass(slots=True)
@@ -118,7 +140,7 @@ class RequestContext:
 
 
 class Dispatcher:
-    def __init__(self, broker: BrokerContext, handlers: list[ApiHandler],
+    def __init__(self, broker: BrokerContext, handlers: list[ApiHandler[Any, Any]],
                  metrics: BrokerMetrics | None = None) -> None:
         self._broker = broker
         self.handlers = {h.api_key: h for h in handlers}
@@ -228,7 +250,7 @@ class Dispatcher:
             return None
         return codec.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, body)
 
-    def _not_served(self, header: RequestHeader, handler: ApiHandler | None,
+    def _not_served(self, header: RequestHeader, handler: ApiHandler[Any, Any] | None,
                     conn: ConnectionInfo) -> Response:
         """A request of an API or version no handler serves: ApiVersions is answered with
         UNSUPPORTED_VERSION and the supported ranges, anything else closes the connection."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ads.broker.dispatch import ApiHandler
 from ads.broker.handlers import (
     acls,
@@ -25,7 +27,7 @@ from ads.broker.handlers import (
 )
 
 
-def all_handlers(cluster: bool = False) -> list[ApiHandler]:
+def all_handlers(cluster: bool = False) -> list[ApiHandler[Any, Any]]:
     """`cluster`: the broker runs on ZooKeeper, and also takes the controller's requests
     from other brokers."""
     modules = [api_versions, metadata, produce, fetch, offsets, topics, configs, producer_id,

@@ -187,7 +187,7 @@ async def _remove(store: AclStore,
 
 
 HANDLERS = [
-    ApiHandler(m.ApiKey.DESCRIBE_ACLS, 0, 3, handle_describe),
-    ApiHandler(m.ApiKey.CREATE_ACLS, 0, 3, handle_create),
-    ApiHandler(m.ApiKey.DELETE_ACLS, 0, 3, handle_delete),
+    ApiHandler(m.DescribeAclsRequest, m.DescribeAclsResponse, 0, 3, handle_describe),
+    ApiHandler(m.CreateAclsRequest, m.CreateAclsResponse, 0, 3, handle_create),
+    ApiHandler(m.DeleteAclsRequest, m.DeleteAclsResponse, 0, 3, handle_delete),
 ]

@@ -18,4 +18,4 @@ def handle(ctx: RequestContext, req: m.ApiVersionsRequest) -> m.ApiVersionsRespo
     return m.ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=keys, throttle_time_ms=0)
 
 
-HANDLERS = [ApiHandler(m.ApiKey.API_VERSIONS, 0, 4, handle)]
+HANDLERS = [ApiHandler(m.ApiVersionsRequest, m.ApiVersionsResponse, 0, 4, handle)]

@@ -231,6 +231,7 @@ def handle_describe(ctx: RequestContext, req: m.DescribeClientQuotasRequest
 
 
 HANDLERS = [
-    ApiHandler(m.ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, handle_describe),
-    ApiHandler(m.ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, handle_alter),
+    ApiHandler(m.DescribeClientQuotasRequest, m.DescribeClientQuotasResponse,
+               0, 1, handle_describe),
+    ApiHandler(m.AlterClientQuotasRequest, m.AlterClientQuotasResponse, 0, 1, handle_alter),
 ]

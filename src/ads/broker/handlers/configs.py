@@ -183,7 +183,8 @@ async def handle_incremental_alter(ctx: RequestContext, req: m.IncrementalAlterC
 
 
 HANDLERS = [
-    ApiHandler(m.ApiKey.DESCRIBE_CONFIGS, 1, 4, handle_describe),
-    ApiHandler(m.ApiKey.ALTER_CONFIGS, 0, 2, handle_alter),
-    ApiHandler(m.ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, handle_incremental_alter),
+    ApiHandler(m.DescribeConfigsRequest, m.DescribeConfigsResponse, 1, 4, handle_describe),
+    ApiHandler(m.AlterConfigsRequest, m.AlterConfigsResponse, 0, 2, handle_alter),
+    ApiHandler(m.IncrementalAlterConfigsRequest, m.IncrementalAlterConfigsResponse,
+               0, 1, handle_incremental_alter),
 ]

@@ -99,6 +99,8 @@ def handle_describe(ctx: RequestContext, req: m.ConsumerGroupDescribeRequest
 
 
 HANDLERS = [
-    ApiHandler(m.ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, handle_heartbeat),
-    ApiHandler(m.ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0, handle_describe),
+    ApiHandler(m.ConsumerGroupHeartbeatRequest, m.ConsumerGroupHeartbeatResponse,
+               0, 1, handle_heartbeat),
+    ApiHandler(m.ConsumerGroupDescribeRequest, m.ConsumerGroupDescribeResponse,
+               0, 0, handle_describe),
 ]

@@ -311,4 +311,4 @@ def _answer(ctx: RequestContext, plan: _Plan, result: FetchResult, read_committe
     return _response(ctx, plan, result, read_committed)
 
 
-HANDLERS = [ApiHandler(m.ApiKey.FETCH, 4, 17, handle)]
+HANDLERS = [ApiHandler(m.FetchRequest, m.FetchResponse, 4, 17, handle)]

@@ -237,8 +237,8 @@ async def handle_offset_delete(ctx: RequestContext, req: m.OffsetDeleteRequest
 
 
 HANDLERS = [
-    ApiHandler(m.ApiKey.OFFSET_COMMIT, 2, 9, handle_offset_commit),
-    ApiHandler(m.ApiKey.OFFSET_FETCH, 1, 9, handle_offset_fetch),
-    ApiHandler(m.ApiKey.OFFSET_DELETE, 0, 0, handle_offset_delete),
-    ApiHandler(m.ApiKey.TXN_OFFSET_COMMIT, 0, 4, handle_txn_offset_commit),
+    ApiHandler(m.OffsetCommitRequest, m.OffsetCommitResponse, 2, 9, handle_offset_commit),
+    ApiHandler(m.OffsetFetchRequest, m.OffsetFetchResponse, 1, 9, handle_offset_fetch),
+    ApiHandler(m.OffsetDeleteRequest, m.OffsetDeleteResponse, 0, 0, handle_offset_delete),
+    ApiHandler(m.TxnOffsetCommitRequest, m.TxnOffsetCommitResponse, 0, 4, handle_txn_offset_commit),
 ]

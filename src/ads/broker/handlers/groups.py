@@ -271,12 +271,12 @@ async def handle_delete_groups(ctx: RequestContext, req: m.DeleteGroupsRequest
 
 
 HANDLERS = [
-    ApiHandler(m.ApiKey.FIND_COORDINATOR, 0, 5, handle_find_coordinator),
-    ApiHandler(m.ApiKey.JOIN_GROUP, 2, 9, handle_join_group),
-    ApiHandler(m.ApiKey.SYNC_GROUP, 0, 5, handle_sync_group),
-    ApiHandler(m.ApiKey.HEARTBEAT, 0, 4, handle_heartbeat),
-    ApiHandler(m.ApiKey.LEAVE_GROUP, 0, 5, handle_leave_group),
-    ApiHandler(m.ApiKey.DESCRIBE_GROUPS, 0, 5, handle_describe_groups),
-    ApiHandler(m.ApiKey.LIST_GROUPS, 0, 5, handle_list_groups),
-    ApiHandler(m.ApiKey.DELETE_GROUPS, 0, 2, handle_delete_groups),
+    ApiHandler(m.FindCoordinatorRequest, m.FindCoordinatorResponse, 0, 5, handle_find_coordinator),
+    ApiHandler(m.JoinGroupRequest, m.JoinGroupResponse, 2, 9, handle_join_group),
+    ApiHandler(m.SyncGroupRequest, m.SyncGroupResponse, 0, 5, handle_sync_group),
+    ApiHandler(m.HeartbeatRequest, m.HeartbeatResponse, 0, 4, handle_heartbeat),
+    ApiHandler(m.LeaveGroupRequest, m.LeaveGroupResponse, 0, 5, handle_leave_group),
+    ApiHandler(m.DescribeGroupsRequest, m.DescribeGroupsResponse, 0, 5, handle_describe_groups),
+    ApiHandler(m.ListGroupsRequest, m.ListGroupsResponse, 0, 5, handle_list_groups),
+    ApiHandler(m.DeleteGroupsRequest, m.DeleteGroupsResponse, 0, 2, handle_delete_groups),
 ]

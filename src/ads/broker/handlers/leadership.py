@@ -168,5 +168,6 @@ async def _until_seen(ctx: RequestContext, results: dict[TopicPartition, Outcome
             results[tp] = Refused(ErrorCode.REQUEST_TIMED_OUT)
 
 
-HANDLERS = [ApiHandler(m.ApiKey.ELECT_LEADERS, 0, 2, _elect)]
-CLUSTER_HANDLERS = [ApiHandler(m.ApiKey.CONTROLLED_SHUTDOWN, 1, 3, _controlled_shutdown)]
+HANDLERS = [ApiHandler(m.ElectLeadersRequest, m.ElectLeadersResponse, 0, 2, _elect)]
+CLUSTER_HANDLERS = [ApiHandler(m.ControlledShutdownRequest, m.ControlledShutdownResponse,
+                               1, 3, _controlled_shutdown)]

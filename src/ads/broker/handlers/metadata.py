@@ -275,6 +275,6 @@ def listener_endpoints(broker: BrokerContext, listener: str
 
 
 HANDLERS = [
-    ApiHandler(m.ApiKey.METADATA, 0, 12, handle_metadata),
-    ApiHandler(m.ApiKey.DESCRIBE_CLUSTER, 0, 1, handle_describe_cluster),
+    ApiHandler(m.MetadataRequest, m.MetadataResponse, 0, 12, handle_metadata),
+    ApiHandler(m.DescribeClusterRequest, m.DescribeClusterResponse, 0, 1, handle_describe_cluster),
 ]

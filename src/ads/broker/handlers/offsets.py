@@ -150,7 +150,8 @@ def handle_delete_records(ctx: RequestContext, req: m.DeleteRecordsRequest
 
 
 HANDLERS = [
-    ApiHandler(m.ApiKey.LIST_OFFSETS, 1, 10, handle_list_offsets),
-    ApiHandler(m.ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, handle_offset_for_leader_epoch),
-    ApiHandler(m.ApiKey.DELETE_RECORDS, 0, 2, handle_delete_records),
+    ApiHandler(m.ListOffsetsRequest, m.ListOffsetsResponse, 1, 10, handle_list_offsets),
+    ApiHandler(m.OffsetForLeaderEpochRequest, m.OffsetForLeaderEpochResponse,
+               2, 4, handle_offset_for_leader_epoch),
+    ApiHandler(m.DeleteRecordsRequest, m.DeleteRecordsResponse, 0, 2, handle_delete_records),
 ]

@@ -261,4 +261,4 @@ def _unknown_code(name: str) -> ErrorCode:
     return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
-HANDLERS = [ApiHandler(m.ApiKey.PRODUCE, 0, 11, handle)]
+HANDLERS = [ApiHandler(m.ProduceRequest, m.ProduceResponse, 0, 11, handle)]

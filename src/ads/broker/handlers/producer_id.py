@@ -55,4 +55,4 @@ def _refused(code: ErrorCode) -> m.InitProducerIdResponse:
                                     producer_epoch=-1)
 
 
-HANDLERS = [ApiHandler(m.ApiKey.INIT_PRODUCER_ID, 0, 5, handle)]
+HANDLERS = [ApiHandler(m.InitProducerIdRequest, m.InitProducerIdResponse, 0, 5, handle)]

@@ -93,5 +93,9 @@ async def _list(ctx: RequestContext, req: m.ListPartitionReassignmentsRequest) -
         L.OngoingTopicReassignment(name=t, partitions=parts) for t, parts in by_topic.items()])
 
 
-CLUSTER_HANDLERS = [ApiHandler(m.ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0, _alter),
-                    ApiHandler(m.ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, _list)]
+CLUSTER_HANDLERS = [
+    ApiHandler(m.AlterPartitionReassignmentsRequest, m.AlterPartitionReassignmentsResponse,
+               0, 0, _alter),
+    ApiHandler(m.ListPartitionReassignmentsRequest, m.ListPartitionReassignmentsResponse,
+               0, 0, _list),
+]

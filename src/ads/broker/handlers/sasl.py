@@ -119,6 +119,6 @@ def handle_authenticate(ctx: RequestContext, req: m.SaslAuthenticateRequest
 
 
 HANDLERS = [
-    ApiHandler(m.ApiKey.SASL_HANDSHAKE, 0, 1, handle_handshake),
-    ApiHandler(m.ApiKey.SASL_AUTHENTICATE, 0, 2, handle_authenticate),
+    ApiHandler(m.SaslHandshakeRequest, m.SaslHandshakeResponse, 0, 1, handle_handshake),
+    ApiHandler(m.SaslAuthenticateRequest, m.SaslAuthenticateResponse, 0, 2, handle_authenticate),
 ]

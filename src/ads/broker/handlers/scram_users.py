@@ -180,6 +180,8 @@ def handle_describe(ctx: RequestContext, req: m.DescribeUserScramCredentialsRequ
 
 
 HANDLERS = [
-    ApiHandler(m.ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, handle_describe),
-    ApiHandler(m.ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, handle_alter),
+    ApiHandler(m.DescribeUserScramCredentialsRequest, m.DescribeUserScramCredentialsResponse,
+               0, 0, handle_describe),
+    ApiHandler(m.AlterUserScramCredentialsRequest, m.AlterUserScramCredentialsResponse,
+               0, 0, handle_alter),
 ]

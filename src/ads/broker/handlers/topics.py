@@ -264,7 +264,8 @@ def _new_partitions(brokers: Iterable[BrokerEndpoint], state: TopicState,
 
 
 HANDLERS = [
-    ApiHandler(m.ApiKey.CREATE_TOPICS, 2, 7, handle_create_topics),
-    ApiHandler(m.ApiKey.DELETE_TOPICS, 1, 6, handle_delete_topics),
-    ApiHandler(m.ApiKey.CREATE_PARTITIONS, 0, 3, handle_create_partitions),
+    ApiHandler(m.CreateTopicsRequest, m.CreateTopicsResponse, 2, 7, handle_create_topics),
+    ApiHandler(m.DeleteTopicsRequest, m.DeleteTopicsResponse, 1, 6, handle_delete_topics),
+    ApiHandler(m.CreatePartitionsRequest, m.CreatePartitionsResponse,
+               0, 3, handle_create_partitions),
 ]

@@ -234,11 +234,15 @@ def handle_list_transactions(ctx: RequestContext, req: m.ListTransactionsRequest
 
 
 HANDLERS = [
-    ApiHandler(m.ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, handle_add_partitions),
-    ApiHandler(m.ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, handle_add_offsets),
-    ApiHandler(m.ApiKey.END_TXN, 0, 3, handle_end_txn),
-    ApiHandler(m.ApiKey.WRITE_TXN_MARKERS, 0, 1, handle_write_txn_markers),
-    ApiHandler(m.ApiKey.DESCRIBE_PRODUCERS, 0, 0, handle_describe_producers),
-    ApiHandler(m.ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, handle_describe_transactions),
-    ApiHandler(m.ApiKey.LIST_TRANSACTIONS, 0, 1, handle_list_transactions),
+    ApiHandler(m.AddPartitionsToTxnRequest, m.AddPartitionsToTxnResponse,
+               0, 5, handle_add_partitions),
+    ApiHandler(m.AddOffsetsToTxnRequest, m.AddOffsetsToTxnResponse, 0, 4, handle_add_offsets),
+    ApiHandler(m.EndTxnRequest, m.EndTxnResponse, 0, 3, handle_end_txn),
+    ApiHandler(m.WriteTxnMarkersRequest, m.WriteTxnMarkersResponse, 0, 1, handle_write_txn_markers),
+    ApiHandler(m.DescribeProducersRequest, m.DescribeProducersResponse,
+               0, 0, handle_describe_producers),
+    ApiHandler(m.DescribeTransactionsRequest, m.DescribeTransactionsResponse,
+               0, 0, handle_describe_transactions),
+    ApiHandler(m.ListTransactionsRequest, m.ListTransactionsResponse,
+               0, 1, handle_list_transactions),
 ]
