@@ -235,6 +235,15 @@ def _raw_broker_configs(bs: str, admin: bool) -> int:
     return int(r.results[0].error_code)
 
 
+def _log_dirs(bs: str, admin: bool) -> int:
+    r = raw(bs, K.DESCRIBE_LOG_DIRS, 4, m.DescribeLogDirsRequest(topics=None), admin)
+    if r.error_code == 0 and not r.results:
+        return -1  # allowed must list the directories
+    if r.error_code != 0 and r.results:
+        return -1  # denied must list nothing
+    return int(r.error_code)
+
+
 def _incremental_alter(bs: str, topic: str) -> int:
     res = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[ConfigEntry(
         "retention.ms", "86400000", incremental_operation=AlterConfigOpType.SET)])
@@ -492,6 +501,10 @@ TABLE: list[Row] = [
     (K.CREATE_PARTITIONS, DESCRIBED, "confluent", lambda bs: _admin(
         bs, lambda a: a.create_partitions([NewPartitions("seen", 2)])["seen"].result(15)),
      TOPIC_DENIED),
+    (K.DESCRIBE_LOG_DIRS, ALLOWED, "DESCRIBE on the cluster", lambda bs: _log_dirs(bs, True),
+     None),
+    (K.DESCRIBE_LOG_DIRS, DENIED, "whole request", lambda bs: _log_dirs(bs, False),
+     CLUSTER_DENIED),
     (K.DESCRIBE_CONFIGS, ALLOWED, "ALTER_CONFIGS implies DESCRIBE_CONFIGS",
      lambda bs: _describe_configs(bs, TYPE_TOPIC, "ok-a"), None),
     (K.DESCRIBE_CONFIGS, ALLOWED, "broker, with ALTER_CONFIGS on the cluster",

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import logging
 from enum import Enum
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from ads.common.partitions import TopicPartition
@@ -459,6 +460,11 @@ class Partition:
     @property
     def size_bytes(self) -> int:
         return self.log.size_bytes
+
+    @property
+    def log_dir(self) -> Path:
+        """The directory (one of `log.dirs`) the partition's log is in."""
+        return self.log.dir.parent
 
     @property
     def num_segments(self) -> int:

@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ads.common.clock import Clock, SystemClock
@@ -84,6 +85,11 @@ class LogStore(Protocol):
                    ) -> Log: ...
 
     def delete_log(self, topic: str, partition: int) -> None: ...
+
+    @property
+    def log_dirs(self) -> Sequence[Path]:
+        """The directories partitions are placed in (`log.dirs`)."""
+        ...
 
 
 class FollowedPartitions(Protocol):
@@ -226,6 +232,10 @@ class ReplicaManager:
         if part is None:
             raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return part
+
+    def log_dirs(self) -> Sequence[Path]:
+        """The directories this broker places partitions in (DescribeLogDirs)."""
+        return self.logs.log_dirs if self.logs is not None else ()
 
     # -- queries (ListOffsets, OffsetForLeaderEpoch, DescribeProducers, DeleteRecords) ---
     def end_offset_for_epoch(self, topic: str, index: int, leader_epoch: int,

@@ -15,6 +15,7 @@ from ads.broker.handlers import (
     group_offsets,
     groups,
     leadership,
+    log_dirs,
     metadata,
     offsets,
     produce,
@@ -32,6 +33,6 @@ def all_handlers(cluster: bool = False) -> list[ApiHandler[Any, Any]]:
     from other brokers."""
     modules = [api_versions, metadata, produce, fetch, offsets, topics, configs, producer_id,
                groups, group_offsets, consumer_groups, leadership, transactions, acls,
-               client_quotas, sasl, scram_users]
+               client_quotas, sasl, scram_users, log_dirs]
     extra = [*leadership.CLUSTER_HANDLERS, *reassignments.CLUSTER_HANDLERS] if cluster else []
     return [h for module in modules for h in module.HANDLERS] + extra
