@@ -195,6 +195,17 @@ def _metadata(bs: str, topic: str, auto_create: bool = False) -> int:
     return int(r.topics[0].error_code)
 
 
+def _dtp(bs: str, topic: str) -> int:
+    Q = m.DescribeTopicPartitionsRequest  # noqa: N806
+    r = raw(bs, K.DESCRIBE_TOPIC_PARTITIONS, 0, Q(topics=[Q.TopicRequest(name=topic)]))
+    return int(r.topics[0].error_code)
+
+
+def _dtp_all(bs: str) -> set[str]:
+    r = raw(bs, K.DESCRIBE_TOPIC_PARTITIONS, 0, m.DescribeTopicPartitionsRequest(topics=[]))
+    return {t.name for t in r.topics}
+
+
 def _cluster_ops(bs: str, admin: bool) -> int:
     r = raw(bs, K.DESCRIBE_CLUSTER, 0, m.DescribeClusterRequest(
         include_cluster_authorized_operations=True), admin)
@@ -475,6 +486,12 @@ TABLE: list[Row] = [
     (K.DESCRIBE_CLUSTER, DENIED, "operations hidden (0) without DESCRIBE",
      lambda bs: int(CLUSTER_DENIED) if _cluster_ops(bs, admin=False) == 0 else -1,
      CLUSTER_DENIED),
+    (K.DESCRIBE_TOPIC_PARTITIONS, ALLOWED, "DESCRIBE", lambda bs: _dtp(bs, "seen"), None),
+    (K.DESCRIBE_TOPIC_PARTITIONS, DENIED, "named", lambda bs: _dtp(bs, "hidden"),
+     TOPIC_DENIED),
+    (K.DESCRIBE_TOPIC_PARTITIONS, DENIED, "left out of all topics",
+     lambda bs: int(TOPIC_DENIED) if "hidden" not in _dtp_all(bs) and "seen" in _dtp_all(bs)
+     else -1, TOPIC_DENIED),
     (K.LIST_OFFSETS, ALLOWED, "DESCRIBE", lambda bs: _list_offsets(bs, "seen"), None),
     (K.LIST_OFFSETS, DENIED, "raw", lambda bs: _raw_list_offsets(bs, "hidden"), TOPIC_DENIED),
     (K.OFFSET_FOR_LEADER_EPOCH, ALLOWED, "DESCRIBE", lambda bs: _leader_epoch(bs, "seen"),

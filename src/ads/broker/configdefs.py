@@ -367,6 +367,8 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
      "Largest record batch accepted after compression; default for max.message.bytes."),
     ("fetch.max.bytes", I, "57671680", Range(1024), MEDIUM,
      "Upper bound on the bytes a fetch response carries."),
+    ("max.request.partition.size.limit", I, "2000", Range(1), LOW,
+     "Most partitions one DescribeTopicPartitions response lists (the client pages on)."),
     ("max.incremental.fetch.session.cache.slots", I, "1000", NONNEG, MEDIUM,
      "Incremental fetch sessions kept per broker."),
     ("compression.type", S, "producer", OneOf(COMPRESSION_TYPES), HIGH,

@@ -1,4 +1,5 @@
-"""Metadata (key 3), versions 0-12, and DescribeCluster (key 60), versions 0-1.
+"""Metadata (key 3), versions 0-12, DescribeCluster (key 60), versions 0-1, and
+DescribeTopicPartitions (key 75, KIP-966), version 0.
 
 Brokers are the live ones the metadata store knows, each with its endpoint of the listener
 the request came in on (a broker without that listener is left out, and a partition it
@@ -28,7 +29,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ads.broker import permissions as P
 from ads.broker.authorized_operations import NOT_REQUESTED, ResourceType
@@ -40,6 +41,7 @@ from ads.metadata.model import (
     BrokerEndpoint,
     InvalidTopicError,
     ListenerEndpoint,
+    PartitionState,
     TopicState,
     validate_topic_name,
 )
@@ -75,23 +77,41 @@ def _cached_entry(ctx: RequestContext, topic: TopicState, everywhere: bool
     return entry
 
 
-def _topic_entry(topic: TopicState, broker: BrokerContext, listener: str,
-                 no_listener: ErrorCode) -> R.MetadataResponseTopic:
-    parts = []
+class _PartitionView(NamedTuple):
+    """A partition as Metadata and DescribeTopicPartitions list it."""
+
+    error: ErrorCode
+    state: PartitionState
+    leader: int  # -1 when it has none the client can reach
+    offline: list[int]
+
+
+def _partition_views(topic: TopicState, broker: BrokerContext, listener: str,
+                     no_listener: ErrorCode, first: int = 0, count: int | None = None
+                     ) -> list[_PartitionView]:
     live = broker.metadata.brokers
     here = broker.node_id
     rm = broker.replica_manager
-    for p in topic.partitions:
+    views = []
+    end = len(topic.partitions) if count is None else first + count
+    for p in topic.partitions[first:end]:
         up = p.leader in live and (p.leader != here
                                    or TopicPartition(topic.name, p.partition) in rm)
         error = ErrorCode.NONE if up else ErrorCode.LEADER_NOT_AVAILABLE
         if up and live[p.leader].on(listener) is None:
             up, error = False, no_listener
-        parts.append(R.MetadataResponseTopic.MetadataResponsePartition(
-            error_code=error,
-            partition_index=p.partition, leader_id=p.leader if up else -1,
-            leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
-            offline_replicas=[r for r in p.replicas if r not in live]))
+        views.append(_PartitionView(error, p, p.leader if up else -1,
+                                    [r for r in p.replicas if r not in live]))
+    return views
+
+
+def _topic_entry(topic: TopicState, broker: BrokerContext, listener: str,
+                 no_listener: ErrorCode) -> R.MetadataResponseTopic:
+    parts = [R.MetadataResponseTopic.MetadataResponsePartition(
+        error_code=v.error, partition_index=v.state.partition, leader_id=v.leader,
+        leader_epoch=v.state.leader_epoch, replica_nodes=list(v.state.replicas),
+        isr_nodes=list(v.state.isr), offline_replicas=v.offline)
+        for v in _partition_views(topic, broker, listener, no_listener)]
     return R.MetadataResponseTopic(
         error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id,
         is_internal=topic.is_internal, partitions=parts)
@@ -263,6 +283,78 @@ def handle_describe_cluster(ctx: RequestContext, req: m.DescribeClusterRequest
             for b, e in listener_endpoints(broker, ctx.connection.listener_name)])
 
 
+D = m.DescribeTopicPartitionsResponse
+DTopic = D.DescribeTopicPartitionsResponseTopic
+DPartition = DTopic.DescribeTopicPartitionsResponsePartition
+
+
+def handle_describe_topic_partitions(ctx: RequestContext,
+                                     req: m.DescribeTopicPartitionsRequest
+                                     ) -> m.DescribeTopicPartitionsResponse:
+    """KIP-966: the named topics (none: every topic the principal may describe), by name,
+    from the cursor on, at most `response_partition_limit` partitions (and at most
+    `max.request.partition.size.limit`) per response; `next_cursor` says where the next
+    page starts. Errors per topic as Metadata's: UNKNOWN_TOPIC_OR_PARTITION (nothing is
+    created), TOPIC_AUTHORIZATION_FAILED, INVALID_TOPIC_EXCEPTION."""
+    broker = ctx.broker
+    cursor = req.cursor
+    if req.topics:
+        names = sorted({t.name for t in req.topics})
+        if cursor is not None and cursor.topic_name not in names:
+            log.info("DescribeTopicPartitions from %s: the cursor's topic %r is not asked for",
+                     ctx.connection.peer, cursor.topic_name)
+            return D(throttle_time_ms=0, topics=[_described_error(
+                ErrorCode.INVALID_REQUEST, cursor.topic_name)])
+    else:
+        names = sorted(n for n in broker.metadata.topics if _describable(ctx, n))
+    if cursor is not None:
+        names = [n for n in names if n >= cursor.topic_name]
+    left = min(req.response_partition_limit,
+               broker.config.get_int("max.request.partition.size.limit"))
+    topics: list[DTopic] = []
+    next_cursor = None
+    for name in names:
+        entry = _described_topic(ctx, name)
+        if isinstance(entry, DTopic):  # an error: no partitions, nothing of the limit
+            topics.append(entry)
+            continue
+        first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+        if left <= 0:
+            next_cursor = D.Cursor(topic_name=name, partition_index=first)
+            break
+        views = _partition_views(entry, broker, ctx.connection.listener_name,
+                                 ErrorCode.LISTENER_NOT_FOUND, first, left)
+        left -= len(views)
+        topics.append(DTopic(
+            error_code=ErrorCode.NONE, name=name, topic_id=entry.topic_id,
+            is_internal=entry.is_internal, partitions=[DPartition(
+                error_code=v.error, partition_index=v.state.partition, leader_id=v.leader,
+                leader_epoch=v.state.leader_epoch, replica_nodes=list(v.state.replicas),
+                isr_nodes=list(v.state.isr), eligible_leader_replicas=[], last_known_elr=[],
+                offline_replicas=v.offline) for v in views],
+            topic_authorized_operations=ctx.authorized_operations(ResourceType.TOPIC, name)))
+        shown = first + len(views)
+        if shown < len(entry.partitions):
+            next_cursor = D.Cursor(topic_name=name, partition_index=shown)
+            break
+    return D(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
+
+
+def _described_topic(ctx: RequestContext, name: str) -> TopicState | DTopic:
+    """The topic, or its entry with the error that keeps it from being described."""
+    if not _describable(ctx, name):
+        return _described_error(P.DESCRIBE_TOPIC.error, name)
+    topic = ctx.broker.metadata.topics.get(name)
+    if topic is not None:
+        return topic
+    return _described_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if _valid(name)
+                            else ErrorCode.INVALID_TOPIC_EXCEPTION, name)
+
+
+def _described_error(code: ErrorCode, name: str) -> DTopic:
+    return DTopic(error_code=code, name=name, topic_id=ZERO_UUID, partitions=[])
+
+
 def listener_endpoints(broker: BrokerContext, listener: str
                        ) -> list[tuple[BrokerEndpoint, ListenerEndpoint]]:
     """The live brokers that have `listener`, by node id, each with its endpoint there."""
@@ -277,4 +369,6 @@ def listener_endpoints(broker: BrokerContext, listener: str
 HANDLERS = [
     ApiHandler(m.MetadataRequest, m.MetadataResponse, 0, 12, handle_metadata),
     ApiHandler(m.DescribeClusterRequest, m.DescribeClusterResponse, 0, 1, handle_describe_cluster),
+    ApiHandler(m.DescribeTopicPartitionsRequest, m.DescribeTopicPartitionsResponse, 0, 0,
+               handle_describe_topic_partitions),
 ]
