@@ -3,7 +3,6 @@ the ads pytest plugin) and helpers for the client libraries."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,14 +19,6 @@ from cluster_support import Cluster
 
 if TYPE_CHECKING:
     from ads.storage.log import Log
-
-# The chaos scenario runs through `make chaos DURATION=...` only, for now. Its bounded run
-# belongs in `make test`, but it found a liveness defect the broker still has: in one run of
-# six the consume-transform-produce copier stopped making progress after the faults and did
-# not reach the writers' ends within five minutes (every safety check passed). Until that is
-# fixed it would fail the suite at random, so the suite leaves it out (docs/chaos.md).
-collect_ignore = ([] if os.environ.get("ADS_CHAOS_DURATION_S")
-                  else ["chaos/test_chaos_exactly_once.py"])
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 

@@ -24,6 +24,7 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from confluent_kafka import (
@@ -43,6 +44,11 @@ TXN_TIMEOUT_MS = 60_000
 END_TIMEOUT_S = 60.0  # one commit_transaction / abort_transaction call
 END_ATTEMPTS = 3  # a timed-out call may be made again: it resumes where it stood
 INIT_TIMEOUT_S = 60.0
+# librdkafka's send_offsets_to_transaction can wait past its own timeout, forever, for a
+# group coordinator that went away (its coordinator requests never check their timeout,
+# and a coordinator dropped from the metadata is not looked up again: librdkafka issues
+# 5456 and 5511). A call still running this long after its timeout is taken as hung.
+HANG_MARGIN_S = 30.0
 # librdkafka debug contexts (e.g. "eos,protocol") for the transactional clients, whose logs
 # go to stderr (`make chaos` keeps them in chaos-results/clients.log): to explain a stall
 # the report shows.
@@ -358,6 +364,9 @@ class Copier(TxnProducerLoop):
         # as read. Kept here rather than asked of the consumer, whose position for a
         # partition it has delivered nothing from since a seek is not the seek's.
         self._next: dict[int, int] = {}
+        # Producers left with a call hung in librdkafka: kept, as destroying one while the
+        # call runs in another thread would not be safe.
+        self.hung: list[Producer] = []
 
     def _consumer(self) -> Consumer:
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
@@ -404,14 +413,39 @@ class Copier(TxnProducerLoop):
                 producer.produce(self.sink, value=self.PREFIX + m.value(), key=m.key(),
                                  partition=m.partition())
             offsets = [TopicPartition(self.source, p, o) for p, o in sorted(self._next.items())]
-            producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(),
-                                                 END_TIMEOUT_S)
+            if not self._returned(lambda: producer.send_offsets_to_transaction(
+                    offsets, consumer.consumer_group_metadata(), END_TIMEOUT_S)):
+                self.error(f"{self.txn_id} send_offsets_to_transaction still waiting "
+                           f"{END_TIMEOUT_S + HANG_MARGIN_S:.0f} s later (a client hang)")
+                self.hung.append(producer)
+                return False, False  # a new instance fences this one and ends its transaction
         except KafkaException as exc:
             err: KafkaError = exc.args[0]
             self.error(f"{self.txn_id} write: {describe(err)}")
             return False, not err.fatal() and self.end(producer, txn, commit=False)
         usable = self.end(producer, txn, commit=True)
         return txn.commit_ok, usable
+
+    @staticmethod
+    def _returned(call: Callable[[], object]) -> bool:
+        """Runs `call` in a thread of its own; False when it has not returned within its
+        timeout and `HANG_MARGIN_S`. Its exception, if it raised one, is raised here."""
+        raised: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                call()
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                raised.append(exc)
+
+        thread = threading.Thread(target=run, name="copier-call", daemon=True)
+        thread.start()
+        thread.join(END_TIMEOUT_S + HANG_MARGIN_S)
+        if thread.is_alive():
+            return False
+        if raised:
+            raise raised[0]
+        return True
 
     def loop(self) -> None:
         consumer = self._consumer()
