@@ -13,11 +13,14 @@ from typing import Any
 
 from kafka.net.compat import KafkaNetClient
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
+from kafka.protocol.producer.transaction import InitProducerIdRequest
 
 GROUP, TRANSACTION = 0, 1
 # COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS: the coordinator's internal topic is
 # being created or loaded (a broker's first group or transactional request)
 NOT_READY = frozenset({15, 14})
+# COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS: InitProducerId is asked again
+BUSY = frozenset({14, 51})
 
 
 class Wire:
@@ -48,6 +51,20 @@ class Wire:
                 return
             assert answer.error_code in NOT_READY, answer
             assert time.monotonic() < deadline, f"no coordinator for {key!r}: {answer}"
+            time.sleep(0.1)
+
+    def init_producer_id(self, txn_id: str | None, timeout_ms: int = 60_000,
+                         timeout: float = 30.0) -> Any:
+        """InitProducerId v4 (transactional when `txn_id` is set), asked again while the
+        broker is busy (loading, or ending the id's previous transaction) until `timeout`."""
+        if txn_id is not None:
+            self.await_coordinator(txn_id, TRANSACTION, timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            answer = self.request(InitProducerIdRequest(
+                transactional_id=txn_id, transaction_timeout_ms=timeout_ms, version=4))
+            if answer.error_code not in BUSY or time.monotonic() > deadline:
+                return answer
             time.sleep(0.1)
 
     def close(self) -> None:

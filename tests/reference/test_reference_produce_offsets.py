@@ -1,9 +1,12 @@
-"""ListOffsets, produce refusals and the offsets of unknown groups, Apache Kafka against ADS.
+"""ListOffsets, Produce refusals and idempotent sequences, and the offsets of an unknown
+group: Apache Kafka against ADS.
 
 Each test runs one client program against a Kafka broker (tests/kafka_reference.py) and an
-ADS broker and asserts both answer what Kafka answers. confluent-kafka for what it shows
-as the broker said it; ListOffsets by timestamp looks inside batches, so the records are
-written several to a batch with timestamps out of order.
+ADS broker and asserts both answer what Kafka answers: confluent-kafka where it shows what
+the broker said, single Produce requests through kafka-python's protocol classes
+(tests/kafka_python_wire.py) where librdkafka would decide by itself (an unknown partition)
+or hide the answer (sequence numbers). ListOffsets by timestamp looks inside batches, so
+the records are written several to a batch with timestamps out of order.
 """
 
 from __future__ import annotations
@@ -21,7 +24,10 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from kafka.protocol.producer.produce import ProduceRequest
+from kafka.record.memory_records import MemoryRecordsBuilder
 
+from ads.protocol.errors import ErrorCode
 from ads.testing import EmbeddedBroker
 from kafka_python_wire import GROUP, Wire
 from kafka_reference import KafkaReference, retry_retriable
@@ -53,9 +59,11 @@ def _create(bootstrap: str, name: str, **configs: str) -> None:
 
 def _produce(bootstrap: str, topic: str, batches: list[list[int]],
              value: bytes = b"v") -> list[str]:
-    """Writes each list of timestamps as one batch; the delivery error of every record."""
+    """Writes each list of timestamps as one batch (acks=all); the delivery error of every
+    record, within the message timeout."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 200,
-                         "enable.idempotence": True, "message.max.bytes": 10_000_000})
+                         "enable.idempotence": True, "message.max.bytes": 10_000_000,
+                         "message.timeout.ms": 5000})
     errors: list[str] = []
 
     def delivered(err: KafkaError | None, _msg: Any) -> None:
@@ -108,14 +116,17 @@ def test_list_offsets_by_spec_and_timestamp_match_kafka(kafka: KafkaReference,
     assert ads_answer == reference
 
 
-def test_produce_oversized_record_refused_like_kafka(kafka: KafkaReference,
-                                                     ads: EmbeddedBroker) -> None:
+def test_produce_size_and_min_isr_rules_match_kafka(kafka: KafkaReference,
+                                                    ads: EmbeddedBroker) -> None:
     answers = []
     for bootstrap in _both(kafka, ads):
         _create(bootstrap, "small-records", **{"max.message.bytes": "2000"})
+        # min.insync.replicas above the replication factor: Kafka 4 caps it at the replicas
+        _create(bootstrap, "two-isr-wanted", **{"min.insync.replicas": "2"})
         answers.append((_produce(bootstrap, "small-records", [[1]], b"x" * 1900),
-                        _produce(bootstrap, "small-records", [[1]], b"x" * 3000)))
-    assert answers[0] == (["NO_ERROR"], ["MSG_SIZE_TOO_LARGE"])
+                        _produce(bootstrap, "small-records", [[1]], b"x" * 3000),
+                        _produce(bootstrap, "two-isr-wanted", [[1]])))
+    assert answers[0] == (["NO_ERROR"], ["MSG_SIZE_TOO_LARGE"], ["NO_ERROR"])
     assert answers[1] == answers[0]
 
 
@@ -144,3 +155,65 @@ def test_unknown_group_offsets_and_description_match_kafka(kafka: KafkaReference
     reference = _unknown_group_offsets(kafka.bootstrap)
     assert reference[0] == [("committed-nowhere", 0, -1001)]
     assert _unknown_group_offsets(ads.bootstrap_servers) == reference
+
+
+def _batch(producer_id: int = -1, epoch: int = -1, sequence: int = -1) -> bytes:
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 16,
+                                   producer_id=producer_id, producer_epoch=epoch,
+                                   base_sequence=sequence)
+    builder.append(timestamp=None, key=None, value=b"v")
+    builder.close()
+    return bytes(builder.buffer())
+
+
+def _raw_produce(wire: Wire, topic: str, partition: int, batch: bytes,
+                 acks: int = -1) -> tuple[str, int]:
+    """Produce v9 of one batch: the partition's error and base offset."""
+    r = ProduceRequest
+    answer = wire.request(r(
+        transactional_id=None, acks=acks, timeout_ms=5000,
+        topic_data=[r.TopicProduceData(name=topic, partition_data=[
+            r.TopicProduceData.PartitionProduceData(index=partition, records=batch)])],
+        version=9))
+    part = answer.responses[0].partition_responses[0]
+    return ErrorCode(part.error_code).name, part.base_offset
+
+
+def _raw_produce_answers(bootstrap: str) -> dict[str, tuple[str, int]]:
+    _create(bootstrap, "raw-produce")
+    _create(bootstrap, "idempotent")
+    a = {}
+    with Wire(bootstrap) as w:
+        a["partition 7 of 1"] = _raw_produce(w, "raw-produce", 7, _batch())
+        a["unknown topic"] = _raw_produce(w, "no-such-topic", 0, _batch())
+        a["invalid topic name"] = _raw_produce(w, "bad name!", 0, _batch())
+        w.await_coordinator("a-group", GROUP)  # __consumer_offsets exists from here on
+        a["internal topic"] = _raw_produce(w, "__consumer_offsets", 0, _batch())
+        a["acks=2"] = _raw_produce(w, "raw-produce", 0, _batch(), acks=2)
+        a["plain"] = _raw_produce(w, "raw-produce", 0, _batch())
+        new = w.init_producer_id(None)
+        assert new.error_code == 0, new
+        a["new producer, first sequence 3"] = _raw_produce(
+            w, "idempotent", 0, _batch(new.producer_id, new.producer_epoch, 3))
+        init = w.init_producer_id(None)
+        assert init.error_code == 0, init
+        pid, epoch = init.producer_id, init.producer_epoch
+        steps = [("sequence 0", epoch, 0),
+                 ("sequence 0 again", epoch, 0), ("sequence 2 after 0", epoch, 2),
+                 ("sequence 1", epoch, 1), ("next epoch, sequence 5", epoch + 1, 5),
+                 ("next epoch, sequence 0", epoch + 1, 0),
+                 ("previous epoch, sequence 2", epoch, 2)]
+        for what, e, seq in steps:
+            a[what] = _raw_produce(w, "idempotent", 0, _batch(pid, e, seq))
+    return a
+
+
+def test_produce_errors_and_sequences_match_kafka(kafka: KafkaReference,
+                                                  ads: EmbeddedBroker) -> None:
+    reference = _raw_produce_answers(kafka.bootstrap)
+    assert reference["partition 7 of 1"][0] == "UNKNOWN_TOPIC_OR_PARTITION"
+    assert reference["internal topic"][0] == "INVALID_TOPIC_EXCEPTION"
+    assert reference["new producer, first sequence 3"] == ("NONE", 0)
+    assert reference["sequence 0 again"] == ("NONE", 1)
+    assert reference["sequence 2 after 0"][0] == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    assert _raw_produce_answers(ads.bootstrap_servers) == reference
