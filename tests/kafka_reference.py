@@ -12,8 +12,8 @@ Start: `kafka.tools.StorageTool format` writes the log directory's meta.properti
 bootstrap metadata (a second, short JVM), then `kafka.Kafka server.properties` runs the
 broker; the start returns once a Metadata request lists the broker, within a deadline.
 Ports are free ones on 127.0.0.1, the heap is capped, the JIT stops at its first tier (a
-test broker lives for seconds, so full compilation costs more than it saves), and the
-internal topics have one partition each. The broker's log goes to a file beside its data
+test broker lives for seconds; measured, it starts a little sooner so), and the internal
+topics have one partition each. The broker's log goes to a file beside its data
 and is quoted in every failure. Stop sends SIGTERM to the broker's process id, then SIGKILL
 if it has not exited by the deadline.
 """
@@ -37,8 +37,7 @@ from broker_process import free_port
 
 T = TypeVar("T")
 JARS = Path(__file__).parent / "kafka_reference" / "target" / "jars"
-JVM_OPTIONS = ("-Xmx512m", "-Xms64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-               "-Djava.awt.headless=true")
+JVM_OPTIONS = ("-Xmx512m", "-Xms64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 LOG4J = """\
 rootLogger.level=INFO
 rootLogger.appenderRef.out.ref=out
@@ -46,11 +45,9 @@ appender.out.type=Console
 appender.out.name=out
 appender.out.layout.type=PatternLayout
 appender.out.layout.pattern=[%d] %p %m (%c)%n
-logger.kafka.name=kafka
-logger.kafka.level=INFO
-logger.apache.name=org.apache.kafka
-logger.apache.level=INFO
 """
+# how much of the broker's log a failure quotes (its end)
+LOG_TAIL = 8000
 
 
 def _server_properties(data_dir: Path, port: int, controller_port: int,
@@ -88,6 +85,8 @@ class KafkaReference:
         self.overrides = dict(overrides or {})
         self.port = free_port()
         self.controller_port = free_port()
+        while self.controller_port == self.port:
+            self.controller_port = free_port()
         self.log_path = work_dir / "kafka.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.startup_seconds: float | None = None
@@ -96,8 +95,10 @@ class KafkaReference:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+    def log(self, tail: int | None = None) -> str:
+        """The broker's log (stdout and stderr of both JVMs), or its last `tail` chars."""
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return text if tail is None else text[-tail:]
 
     def _java(self, main_class: str, *args: str) -> list[str]:
         java = shutil.which("java")
@@ -124,7 +125,8 @@ class KafkaReference:
                 self._java("kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
                            f"--config={config}"),
                 stdout=log, stderr=subprocess.STDOUT, timeout=timeout, check=False)
-            assert formatted.returncode == 0, f"kafka-storage format failed:\n{self.log()}"
+            assert formatted.returncode == 0, (
+                f"kafka-storage format failed:\n{self.log(LOG_TAIL)}")
             self.proc = subprocess.Popen(  # noqa: S603
                 self._java("kafka.Kafka", str(config)), stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -140,14 +142,16 @@ class KafkaReference:
         while True:
             assert self.proc is not None
             if self.proc.poll() is not None:
-                raise RuntimeError(f"Kafka exited with {self.proc.returncode}:\n{self.log()}")
+                raise RuntimeError(
+                    f"Kafka exited with {self.proc.returncode}:\n{self.log(LOG_TAIL)}")
             try:
                 if admin.list_topics(timeout=0.5).brokers:
                     return
             except KafkaException:
                 pass
             if time.monotonic() > deadline:
-                raise TimeoutError(f"Kafka did not answer Metadata in time:\n{self.log()}")
+                raise TimeoutError(
+                    f"Kafka did not answer Metadata in time:\n{self.log(LOG_TAIL)}")
             time.sleep(0.1)
 
     def stop(self, timeout: float = 20.0) -> int | None:

@@ -78,7 +78,7 @@ def _create_answers(bootstrap: str) -> dict[str, str]:
 def test_create_topics_refusals_match_kafka(kafka: KafkaReference,
                                             ads: EmbeddedBroker) -> None:
     expected = {what: error for what, _, error in CREATE_CASES}
-    assert _create_answers(kafka.bootstrap) == expected, kafka.log()[-3000:]
+    assert _create_answers(kafka.bootstrap) == expected, kafka.log(tail=3000)
     assert _create_answers(ads.bootstrap_servers) == expected
 
 
