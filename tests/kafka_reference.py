@@ -15,12 +15,14 @@ Ports are free ones on 127.0.0.1, the heap is capped, the JIT stops at its first
 test broker lives for seconds; measured, it starts a little sooner so), and the internal
 topics have one partition each. The broker's log goes to a file beside its data
 and is quoted in every failure. Stop sends SIGTERM to the broker's process id, then SIGKILL
-if it has not exited by the deadline.
+if it has not exited by the deadline; and the JVM is killed with the thread that started it
+(so start it from the test's main thread), should the test process die before its teardown.
 """
 
 from __future__ import annotations
 
 import base64
+import ctypes
 import shutil
 import signal
 import subprocess
@@ -48,6 +50,15 @@ appender.out.layout.pattern=[%d] %p %m (%c)%n
 """
 # how much of the broker's log a failure quotes (its end)
 LOG_TAIL = 8000
+# Linux's prctl(PR_SET_PDEATHSIG): the JVM gets SIGKILL when the thread that started it
+# ends, so a test process that dies without its teardown (killed, or crashed in a native
+# library) leaves no broker behind. Looked up here, not in the forked child.
+_PR_SET_PDEATHSIG = 1
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _die_with_parent() -> None:
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _server_properties(data_dir: Path, port: int, controller_port: int,
@@ -128,7 +139,8 @@ class KafkaReference:
             assert formatted.returncode == 0, (
                 f"kafka-storage format failed:\n{self.log(LOG_TAIL)}")
             self.proc = subprocess.Popen(  # noqa: S603
-                self._java("kafka.Kafka", str(config)), stdout=log, stderr=subprocess.STDOUT)
+                self._java("kafka.Kafka", str(config)), stdout=log, stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent)  # noqa: PLW1509 - prctl only, no locks
         try:
             self._await_ready(deadline)
         except BaseException:
