@@ -5,6 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.ads-installed
 TEST_STAMP := $(VENV)/.ads-test-installed
 JS_STAMP := tests/js/node_modules/.ads-installed
+KAFKA_REF_STAMP := tests/kafka_reference/target/.ads-installed
 
 .PHONY: install run test test-deps system-deps lint fuzz chaos clean
 
@@ -21,7 +22,7 @@ run: install
 	$(VENV)/bin/ads broker --data-dir ./data --host 127.0.0.1 --port 9092 \
 	  --set http.listener=127.0.0.1:9644
 
-test-deps: install $(TEST_STAMP) system-deps $(JS_STAMP)
+test-deps: install $(TEST_STAMP) system-deps $(JS_STAMP) $(KAFKA_REF_STAMP)
 
 $(TEST_STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
@@ -32,11 +33,22 @@ $(JS_STAMP): tests/js/package.json | system-deps
 	cd tests/js && npm install --no-audit --no-fund --loglevel=error
 	touch $@
 
+# Apache Kafka's broker, the reference the tests in tests/reference compare ADS with: its
+# jars and their runtime dependencies by Maven coordinates (tests/kafka_reference/pom.xml),
+# resolved by mvn (its local repository, ~/.m2, caches them) and copied into target/jars;
+# fetched again only when the pom changes.
+$(KAFKA_REF_STAMP): tests/kafka_reference/pom.xml | system-deps
+	rm -rf tests/kafka_reference/target/jars
+	cd tests/kafka_reference && mvn -q -B dependency:copy-dependencies \
+	  -DincludeScope=runtime -DoutputDirectory=target/jars
+	touch $@
+
 # Debian packages the tests drive: kcat (librdkafka's command-line client), a Java runtime
-# for Spark, zookeeper (the offset import from ZooKeeper is tested against a real server),
-# Node.js with npm for kafkajs, chromium with its chromedriver (the console is tested
-# in a headless browser), tmux (`ads top` is tested on a terminal tmux renders), and openssl
-# (TLS tests make short-lived certificates with it).
+# for Spark and for Apache Kafka's reference broker, Maven to fetch that broker, zookeeper
+# (the offset import from ZooKeeper is tested against a real server), Node.js with npm for
+# kafkajs, chromium with its chromedriver (the console is tested in a headless browser),
+# tmux (`ads top` is tested on a terminal tmux renders), and openssl (TLS tests make
+# short-lived certificates with it).
 system-deps:
 	@command -v openssl >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -47,6 +59,9 @@ system-deps:
 	@command -v java >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openjdk-17-jre-headless; }
+	@command -v mvn >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq maven; }
 	@test -f /usr/share/zookeeper/bin/zkServer.sh || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq zookeeper; }
@@ -95,4 +110,5 @@ chaos: test-deps
 	  status=$$?; cat chaos-results/chaos-report.txt 2>/dev/null; exit $$status
 
 clean:
-	rm -rf $(VENV) data bench-results chaos-results tests/js/node_modules
+	rm -rf $(VENV) data bench-results chaos-results tests/js/node_modules \
+	  tests/kafka_reference/target

@@ -124,8 +124,9 @@ def test_bad_input_record_too_large(broker: EmbeddedBroker) -> None:
 
 def test_bad_input_invalid_topic_name(broker: EmbeddedBroker) -> None:
     with RawConnection(broker.bootstrap_servers) as conn:
+        # Produce does not judge names: a topic that cannot exist is unknown, as in Kafka.
         resp = _produce(conn, build_batch([(b"k", b"v", ())]), topic="bad name!")
-        assert _code(resp) == ErrorCode.INVALID_TOPIC_EXCEPTION
+        assert _code(resp) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         C = m.CreateTopicsRequest  # noqa: N806
         created = conn.request(m.ApiKey.CREATE_TOPICS, 7, C(topics=[C.CreatableTopic(
             name="x" * 250, num_partitions=1, replication_factor=1)], timeout_ms=1000))

@@ -47,6 +47,7 @@ def _marker(commit: bool) -> bytes:
 
 def _with_follower(part: Partition, end: int = 0) -> None:
     """The ISR holds a follower whose log ends at `end`."""
+    part.replicas = [NODE, OTHER]
     part.isr = [NODE, OTHER]
     part.replica_end_offsets[OTHER] = end
 

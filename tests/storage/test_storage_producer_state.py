@@ -13,7 +13,6 @@ from ads.storage.errors import (
     CheckpointError,
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
-    UnknownProducerIdError,
 )
 from ads.storage.log import Log, LogAppendInfo
 from ads.storage.producer_state import (
@@ -73,9 +72,11 @@ def test_producer_state_out_of_order_sequence(tmp_path: Path) -> None:
         produce(log, 5)
     with pytest.raises(OutOfOrderSequenceError):
         produce(log, 1)  # overlaps the previous batch without being a retry of it
-    with pytest.raises(OutOfOrderSequenceError):
-        produce(log, 3, pid=8)  # unknown producer must start at 0
     assert log.log_end_offset == 2
+    # A producer unknown here may start anywhere (Kafka since KIP-360); then in order.
+    assert produce(log, 3, pid=8).first_offset == 2
+    with pytest.raises(OutOfOrderSequenceError):
+        produce(log, 3, pid=8, records=1)
     log.close()
 
 
@@ -135,9 +136,12 @@ def test_producer_state_unknown_producer_after_retention(tmp_path: Path) -> None
         produce(log, seq, pid=2)
     log.delete_records(log.log_end_offset - 2)
     assert log.producer_state.last_entry(1) is None
-    with pytest.raises(UnknownProducerIdError):
-        produce(log, 2, pid=1)
-    assert produce(log, 20, pid=2).first_offset == 22
+    # Its state is gone, so its next sequence is taken as it comes (Kafka since KIP-360),
+    # and the batches after it are checked against it.
+    assert produce(log, 2, pid=1).first_offset == 22
+    with pytest.raises(OutOfOrderSequenceError):
+        produce(log, 6, pid=1)
+    assert produce(log, 20, pid=2).first_offset == 24
     log.close()
 
 
@@ -221,8 +225,7 @@ def test_producer_state_remove_expired(tmp_path: Path) -> None:
     assert state.last_entry(1) is None and state.last_entry(2) is not None
     late = read_batch_header(build_batch([(None, b"x")], producer_id=1, producer_epoch=0,
                                          base_sequence=5))
-    with pytest.raises(UnknownProducerIdError):
-        state.check(late)
+    assert state.check(late) is None  # taken as the first batch of a producer unknown here
 
 
 def test_producer_state_transactions_track_first_unstable_offset(tmp_path: Path) -> None:

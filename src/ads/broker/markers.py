@@ -5,7 +5,8 @@ a transaction it finds the leader in the metadata: a partition led here gets its
 through the replica manager's one append path (`write_local`, which WriteTxnMarkers uses
 too), a partition led by another broker through one WriteTxnMarkers request per broker over
 an outbound connection (`ads.net.client`, kept per broker and made again after a failure).
-A marker is written as acks=all, like client data: `min.insync.replicas` is checked and
+A marker is written as acks=all, like client data: `min.insync.replicas` (capped at the
+partition's replicas, as in Kafka 4) is checked and
 the write counts only once the high watermark passes it, so a leader lost before its
 followers copied the marker cannot take the transaction's end with it (the coordinator
 writes COMPLETE_* only after every marker is committed). A marker for a

@@ -7,6 +7,7 @@ replication layer can later drive the same model from ZooKeeper without changing
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,13 @@ def validate_topic_name(name: str) -> None:
             f"Topic name \"{name}\" is illegal, it contains a character other than "
             "ASCII alphanumerics, '.', '_' and '-'"
         )
+
+
+def colliding_topic(name: str, existing: Iterable[str]) -> str | None:
+    """The existing topic whose name differs from `name` only by '.' against '_', if any:
+    Kafka refuses such a topic because the two share metric names."""
+    key = name.replace(".", "_")
+    return next((t for t in existing if t != name and t.replace(".", "_") == key), None)
 
 
 @dataclass(slots=True)

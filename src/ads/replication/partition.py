@@ -6,7 +6,9 @@ NOT_LEADER_OR_FOLLOWER and copies the leader's batches instead (`append_replicat
 `ads.replication.fetcher`). `append` validates by origin: a producer's batch (CLIENT) as
 described below, a batch this broker built (COORDINATOR: a coordinator's records, or a
 transaction marker) only for its size; with acks=all, `min.insync.replicas` is checked
-whatever the origin.
+whatever the origin, capped at the number of replicas (`effective_min_isr`, Kafka 4's rule:
+a topic whose `min.insync.replicas` exceeds its replication factor stays writable with
+every replica in sync).
 
 Invariants (docs/replication.md):
 - The high watermark is the smallest log end offset over the in-sync replicas, advanced only
@@ -166,6 +168,11 @@ class Partition:
         if leader:
             self.make_leader(leader_epoch, [node_id])
 
+    @property
+    def effective_min_isr(self) -> int:
+        """`min.insync.replicas`, but never more than the partition's replicas."""
+        return min(self.config.min_insync_replicas, len(self.replicas))
+
     def make_leader(self, leader_epoch: int, isr: list[int], replicas: list[int] | None = None,
                     now_ms: int = 0) -> None:
         """Leads from `leader_epoch` on: later appends carry it; older epochs are fenced.
@@ -282,7 +289,7 @@ class Partition:
         topic's record rules, recompressed to its `compression.type`); COORDINATOR batches
         are built by this broker (a coordinator's records, or a transaction marker that
         ends its producer's transaction here) and kept as they are. With `required_acks`
-        -1 an ISR smaller than `min.insync.replicas` refuses the append, whatever its
+        -1 an ISR smaller than `effective_min_isr` refuses the append, whatever its
         origin: a marker or a coordinator record is committed like data."""
         if records is None or len(records) == 0:
             raise PartitionError(ErrorCode.CORRUPT_MESSAGE, "produce request without records")
@@ -292,7 +299,7 @@ class Partition:
                 records if isinstance(records, memoryview) else memoryview(records), now_ms)
         else:
             headers = self._validate_coordinator(records)
-        if required_acks == -1 and len(self.isr) < self.config.min_insync_replicas:
+        if required_acks == -1 and len(self.isr) < self.effective_min_isr:
             raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS)
         try:
             if not client and headers[0][1].is_control:

@@ -10,9 +10,10 @@ Two kinds exist, as in Kafka:
 - `DelayedProduce`: an acks=all produce whose batches are appended but not yet below the high
   watermark. It completes when the high watermark of every partition it wrote reaches the
   offset after its batch, answers NOT_ENOUGH_REPLICAS_AFTER_APPEND for a partition whose ISR
-  fell below `min.insync.replicas` meanwhile, NOT_LEADER_OR_FOLLOWER for one this broker no
-  longer leads, and REQUEST_TIMED_OUT for the partitions still waiting at the request's
-  timeout. On one broker the high watermark follows every append, so no produce waits.
+  fell below `min.insync.replicas` (capped at its replicas) meanwhile,
+  NOT_LEADER_OR_FOLLOWER for one this broker no longer leads, and REQUEST_TIMED_OUT for the
+  partitions still waiting at the request's timeout. On one broker the high watermark
+  follows every append, so no produce waits.
 
 An operation parks in the same loop step that found it incomplete (`watch` is synchronous):
 an append handled later in the same loop pass must find it, or the request would sleep
@@ -96,7 +97,7 @@ class DelayedProduce(DelayedOperation):
                 self.errors[key] = ErrorCode.NOT_LEADER_OR_FOLLOWER
             elif part.high_watermark >= required:
                 pass
-            elif len(part.isr) < part.config.min_insync_replicas:
+            elif len(part.isr) < part.effective_min_isr:
                 self.errors[key] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             else:
                 continue

@@ -16,7 +16,6 @@ __all__ = [
     "OutOfOrderSequenceError",
     "RecordBatchTooLargeError",
     "StorageError",
-    "UnknownProducerIdError",
 ]
 
 
@@ -42,12 +41,6 @@ class InvalidProducerEpochError(StorageError):
     """A batch carries a producer epoch older than the one the log has seen."""
 
     kafka_error = "INVALID_PRODUCER_EPOCH"
-
-
-class UnknownProducerIdError(StorageError):
-    """The producer's state was removed (retention moved past it, or it expired)."""
-
-    kafka_error = "UNKNOWN_PRODUCER_ID"
 
 
 class TransactionCoordinatorFencedError(StorageError):

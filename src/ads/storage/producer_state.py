@@ -11,9 +11,10 @@ transaction. A produce request is checked against it before anything is written:
 - a newer epoch must start at sequence 0; in the same epoch a batch must start right after
   the previous one (sequences wrap from int32 max to 0); otherwise
   ``OutOfOrderSequenceError``;
-- an unknown producer must start at sequence 0. If it does not and its state may have been
-  removed (the log start offset moved forward, or the entry expired) the error is
-  ``UnknownProducerIdError``, which clients answer by resetting; otherwise out of order.
+- a producer the log has no state for (a new one, or one whose records retention removed or
+  whose entry expired) may start at any sequence, as in Kafka since KIP-360: the broker
+  cannot tell a lost state from a gap, and the producer's next batches are checked against
+  this first one.
 
 Snapshot files ``<offset, 20 digits>.snapshot`` in the partition directory hold the state as
 of that offset (every batch below it applied). Layout, big-endian::
@@ -47,7 +48,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +60,6 @@ from ads.storage.errors import (
     CheckpointError,
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
-    UnknownProducerIdError,
 )
 
 __all__ = [
@@ -68,7 +68,6 @@ __all__ = [
     "DuplicateBatch",
     "InvalidProducerEpochError",
     "OutOfOrderSequenceError",
-    "UnknownProducerIdError",
     "VerificationGuard",
     "ProducerAppendInfo",
     "ProducerStateEntry",
@@ -81,7 +80,6 @@ SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
 NUM_BATCHES_TO_RETAIN = 5
 _INT32_MAX = 0x7FFFFFFF
-_REMEMBER_REMOVED = 10_000
 
 _HEAD = struct.Struct(">hIi")
 _ENTRY = struct.Struct(">qhiqqqb")
@@ -201,15 +199,6 @@ class ProducerAppendInfo:
         producer_id, epoch, seq = header.producer_id, header.producer_epoch, header.base_sequence
         current = self._current(producer_id)
         if current is None:
-            if seq not in (0, NO_SEQUENCE) and not header.is_control:
-                if self._manager.may_have_removed(producer_id):
-                    raise UnknownProducerIdError(
-                        f"no state for producer {producer_id}; its last records may have been "
-                        "removed by retention"
-                    )
-                raise OutOfOrderSequenceError(
-                    f"producer {producer_id} is unknown and sent sequence {seq}, expected 0"
-                )
             return None
         if epoch < current.producer_epoch:
             raise InvalidProducerEpochError(
@@ -264,7 +253,6 @@ class ProducerStateManager:
         # the high watermark passes their marker (`first_unstable_below`).
         self._unreplicated_txns: deque[tuple[int, int]] = deque()
         self._verification_guards: dict[int, VerificationGuard] = {}
-        self._removed: OrderedDict[int, None] = OrderedDict()
         self.log_start_offset = 0
         self.map_end_offset = 0
 
@@ -276,9 +264,6 @@ class ProducerStateManager:
     @property
     def producers(self) -> Mapping[int, ProducerStateEntry]:
         return self._producers
-
-    def may_have_removed(self, producer_id: int) -> bool:
-        return producer_id in self._removed or self.log_start_offset > 0
 
     def first_unstable_offset(self, excluding: int | None = None) -> int | None:
         """First offset of the oldest open transaction (the last stable offset bound),
@@ -342,9 +327,8 @@ class ProducerStateManager:
         self.commit(info, last_offset + 1)
 
     def commit(self, info: ProducerAppendInfo, next_offset: int) -> None:
-        for producer_id, entry in info.updated.items():
+        for entry in info.updated.values():
             self._store(entry)
-            self._removed.pop(producer_id, None)
         self.map_end_offset = max(self.map_end_offset, next_offset)
 
     def replay(self, header: BatchHeader) -> None:
@@ -382,9 +366,6 @@ class ProducerStateManager:
     def _forget(self, producer_id: int) -> None:
         self._producers.pop(producer_id, None)
         self._ongoing_txns.pop(producer_id, None)
-        self._removed[producer_id] = None
-        if len(self._removed) > _REMEMBER_REMOVED:
-            self._removed.popitem(last=False)
 
     def remove_expired(self, now_ms: int, producer_id_expiration_ms: int) -> int:
         """Drop producers idle for ``producer.id.expiration.ms`` with no open transaction."""

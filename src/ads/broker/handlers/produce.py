@@ -43,7 +43,7 @@ from ads.broker.metrics import (
     UNKNOWN_TOPIC,
 )
 from ads.common.partitions import TopicPartition
-from ads.metadata.model import INTERNAL_TOPICS, InvalidTopicError, validate_topic_name
+from ads.metadata.model import INTERNAL_TOPICS
 from ads.net.server import CloseConnection
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
@@ -220,7 +220,8 @@ def _responses(ctx: RequestContext, req: m.ProduceRequest, appended: Appended,
 def _refused_append(ctx: RequestContext, topic: str, index: int, exc: PartitionError,
                     resp: PartResp) -> None:
     if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-        resp.error_code = _unknown_code(topic)
+        # also for a name Kafka would refuse to create: Produce does not judge names
+        resp.error_code = exc.code
         return
     resp.error_code = exc.code
     resp.error_message = exc.message
@@ -251,14 +252,6 @@ def _name_leaders(ctx: RequestContext, response: m.ProduceResponse) -> None:
                 part.current_leader = PartResp.LeaderIdAndEpoch(leader_id=leader_id,
                                                                 leader_epoch=epoch)
     response.node_endpoints = leaders.endpoints(R.NodeEndpoint)
-
-
-def _unknown_code(name: str) -> ErrorCode:
-    try:
-        validate_topic_name(name)
-    except InvalidTopicError:
-        return ErrorCode.INVALID_TOPIC_EXCEPTION
-    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 HANDLERS = [ApiHandler(m.ProduceRequest, m.ProduceResponse, 0, 11, handle)]

@@ -3,7 +3,9 @@
 Replicas are placed over the live brokers (`metadata.assignment`) unless the request
 assigns them; a replication factor above the live brokers is INVALID_REPLICATION_FACTOR, an
 assignment naming unknown brokers INVALID_REPLICA_ASSIGNMENT. Topic configs are validated
-against Kafka's topic config keys; `validate_only` checks everything and creates nothing.
+against Kafka's topic config keys; `validate_only` checks everything and creates nothing. A
+name that differs from an existing topic's only by '.' against '_' is refused with
+INVALID_TOPIC_EXCEPTION, as Kafka does (their metric names would be the same).
 CreateTopics and CreatePartitions record the change in the metadata (a second request for
 the same topic sees it) and answer once the new partitions are served: their files here
 made off the event loop, and every partition led. DeleteTopics answers once this broker
@@ -24,7 +26,13 @@ from ads.broker.context import BrokerContext
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.metadata.acl import CLUSTER_NAME
 from ads.metadata.assignment import AssignmentError, assign_replicas, check_manual_assignment
-from ads.metadata.model import BrokerEndpoint, InvalidTopicError, TopicState, validate_topic_name
+from ads.metadata.model import (
+    BrokerEndpoint,
+    InvalidTopicError,
+    TopicState,
+    colliding_topic,
+    validate_topic_name,
+)
 from ads.metadata.store import TopicExistsError
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
@@ -54,15 +62,23 @@ class _NewTopic:
         self.replication_factor = len(next(iter(assignment.values()), []))
 
 
+def _check_new_name(broker: BrokerContext, name: str) -> None:
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError as exc:
+        raise _Refused(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from exc
+    if name in broker.metadata.topics:
+        raise _Refused(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    collides = colliding_topic(name, broker.metadata.topics)
+    if collides is not None:
+        raise _Refused(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                       f"Topic '{name}' collides with existing topic: {collides}")
+
+
 def _check_new_topic(ctx: RequestContext, t: m.CreateTopicsRequest.CreatableTopic
                      ) -> _NewTopic:
     broker = ctx.broker
-    try:
-        validate_topic_name(t.name)
-    except InvalidTopicError as exc:
-        raise _Refused(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from exc
-    if t.name in broker.metadata.topics:
-        raise _Refused(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
+    _check_new_name(broker, t.name)
     if t.assignments:
         if t.num_partitions != -1 or t.replication_factor != -1:
             raise _Refused(ErrorCode.INVALID_REQUEST,

@@ -154,7 +154,7 @@ class BrokerCollector(Collector):
             isr = part.isr if part is not None and part.isr else list(p.isr)
             if len(isr) < len(p.replicas):
                 under_replicated += 1
-            if part is not None and len(isr) < part.config.min_insync_replicas:
+            if part is not None and len(isr) < part.effective_min_isr:
                 under_min_isr += 1
         yield GaugeMetricFamily("ads_partitions", "Partitions with a replica on this broker.",
                                 value=sum(1 for p in parts if p.local))

@@ -43,11 +43,16 @@ pending → CONCURRENT_TRANSACTIONS; then by state:
     state            AddPartitions/AddOffsets    EndTxn(commit)          EndTxn(abort)
     EMPTY            → ONGOING                   INVALID_TXN_STATE       INVALID_TXN_STATE
     ONGOING          add (no write if known)     → PREPARE_COMMIT        → PREPARE_ABORT
-    PREPARE_COMMIT   CONCURRENT_TRANSACTIONS     CONCURRENT_TRANSACTIONS INVALID_TXN_STATE
-    PREPARE_ABORT    CONCURRENT_TRANSACTIONS     INVALID_TXN_STATE       CONCURRENT_TRANSACTIONS
+    PREPARE_COMMIT   CONCURRENT_TRANSACTIONS     CONCURRENT_TRANSACTIONS CONCURRENT_TRANSACTIONS
+    PREPARE_ABORT    CONCURRENT_TRANSACTIONS     CONCURRENT_TRANSACTIONS CONCURRENT_TRANSACTIONS
     COMPLETE_COMMIT  → ONGOING                   NONE (a retry)          INVALID_TXN_STATE
     COMPLETE_ABORT   → ONGOING                   INVALID_TXN_STATE       NONE (a retry)
     DEAD             INVALID_PRODUCER_ID_MAPPING (the id is forgotten)
+
+A PREPARE_* state is always on its way to COMPLETE_* (its markers are being written), so
+EndTxn of either kind waits there, as in Kafka, whose coordinator marks that transition
+pending while it writes the markers: a commit sent right after an abort gets
+CONCURRENT_TRANSACTIONS, and INVALID_TXN_STATE only once the abort is complete.
 
     InitProducerId   (transaction.timeout.ms above transaction.max.timeout.ms:
                       INVALID_TRANSACTION_TIMEOUT, before anything else)
@@ -187,7 +192,7 @@ def end_error(state: TxnState, commit: bool) -> ErrorCode | None:
     same = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
     if state is same:
         return ErrorCode.NONE
-    if state is (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
+    if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
         return ErrorCode.CONCURRENT_TRANSACTIONS
     return ErrorCode.INVALID_TXN_STATE
 
