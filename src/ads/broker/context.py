@@ -17,6 +17,7 @@ from ads.broker.config import BrokerConfig
 from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.listeners import InterBroker
 from ads.broker.quotas import ClientQuotas
+from ads.broker.settings import RequestSettings
 from ads.common.clock import Clock
 from ads.common.partitions import TopicPartition
 from ads.controller.controller import Controller
@@ -39,6 +40,8 @@ class TxnRequests(MarkerWriter, Protocol):
 
 class BrokerContext(Protocol):
     config: BrokerConfig
+    # What handlers read of the configuration, typed once (`ads.broker.settings`).
+    settings: RequestSettings
     clock: Clock
     node_id: int
     endpoint: BrokerEndpoint

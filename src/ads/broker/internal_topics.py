@@ -70,22 +70,24 @@ class InternalTopicLog:
     def __init__(self, broker: BrokerContext, spec: InternalTopicSpec) -> None:
         self.broker = broker
         self.spec = spec
+        # The spec's settings, typed once.
+        get = broker.config.get_int
+        self._partitions = get(spec.partitions_key)
+        self._segment_bytes = get(spec.segment_bytes_key)
+        self._load_buffer_bytes = max(get(spec.load_buffer_key), 1)
+        self._replication_factor = get(spec.replication_factor_key)
+        self._min_isr = None if spec.min_isr_key is None else get(spec.min_isr_key)
+        self._commit_timeout_ms = get("offsets.commit.timeout.ms")
 
     @property
     def name(self) -> str:
         return self.spec.name
 
-    def _int(self, key: str) -> int:
-        value = self.broker.config.get(key)
-        if not isinstance(value, int):  # the config table types these keys as ints
-            raise TypeError(f"{key} is not an integer setting")
-        return value
-
     def partition_count(self) -> int:
         topic = self.broker.metadata.topics.get(self.name)
         if topic is not None:
             return len(topic.partitions)
-        return self._int(self.spec.partitions_key)
+        return self._partitions
 
     def ready(self) -> bool:
         """Whether the topic exists, its files here are made and every partition has had
@@ -103,10 +105,9 @@ class InternalTopicLog:
             partitions, configs = self._spec()
             # Kafka refuses to create it with fewer live brokers than its replication
             # factor; ADS places it on the brokers there are, so one broker needs no setting.
-            rf = min(self._int(self.spec.replication_factor_key),
-                     max(len(self.broker.metadata.brokers), 1))
-            if self.spec.min_isr_key is not None:
-                configs["min.insync.replicas"] = str(min(self._int(self.spec.min_isr_key), rf))
+            rf = min(self._replication_factor, max(len(self.broker.metadata.brokers), 1))
+            if self._min_isr is not None:
+                configs["min.insync.replicas"] = str(min(self._min_isr, rf))
             try:
                 topic = await self.broker.record_topic(self.name, partitions, configs, rf)
             except TopicExistsError:  # another broker created it meanwhile
@@ -116,10 +117,7 @@ class InternalTopicLog:
         await self.broker.open_new(topic)
 
     def _spec(self) -> tuple[int, dict[str, str]]:
-        return self._int(self.spec.partitions_key), {
-            **self.spec.configs,
-            "segment.bytes": str(self._int(self.spec.segment_bytes_key)),
-        }
+        return self._partitions, {**self.spec.configs, "segment.bytes": str(self._segment_bytes)}
 
     def append(self, partition: int, batch: bytes) -> asyncio.Future[int]:
         """Appends as acks=all through the replica manager's one append path; the future
@@ -127,7 +125,7 @@ class InternalTopicLog:
         committed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         key = TopicPartition(self.name, partition)
         appended = self.broker.replica_manager.append_records(
-            {key: batch}, AppendOrigin.COORDINATOR, -1, self._int("offsets.commit.timeout.ms"))
+            {key: batch}, AppendOrigin.COORDINATOR, -1, self._commit_timeout_ms)
         result = appended.results[key]
         if isinstance(result, PartitionError):
             raise AppendError(result.code, str(result))
@@ -152,7 +150,7 @@ class InternalTopicLog:
         if part is None:
             return
         offset, end = part.log_start_offset, part.log_end_offset
-        chunk = max(self._int(self.spec.load_buffer_key), 1)
+        chunk = self._load_buffer_bytes
         while offset < end:
             try:
                 region, _ = part.read(offset, chunk, True, end)

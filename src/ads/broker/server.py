@@ -31,7 +31,12 @@ from ads.broker.listeners import InterBroker, advertised_endpoints, listener_tls
 from ads.broker.markers import BrokerMarkerWriter
 from ads.broker.metrics import BrokerMetrics
 from ads.broker.quotas import ClientQuotas
-from ads.broker.settings import cleaner_config_from, fetcher_config, log_config_from
+from ads.broker.settings import (
+    cleaner_config_from,
+    fetcher_config,
+    log_config_from,
+    request_settings,
+)
 from ads.broker.shutdown import controlled_shutdown
 from ads.common.clock import Clock, SystemClock
 from ads.common.tasks import TaskSet
@@ -105,6 +110,7 @@ class Broker:
                  file_io: FileIO = OS_FILE_IO) -> None:
         """`file_io`: the file layer the logs write through (tests inject faults with it)."""
         self.config = config
+        self.settings = request_settings(config)
         self.clock: Clock = clock or SystemClock()
         self.node_id: int = config.node_id
         self.log_dirs = [Path(d) for d in config.log_dirs]

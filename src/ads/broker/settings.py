@@ -2,14 +2,17 @@
 
 `log_config_from` turns a topic's effective configuration (Kafka's topic keys, typed and
 resolved over the broker's defaults by `config.effective_topic_config`) into the log's
-`LogConfig`; `cleaner_config_from` and `group_config` read the broker's `log.cleaner.*`
-and `group.*` / `offsets.*` keys. Every value is read through the typed accessors of
-`ads.broker.config`, which raise TypeError naming a key whose definition has another type.
+`LogConfig`; `cleaner_config_from`, `group_config`, `txn_config`, `fetcher_config` and
+`request_settings` read the broker's `log.cleaner.*`, `group.*` / `offsets.*`,
+`transaction*`, `replica.fetch.*` keys and those request handlers use. Every value is
+read through the typed accessors of `ads.broker.config`, which raise TypeError naming a key
+whose definition has another type.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from ads.broker.config import BrokerConfig, as_float, as_int, as_str_list
 from ads.coordinator.group.api import GroupConfig
@@ -96,6 +99,31 @@ def txn_config(config: BrokerConfig) -> TxnConfig:
         id_expiration_ms=config.get_int("transactional.id.expiration.ms"),
         id_cleanup_interval_ms=config.get_int(
             "transaction.remove.expired.transaction.cleanup.interval.ms"))
+@dataclass(frozen=True, slots=True)
+class RequestSettings:
+    """What request handlers read of the broker's configuration, typed once at start-up
+    rather than looked up by name on every request."""
+
+    fetch_max_bytes: int
+    num_partitions: int  # a topic created without a count (CreateTopics -1, auto-creation)
+    default_replication_factor: int
+    auto_create_topics: bool
+    delete_topics: bool
+    describe_partition_limit: int  # DescribeTopicPartitions' partitions per response
+
+
+def request_settings(config: BrokerConfig) -> RequestSettings:
+    get = config.get_int
+    return RequestSettings(
+        fetch_max_bytes=get("fetch.max.bytes"),
+        num_partitions=get("num.partitions"),
+        default_replication_factor=get("default.replication.factor"),
+        auto_create_topics=config.get_bool("auto.create.topics.enable"),
+        delete_topics=config.get_bool("delete.topic.enable"),
+        describe_partition_limit=get("max.request.partition.size.limit"),
+    )
+
+
 def fetcher_config(config: BrokerConfig) -> FetcherConfig:
     """The replica fetchers' settings from the broker's ``replica.fetch.*`` keys."""
     get = config.get_int

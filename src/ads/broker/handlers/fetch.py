@@ -165,7 +165,7 @@ def _read(ctx: RequestContext, req: m.FetchRequest, plan: _Plan, quota_cap: floa
         return _merged(plan, readable, FetchResult([], 0, True, []))
     # As in Kafka, the broker's fetch.max.bytes caps what a client asks for.
     max_bytes = req.max_bytes if replica_id >= 0 else min(
-        req.max_bytes, ctx.broker.config.get_int("fetch.max.bytes"))
+        req.max_bytes, ctx.broker.settings.fetch_max_bytes)
     if quota_cap is not None:
         max_bytes = max(1, min(max_bytes, int(quota_cap)))
     params = FetchParams(max_bytes, req.min_bytes, req.max_wait_ms,

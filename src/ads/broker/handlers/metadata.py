@@ -148,7 +148,7 @@ def handle_metadata(ctx: RequestContext, req: m.MetadataRequest
 
 def _auto_create(ctx: RequestContext, req: m.MetadataRequest) -> bool:
     return bool((req.allow_auto_topic_creation if ctx.api_version >= 4 else True)
-                and ctx.broker.config.get("auto.create.topics.enable"))
+                and ctx.broker.settings.auto_create_topics)
 
 
 def _describable(ctx: RequestContext, name: str) -> bool:
@@ -178,8 +178,8 @@ async def _create_then_answer(ctx: RequestContext, req: m.MetadataRequest,
         if name in broker.metadata.topics:
             continue
         try:
-            await broker.record_topic(name, broker.config.get_int("num.partitions"), {},
-                                      broker.config.get_int("default.replication.factor"))
+            await broker.record_topic(name, broker.settings.num_partitions, {},
+                                      broker.settings.default_replication_factor)
         except TopicExistsError:
             pass  # created meanwhile by another request or broker
         except AssignmentError as exc:
@@ -310,7 +310,7 @@ def handle_describe_topic_partitions(ctx: RequestContext,
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
     left = min(req.response_partition_limit,
-               broker.config.get_int("max.request.partition.size.limit"))
+               broker.settings.describe_partition_limit)
     topics: list[DTopic] = []
     next_cursor = None
     for name in names:

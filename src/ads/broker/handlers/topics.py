@@ -94,9 +94,9 @@ def _check_new_topic(ctx: RequestContext, t: m.CreateTopicsRequest.CreatableTopi
             raise _Refused(ErrorCode.INVALID_REPLICA_ASSIGNMENT, why)
         assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments}
     else:
-        num_partitions = (broker.config.get_int("num.partitions") if t.num_partitions == -1
+        num_partitions = (broker.settings.num_partitions if t.num_partitions == -1
                           else t.num_partitions)
-        rf = (broker.config.get_int("default.replication.factor")
+        rf = (broker.settings.default_replication_factor
               if t.replication_factor == -1 else t.replication_factor)
         if num_partitions <= 0:
             raise _Refused(ErrorCode.INVALID_PARTITIONS,
@@ -215,7 +215,7 @@ async def delete_topic(broker: BrokerContext, name: str) -> ErrorCode:
     state = broker.metadata.topics.get(name)
     if state is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if not broker.config.get("delete.topic.enable"):
+    if not broker.settings.delete_topics:
         return ErrorCode.TOPIC_DELETION_DISABLED
     await broker.delete_topic(state.name)
     return ErrorCode.NONE
