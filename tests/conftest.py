@@ -19,6 +19,7 @@ from cluster_support import Cluster
 
 if TYPE_CHECKING:
     from ads.storage.log import Log
+    from kafka_reference import KafkaReference
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -42,6 +43,21 @@ def bootstrap(ads_broker) -> str:  # type: ignore[no-untyped-def]
 def broker() -> Iterator[EmbeddedBroker]:
     with EmbeddedBroker() as b:
         yield b
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaReference]:
+    """Apache Kafka's broker, which the tests of tests/reference compare ADS with."""
+    from kafka_reference import KafkaReference  # noqa: PLC0415 - a JVM only when used
+
+    with KafkaReference(Path(tmp_path_factory.mktemp("kafka"))) as k:
+        yield k
+
+
+@pytest.fixture(scope="module")
+def ads(broker: EmbeddedBroker) -> EmbeddedBroker:
+    """The ADS side of a comparison with `kafka`: the module's broker."""
+    return broker
 
 
 @pytest.fixture(scope="module")

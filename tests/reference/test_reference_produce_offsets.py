@@ -11,8 +11,6 @@ the records are written several to a batch with timestamps out of order.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,18 +31,6 @@ from kafka_python_wire import GROUP, Wire
 from kafka_reference import KafkaReference, retry_retriable
 
 pytestmark = pytest.mark.kafka_reference
-
-
-@pytest.fixture(scope="module")
-def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaReference]:
-    with KafkaReference(Path(tmp_path_factory.mktemp("kafka"))) as k:
-        yield k
-
-
-@pytest.fixture(scope="module")
-def ads() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker() as b:
-        yield b
 
 
 def _both(kafka: KafkaReference, ads: EmbeddedBroker) -> list[str]:

@@ -6,9 +6,6 @@ Each test runs one client program (confluent-kafka's AdminClient) against a Kafk
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
@@ -17,18 +14,6 @@ from ads.testing import EmbeddedBroker
 from kafka_reference import KafkaReference
 
 pytestmark = pytest.mark.kafka_reference
-
-
-@pytest.fixture(scope="module")
-def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaReference]:
-    with KafkaReference(Path(tmp_path_factory.mktemp("kafka"))) as k:
-        yield k
-
-
-@pytest.fixture(scope="module")
-def ads() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker() as b:
-        yield b
 
 
 def _admin(bootstrap: str) -> AdminClient:

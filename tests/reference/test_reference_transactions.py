@@ -10,8 +10,6 @@ Kafka's. The sequence is the classic transaction protocol (no KIP-890 part 2).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,18 +31,6 @@ from kafka_reference import KafkaReference
 pytestmark = pytest.mark.kafka_reference
 
 TOPIC = "txn-topic"
-
-
-@pytest.fixture(scope="module")
-def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaReference]:
-    with KafkaReference(Path(tmp_path_factory.mktemp("kafka"))) as k:
-        yield k
-
-
-@pytest.fixture(scope="module")
-def ads() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker() as b:
-        yield b
 
 
 def _name(code: int) -> str:
