@@ -44,7 +44,8 @@ class MemoryLog:
     async def create(self) -> None:
         self.created = True
 
-    def append(self, partition: int, batch: bytes) -> asyncio.Future[int]:
+    def append(self, partition: int, batch: bytes, guard: object | None = None
+               ) -> asyncio.Future[int]:
         if self.fail_with is not None:
             raise AppendError(self.fail_with)
         self.created = True

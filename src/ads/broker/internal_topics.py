@@ -31,7 +31,7 @@ from ads.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
 from ads.metadata.model import INTERNAL_TOPICS
 from ads.metadata.store import TopicExistsError
 from ads.records.batch import iter_batches
-from ads.replication.partition import AppendOrigin, PartitionError
+from ads.replication.partition import AppendOrigin, PartitionError, VerificationGuard
 
 if TYPE_CHECKING:
     from ads.broker.context import BrokerContext
@@ -119,13 +119,16 @@ class InternalTopicLog:
     def _spec(self) -> tuple[int, dict[str, str]]:
         return self._partitions, {**self.spec.configs, "segment.bytes": str(self._segment_bytes)}
 
-    def append(self, partition: int, batch: bytes) -> asyncio.Future[int]:
-        """Appends as acks=all through the replica manager's one append path; the future
-        is the batch's base offset once committed."""
+    def append(self, partition: int, batch: bytes, guard: object | None = None
+               ) -> asyncio.Future[int]:
+        """Appends as acks=all through the replica manager's one append path (checking
+        `guard`, a `VerificationGuard`); the future is the batch's base offset once
+        committed."""
         committed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         key = TopicPartition(self.name, partition)
+        guards = {key: guard} if isinstance(guard, VerificationGuard) else None
         appended = self.broker.replica_manager.append_records(
-            {key: batch}, AppendOrigin.COORDINATOR, -1, self._commit_timeout_ms)
+            {key: batch}, AppendOrigin.COORDINATOR, -1, self._commit_timeout_ms, guards)
         result = appended.results[key]
         if isinstance(result, PartitionError):
             raise AppendError(result.code, str(result))

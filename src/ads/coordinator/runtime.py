@@ -111,8 +111,10 @@ _APPEND_ERRORS = {
     ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    # A transactional write (TxnOffsetCommit) of a producer fenced meanwhile.
+    # A transactional write (TxnOffsetCommit) of a producer fenced meanwhile, or whose
+    # transaction ended while it was verified.
     ErrorCode.INVALID_PRODUCER_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.INVALID_TXN_STATE: ErrorCode.INVALID_TXN_STATE,
 }
 _TOO_LARGE = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE,
                         ErrorCode.INVALID_FETCH_SIZE})
@@ -142,6 +144,9 @@ class Write:
     # and the transactional bit, and counts only once its COMMIT marker follows it.
     producer_id: int = -1
     producer_epoch: int = -1
+    # The KIP-890 verification the transactional write was admitted under (opaque: the
+    # topic checks it), so that a transaction that ended meanwhile refuses it.
+    guard: object | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,7 +437,8 @@ class CoordinatorRuntime(Generic[S]):
                                 producer_epoch=write.producer_epoch,
                                 is_transactional=write.producer_id >= 0)
         try:
-            return asyncio.ensure_future(self.topic.append(p.index, batch))
+            guard = None if isinstance(write, _Marker) else write.guard
+            return asyncio.ensure_future(self.topic.append(p.index, batch, guard))
         except AppendError as exc:
             return self._append_error(write, exc.code)
         except Exception:

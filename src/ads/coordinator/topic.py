@@ -50,9 +50,12 @@ class InternalTopic(Protocol):
         """Creates the topic if it does not exist and returns once it is `ready`."""
         ...
 
-    def append(self, partition: int, batch: bytes) -> Awaitable[int]:
+    def append(self, partition: int, batch: bytes, guard: object | None = None
+               ) -> Awaitable[int]:
         """Appends one record batch to the partition's log before returning, so batches land
-        in the order of the calls; raises `AppendError` if it cannot.
+        in the order of the calls; raises `AppendError` if it cannot. `guard`: the KIP-890
+        verification a transactional batch was admitted under (opaque here), refused with
+        INVALID_TXN_STATE if its transaction ended meanwhile.
 
         The awaitable completes with the batch's base offset once the batch is committed
         (one broker: at once; with replication, once the high watermark passes it), or

@@ -10,7 +10,7 @@ import asyncio
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
@@ -103,6 +103,11 @@ class EmbeddedBroker:
             return fn(*args)
 
         return asyncio.run_coroutine_threadsafe(wrapper(), self._loop).result(timeout=30)
+
+    def run(self, work: Coroutine[object, object, R], timeout_s: float = 30.0) -> R:
+        """Runs the coroutine on the broker's loop thread and returns its result."""
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(work, self._loop).result(timeout=timeout_s)
 
     def stop(self) -> None:
         if self._loop is None or self.broker is None:

@@ -106,17 +106,22 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: m.TxnOffsetCommitRe
                      p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata)
         for t in req.topics if t.name not in denied for p in t.partitions]
     groups = ctx.broker.group_coordinator
+    partition = groups.partition_of(req.group_id)
     # Offsets of a transaction that did not add the group (AddOffsetsToTxn) would never
-    # get a marker and stay pending for ever: refused, as Kafka's KIP-890 check does.
+    # get a marker and stay pending for ever: refused, as Kafka's KIP-890 check does. The
+    # guard left in the partition's producer state refuses the write if the transaction
+    # ends while its coordinator is asked.
+    guard = ctx.broker.replica_manager.start_verification(OFFSETS_TOPIC, partition,
+                                                          req.producer_id)
     verdict = await txn_verify.verify(
         ctx.broker, req.transactional_id, req.producer_id, req.producer_epoch,
-        TopicPartition(OFFSETS_TOPIC, groups.partition_of(req.group_id)))
+        TopicPartition(OFFSETS_TOPIC, partition))
     results: list[ErrorCode] = [verdict] * len(commits)
     if verdict is ErrorCode.NONE:
         results = await groups.txn_commit_offsets(
             req.group_id, req.producer_id, req.producer_epoch,
             req.generation_id if v >= 3 else -1, req.member_id if v >= 3 else "",
-            req.group_instance_id if v >= 3 else None, commits)
+            req.group_instance_id if v >= 3 else None, commits, guard)
     done = {TopicPartition(c.topic, c.partition): e
             for c, e in zip(commits, results, strict=True)}
     return m.TxnOffsetCommitResponse(throttle_time_ms=0, topics=[

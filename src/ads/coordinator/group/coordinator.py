@@ -18,6 +18,7 @@ Used from the broker's event loop only.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 from ads.common.clock import Clock
@@ -155,9 +156,11 @@ class GroupCoordinator:
 
     async def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
                                  generation: int, member_id: str, instance_id: str | None,
-                                 commits: list[OffsetCommit]) -> list[ErrorCode]:
+                                 commits: list[OffsetCommit], guard: object | None = None
+                                 ) -> list[ErrorCode]:
         """TxnOffsetCommit: per-commit errors once the transactional batch is written; the
-        offsets count once its marker is written (`complete_transaction`)."""
+        offsets count once its marker is written (`complete_transaction`). `guard`: the
+        KIP-890 verification of the transaction (INVALID_TXN_STATE if it ended since)."""
         routed = self._route(group_id)
         if isinstance(routed, ErrorCode):
             return [routed] * len(commits)
@@ -165,6 +168,7 @@ class GroupCoordinator:
         results, write = shard.txn_commit_offsets(group_id, producer_id, producer_epoch,
                                                   generation, member_id, instance_id, commits)
         if write is not None:
+            write = dataclasses.replace(write, guard=guard)
             error = await self.runtime.write(partition, write)
             if error is not ErrorCode.NONE:
                 return [error if r is ErrorCode.NONE else r for r in results]
