@@ -33,6 +33,7 @@ from typing import Generic, TypeVar, overload
 from ads.broker.configdefs import (
     BROKER_CONFIG_DEFS,
     BROKER_SYNONYMS,
+    DYNAMIC_KEYS,
     SECURITY_PROTOCOLS,
     SYNONYM_GROUP,
     TOPIC_CONFIG_DEFS,
@@ -176,15 +177,29 @@ class BrokerConfig:
     """Validated, immutable broker configuration.
 
     `given` holds the keys as supplied (file, flags, --set merged); every other defined key
-    takes its default. Raises ConfigError on any invalid value or inconsistent combination.
+    takes its default. Dynamic configs (KIP-226) lie over them: `dynamic_default`, the
+    cluster's (`/config/brokers/<default>`), and over it `dynamic_broker`, this broker's
+    own (`/config/brokers/<id>`); only `DYNAMIC_KEYS` are taken from them. Raises
+    ConfigError on any invalid value or inconsistent combination.
     """
 
-    __slots__ = ("_given", "_values", "_endpoints", "_advertised", "_topic_defaults")
+    __slots__ = ("_given", "_dynamic", "_values", "_endpoints", "_advertised",
+                 "_topic_defaults")
 
-    def __init__(self, given: Mapping[str, str] | None = None) -> None:
+    def __init__(self, given: Mapping[str, str] | None = None,
+                 dynamic_default: Mapping[str, str] | None = None,
+                 dynamic_broker: Mapping[str, str] | None = None) -> None:
         self._given: dict[str, str] = dict(given or {})
+        # The dynamic layers, the higher one first, each with its source.
+        self._dynamic: tuple[tuple[ConfigSource, dict[str, str]], ...] = tuple(
+            (source, {k: v for k, v in (layer or {}).items() if k in DYNAMIC_KEYS})
+            for source, layer in ((ConfigSource.DYNAMIC_BROKER_CONFIG, dynamic_broker),
+                                  (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, dynamic_default)))
+        layered = {**self._given}
+        for _, layer in reversed(self._dynamic):
+            layered.update(layer)
         self._values: dict[str, object] = {
-            name: d.parse(self._given[name]) if name in self._given else d.default
+            name: d.parse(layered[name]) if name in layered else d.default
             for name, d in BROKER_CONFIG_DEFS.items()}
         for key, raw in self._given.items():
             d = _definition(key)
@@ -226,7 +241,19 @@ class BrokerConfig:
     def get_list(self, key: str) -> list[str]:
         return as_str_list(self.get(key), key)
 
+    def with_dynamic(self, dynamic_default: Mapping[str, str],
+                     dynamic_broker: Mapping[str, str]) -> BrokerConfig:
+        """This configuration with other dynamic layers (ConfigError if one is invalid)."""
+        return BrokerConfig(self._given, dynamic_default, dynamic_broker)
+
+    def dynamic(self, source: ConfigSource) -> dict[str, str]:
+        """The keys of one dynamic layer as stored."""
+        return next((dict(layer) for s, layer in self._dynamic if s is source), {})
+
     def source(self, key: str) -> ConfigSource:
+        for layer_source, layer in self._dynamic:
+            if key in layer:
+                return layer_source
         if key in self._given:
             return ConfigSource.STATIC_BROKER_CONFIG
         if key in BROKER_CONFIG_DEFS:
@@ -253,14 +280,26 @@ class BrokerConfig:
         return key in self._given
 
     def _resolve(self, primary: str) -> object:
-        for name, factor in BROKER_SYNONYMS[primary]:
-            value = self._values[name]
-            if value is not None:
-                assert isinstance(value, int)
-                millis = value * factor
-                # Kafka reads any negative retention as "keep forever".
-                return -1 if primary == "log.retention.ms" and millis < 0 else millis
+        """The group's value from the highest layer that sets one of its keys (in group
+        order within a layer), else from the first key with a default."""
+        group = BROKER_SYNONYMS[primary]
+        for layer in (*(layer for _, layer in self._dynamic), self._given):
+            found = next(((n, f) for n, f in group if n in layer), None)
+            if found is not None:
+                return self._scaled(primary, self._values[found[0]], found[1])
+        for name, factor in group:
+            if self._values[name] is not None:
+                return self._scaled(primary, self._values[name], factor)
         return None
+
+    @staticmethod
+    def _scaled(primary: str, value: object, factor: int) -> object:
+        if value is None:
+            return None
+        assert isinstance(value, int)
+        millis = value * factor
+        # Kafka reads any negative retention as "keep forever".
+        return -1 if primary == "log.retention.ms" and millis < 0 else millis
 
     # -- typed convenience -----------------------------------------------------------------
     @property
@@ -437,17 +476,30 @@ class BrokerConfig:
 
     # -- describe support ------------------------------------------------------------------
     def synonyms(self, names: tuple[str, ...]) -> list[ConfigSynonym]:
-        """Kafka's synonym order: keys set in the file (in group order), then defaults."""
-        out = [ConfigSynonym(n, None if self.is_sensitive(n) else
-                             render(_type_of(n), self._values.get(n, self._given[n])),
-                             ConfigSource.STATIC_BROKER_CONFIG)
-               for n in names if n in self._given]
+        """Kafka's synonym order: keys set dynamically for this broker, then for the
+        cluster, then in the file (each layer in group order), then defaults."""
+        out = [ConfigSynonym(n, None if self.is_sensitive(n) else _rendered(n, layer[n]),
+                             source)
+               for source, layer in self._dynamic for n in names if n in layer]
+        out += [ConfigSynonym(n, None if self.is_sensitive(n) else
+                              render(_type_of(n), _parsed(n, self._given[n])),
+                              ConfigSource.STATIC_BROKER_CONFIG)
+                for n in names if n in self._given]
         for n in names:
             d = BROKER_CONFIG_DEFS.get(n)
             if d is not None and d.default_text is not None:
                 out.append(ConfigSynonym(n, None if d.sensitive else d.default_text,
                                          ConfigSource.DEFAULT_CONFIG))
         return out
+
+
+def _parsed(key: str, raw: str) -> object:
+    d = _definition(key)
+    return raw if d is None else d.parse(raw)
+
+
+def _rendered(key: str, raw: str) -> str | None:
+    return render(_type_of(key), _parsed(key, raw))
 
 
 def _type_of(key: str) -> ConfigType:
@@ -491,7 +543,7 @@ def load_broker_config(path: str | Path | None, flag_overrides: Mapping[str, str
 
 def describe_broker_configs(broker: BrokerConfig) -> list[ConfigEntry]:
     """DescribeConfigs rows for the broker resource: every defined key plus every supplied
-    key, sorted by name. Static keys are read-only (no dynamic broker configs yet)."""
+    key, sorted by name. All but `DYNAMIC_KEYS` are read-only."""
     out: list[ConfigEntry] = []
     for key, value in broker.items():
         d = _definition(key)
@@ -505,9 +557,41 @@ def describe_broker_configs(broker: BrokerConfig) -> list[ConfigEntry]:
         shown = None if sensitive else render(_type_of(key), value)
         out.append(ConfigEntry(
             key, shown, synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG,
-            True, sensitive, tuple(synonyms), int(_type_of(key)),
+            key not in DYNAMIC_KEYS, sensitive, tuple(synonyms), int(_type_of(key)),
             None if d is None else d.doc))
     return out
+
+
+def describe_dynamic_default(broker: BrokerConfig) -> list[ConfigEntry]:
+    """DescribeConfigs rows for the cluster's default broker resource (name ""): the keys
+    set there, as Kafka lists them."""
+    out = []
+    for key, raw in sorted(broker.dynamic(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG).items()):
+        d = _definition(key)
+        sensitive = broker.is_sensitive(key)
+        shown = None if sensitive else _rendered(key, raw)
+        synonym = ConfigSynonym(key, shown, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+        out.append(ConfigEntry(key, shown, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, False,
+                               sensitive, (synonym,), int(_type_of(key)),
+                               None if d is None else d.doc))
+    return out
+
+
+def check_dynamic_change(configs: Mapping[str, str]) -> None:
+    """Raises ConfigError (INVALID_REQUEST, as Kafka answers) for a dynamic broker config
+    that cannot be set: a key read at start only, or a value its key does not parse. Keys
+    ADS does not know are kept, as Kafka keeps them."""
+    fixed = sorted(k for k in configs if _definition(k) is not None and k not in DYNAMIC_KEYS)
+    if fixed:
+        raise ConfigError(f"Cannot update these configs dynamically: [{', '.join(fixed)}]",
+                          key=fixed[0], error_name="INVALID_REQUEST")
+    for key, raw in configs.items():
+        d = _definition(key)
+        if d is not None:
+            try:
+                d.parse(raw)
+            except ConfigError as exc:
+                raise ConfigError(str(exc), key=key, error_name="INVALID_REQUEST") from exc
 
 
 # --- topic configuration -------------------------------------------------------------------

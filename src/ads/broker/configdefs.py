@@ -721,6 +721,15 @@ TOPIC_TO_BROKER: dict[str, str] = {
 
 TOPIC_CONFIG_KEYS: frozenset[str] = frozenset(TOPIC_CONFIG_DEFS)
 
+# Broker keys a running broker takes from dynamic configs (KIP-226): those that supply a
+# topic config's default, with their synonyms (log.retention.hours ...), as Kafka's. The
+# flush scheduler's interval shares a synonym group with log.flush.interval.ms but is read
+# once, at start.
+DYNAMIC_KEYS: frozenset[str] = frozenset(
+    name for key in TOPIC_TO_BROKER.values()
+    for name, _ in BROKER_SYNONYMS.get(SYNONYM_GROUP.get(key, key), ((key, 1),))
+    if name != "log.flush.scheduler.interval.ms")
+
 # Deprecated topic keys Kafka 3.x accepts and ignores (all gone in Kafka 4.0): stored and
 # described like any other, without effect; setting one is logged once per topic.
 # (message.timestamp.difference.max.ms is deprecated too, but still acts, as in Kafka.)

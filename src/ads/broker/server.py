@@ -46,6 +46,7 @@ from ads.metadata.acl_stores import acl_store_for
 from ads.metadata.assignment import assign_replicas
 from ads.metadata.cache import TopicCache
 from ads.metadata.embedded import EmbeddedMetadataStore
+from ads.metadata.entity_config import BROKERS, broker_entity_path
 from ads.metadata.model import BrokerEndpoint, PartitionState, TopicState
 from ads.metadata.store import MetadataStore
 from ads.metadata.zookeeper import ZkMetadataStore
@@ -109,7 +110,8 @@ class Broker:
     def __init__(self, config: bconfig.BrokerConfig, clock: Clock | None = None,
                  file_io: FileIO = OS_FILE_IO) -> None:
         """`file_io`: the file layer the logs write through (tests inject faults with it)."""
-        self.config = config
+        self.config = config  # with the dynamic configs over it (`_apply_dynamic_configs`)
+        self._static_config = config
         self.settings = request_settings(config)
         self.clock: Clock = clock or SystemClock()
         self.node_id: int = config.node_id
@@ -131,8 +133,7 @@ class Broker:
         self.metrics = BrokerMetrics()
         self.quotas = ClientQuotas(config.get_int("quota.window.num"),
                                    config.get_int("quota.window.size.seconds"))
-        self.metadata.add_entity_listener(
-            lambda _path: self.quotas.update(self.metadata.entity_configs))
+        self.metadata.add_entity_listener(self._entity_configs_changed)
         self.connection_limits = _connection_limits(config)
         self.dispatcher = Dispatcher(self, all_handlers(config.zookeeper_connect is not None),
                                      self.metrics)
@@ -177,6 +178,7 @@ class Broker:
         await asyncio.to_thread(self.metadata.load)
         await self._start_authorizer()
         self.quotas.update(self.metadata.entity_configs)
+        self._apply_dynamic_configs()
         self.log_manager.startup()
         self.fetchers = ReplicaFetcherManager(self.node_id, fetcher_config(self.config),
                                               self.inter_broker.address,
@@ -368,6 +370,38 @@ class Broker:
 
     def _flush(self) -> None:
         self.log_manager.flush_dirty(self.clock.time_ms())
+
+    # -- dynamic configs (KIP-226) -------------------------------------------------------
+    def _entity_configs_changed(self, path: str) -> None:
+        if path.startswith(f"{BROKERS}/"):
+            self._apply_dynamic_configs()
+        else:
+            self.quotas.update(self.metadata.entity_configs)
+
+    def _apply_dynamic_configs(self) -> None:
+        """Lays the cluster's and this broker's dynamic configs over the static ones and
+        hands every topic's log the defaults that changed with them."""
+        view = self.metadata.entity_configs
+        try:
+            config = self._static_config.with_dynamic(
+                view.get(broker_entity_path(None), {}),
+                view.get(broker_entity_path(self.node_id), {}))
+        except bconfig.ConfigError as exc:
+            log.warning("dynamic broker configs not applied, the previous ones stay: %s", exc)
+            return
+        src = bconfig.ConfigSource
+        layers = (src.DYNAMIC_DEFAULT_BROKER_CONFIG, src.DYNAMIC_BROKER_CONFIG)
+        if all(config.dynamic(s) == self.config.dynamic(s) for s in layers):
+            return
+        self.config = config
+        self.settings = request_settings(config)
+        self.log_manager.default_config = log_config_from(
+            bconfig.effective_topic_config(config, {}))
+        for name in list(self.metadata.topics):
+            self._apply_topic_config(name)
+        log.info("dynamic broker configs: cluster default %s, this broker %s",
+                 config.dynamic(src.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                 config.dynamic(src.DYNAMIC_BROKER_CONFIG))
 
     # -- topics ------------------------------------------------------------------------
     def topic_log_config(self, topic: TopicState) -> LogConfig:

@@ -1,4 +1,6 @@
-"""Entity configs: what Kafka keeps per user and per client id (quotas, SCRAM credentials).
+"""Entity configs: what Kafka keeps per user and per client id (quotas, SCRAM credentials)
+and per broker (dynamic broker configs, KIP-226: `/config/brokers/<id>`, and the cluster's
+default, `/config/brokers/<default>`).
 
 Kafka's ZooKeeper mode stores them at `/config/users/<user>`, `/config/clients/<client-id>`
 and `/config/users/<user>/clients/<client-id>`, each `{"version":1,"config":{...}}`. The
@@ -15,6 +17,12 @@ from urllib.parse import quote, unquote
 DEFAULT = "<default>"
 USERS = "users"
 CLIENTS = "clients"
+BROKERS = "brokers"
+
+
+def broker_entity_path(node_id: int | None) -> str:
+    """The path of one broker's dynamic configs, or the cluster default's (None)."""
+    return f"{BROKERS}/{DEFAULT if node_id is None else node_id}"
 
 
 def sanitize(name: str) -> str:

@@ -1,9 +1,16 @@
 """DescribeConfigs (key 32) v1-4, AlterConfigs (key 33) v0-2,
 IncrementalAlterConfigs (key 44) v0-1.
 
-Topic configs can be described and altered; broker configs can be described (static, from
-the file, flags and --set, with defaults) but not altered at run time: altering them is
-refused with INVALID_REQUEST. Broker loggers are not supported.
+Topic configs can be described and altered. Broker configs are described with their
+sources (dynamic for this broker, dynamic for the cluster, static, default) and altered
+dynamically (KIP-226) on a broker (resource name: its id) or on the cluster's default
+(resource name ""): kept as entity configs (`/config/brokers/<id>` and
+`/config/brokers/<default>` in ZooKeeper), taken by every broker they concern without a
+restart. Only `DYNAMIC_KEYS` may be set (the defaults of topic configs); any other key ADS
+knows is refused with INVALID_REQUEST "Cannot update these configs dynamically", a value
+its key does not parse with INVALID_REQUEST, as Kafka answers; keys ADS does not know are
+kept, as Kafka keeps them. Describing the cluster default lists the keys set there.
+Broker loggers are not supported.
 """
 
 from __future__ import annotations
@@ -12,9 +19,10 @@ from collections.abc import Callable
 
 from ads.broker import config as bconfig
 from ads.broker import permissions as P
-from ads.broker.configdefs import TOPIC_CONFIG_DEFS, ConfigType
+from ads.broker.configdefs import BROKER_CONFIG_DEFS, TOPIC_CONFIG_DEFS, ConfigType
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.metadata.acl import CLUSTER_NAME
+from ads.metadata.entity_config import broker_entity_path
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
@@ -66,7 +74,8 @@ def handle_describe(ctx: RequestContext, req: m.DescribeConfigsRequest
                 out.error_message = f"Unexpected broker id {res.resource_name}"
                 results.append(out)
                 continue
-            entries = bconfig.describe_broker_configs(broker.config)
+            entries = (bconfig.describe_broker_configs(broker.config) if res.resource_name
+                       else bconfig.describe_dynamic_default(broker.config))
         else:
             out.error_code = ErrorCode.INVALID_REQUEST
             out.error_message = f"Resource type {res.resource_type} is not supported"
@@ -96,9 +105,10 @@ async def _alter(ctx: RequestContext, resource_type: int, name: str, compute: Co
     denied = _denied(ctx, resource_type, name, P.ALTER_CONFIGS_TOPIC, P.ALTER_CONFIGS_BROKER)
     if denied is not None:
         return denied, None
+    if resource_type == BROKER:
+        return await _alter_broker(ctx, name, compute, validate_only)
     if resource_type != TOPIC:
-        return (ErrorCode.INVALID_REQUEST,
-                "Only topic configs can be altered; broker configs are static in ADS")
+        return ErrorCode.INVALID_REQUEST, f"Resource type {resource_type} is not supported"
     topic = broker.metadata.topics.get(name)
     if topic is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
@@ -109,6 +119,26 @@ async def _alter(ctx: RequestContext, resource_type: int, name: str, compute: Co
         return ErrorCode.INVALID_CONFIG, str(exc)
     if not validate_only:
         await broker.alter_topic_configs(name, new)
+    return ErrorCode.NONE, None
+
+
+async def _alter_broker(ctx: RequestContext, name: str, compute: Compute,
+                        validate_only: bool) -> tuple[ErrorCode, str | None]:
+    """A broker's dynamic configs (name: its id) or the cluster's default ("")."""
+    if name and not name.isdigit():
+        return ErrorCode.INVALID_REQUEST, f"Invalid broker id {name}"
+    store = ctx.broker.metadata
+    path = broker_entity_path(int(name) if name else None)
+    current = dict(store.entity_configs.get(path, {}))
+    try:
+        new = compute(dict(current))
+        bconfig.check_dynamic_change(new)
+    except bconfig.ConfigError as exc:
+        return ErrorCode[exc.error_name], str(exc)
+    changes: dict[str, str | None] = {k: None for k in current if k not in new}
+    changes.update((k, v) for k, v in new.items() if current.get(k) != v)
+    if changes and not validate_only:
+        await store.alter_entity_configs(path, changes)
     return ErrorCode.NONE, None
 
 
@@ -131,16 +161,20 @@ def _replace_with(replacement: dict[str, str]) -> Compute:
     return lambda _current: dict(replacement)
 
 
-def _default_string(broker_config: bconfig.BrokerConfig, name: str) -> str:
-    for entry in bconfig.describe_topic_configs(broker_config, {}):
-        if entry.name == name:
-            return entry.value or ""
-    return ""
+def _default_string(entries: list[bconfig.ConfigEntry], name: str) -> str:
+    return next((e.value or "" for e in entries if e.name == name), "")
 
 
 def _incremental(
         ops: list[m.IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig],
-        broker_config: bconfig.BrokerConfig) -> Compute:
+        broker_config: bconfig.BrokerConfig, resource_type: int) -> Compute:
+    defs = BROKER_CONFIG_DEFS if resource_type == BROKER else TOPIC_CONFIG_DEFS
+
+    def current_default() -> list[bconfig.ConfigEntry]:
+        # What a list key holds when the resource does not set it (APPEND adds to it).
+        return (bconfig.describe_broker_configs(broker_config) if resource_type == BROKER
+                else bconfig.describe_topic_configs(broker_config, {}))
+
     def compute(current: dict[str, str]) -> dict[str, str]:
         for op in ops:
             if op.config_operation == SET:
@@ -150,12 +184,12 @@ def _incremental(
             elif op.config_operation == DELETE:
                 current.pop(op.name, None)
             elif op.config_operation in (APPEND, SUBTRACT):
-                definition = TOPIC_CONFIG_DEFS.get(op.name)
+                definition = defs.get(op.name)
                 if definition is None or definition.type != ConfigType.LIST:
                     raise bconfig.ConfigError(
                         f"Config {op.name} is not a list: APPEND and SUBTRACT need a list")
                 items = [v for v in (current.get(op.name) or _default_string(
-                    broker_config, op.name)).split(",") if v]
+                    current_default(), op.name)).split(",") if v]
                 change = [v for v in (op.value or "").split(",") if v]
                 if op.config_operation == APPEND:
                     items += [v for v in change if v not in items]
@@ -174,7 +208,8 @@ async def handle_incremental_alter(ctx: RequestContext, req: m.IncrementalAlterC
     out = []
     for res in req.resources:
         code, msg = await _alter(ctx, res.resource_type, res.resource_name,
-                                 _incremental(list(res.configs), ctx.broker.config),
+                                 _incremental(list(res.configs), ctx.broker.config,
+                                              res.resource_type),
                                  req.validate_only)
         out.append(R.AlterConfigsResourceResponse(
             error_code=code, error_message=msg, resource_type=res.resource_type,
