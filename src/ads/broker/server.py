@@ -54,7 +54,7 @@ from ads.net.limits import ConnectionLimits, parse_overrides
 from ads.net.server import KafkaListener
 from ads.protocol.messages import MetadataResponse
 from ads.replication.fetcher import ReplicaFetcherManager
-from ads.replication.replica_manager import ReplicaManager
+from ads.replication.replica_manager import RackAwareReplicaSelector, ReplicaManager
 from ads.security.authorizer import AclAuthorizer, parse_super_users
 from ads.storage.cleaner import LogCleaner
 from ads.storage.config import LogConfig
@@ -129,6 +129,8 @@ class Broker:
         self.replica_manager = ReplicaManager(self.node_id, self._known_partition, self.clock)
         self.replica_manager.isr_writer = self.metadata.update_isr
         self.replica_manager.logs = self.log_manager
+        if str(config.get("replica.selector.class")).endswith(".RackAwareReplicaSelector"):
+            self.replica_manager.replica_selector = RackAwareReplicaSelector(self._rack_of)
         self.fetchers: ReplicaFetcherManager | None = None
         self.metrics = BrokerMetrics()
         self.quotas = ClientQuotas(config.get_int("quota.window.num"),
@@ -183,7 +185,8 @@ class Broker:
         self.fetchers = ReplicaFetcherManager(self.node_id, fetcher_config(self.config),
                                               self.inter_broker.address,
                                               self.inter_broker.ssl_context,
-                                              self.inter_broker.authenticate)
+                                              self.inter_broker.authenticate,
+                                              self.replica_manager.replicated)
         self.replica_manager.fetchers = self.fetchers
         for topic in self.metadata.topics.values():
             self._open_partitions(topic)
@@ -370,6 +373,10 @@ class Broker:
 
     def _flush(self) -> None:
         self.log_manager.flush_dirty(self.clock.time_ms())
+
+    def _rack_of(self, node_id: int) -> str | None:
+        broker = self.metadata.brokers.get(node_id)
+        return None if broker is None else broker.rack
 
     # -- dynamic configs (KIP-226) -------------------------------------------------------
     def _entity_configs_changed(self, path: str) -> None:

@@ -78,10 +78,13 @@ class ReplicaFetcherManager:
 
     def __init__(self, node_id: int, config: FetcherConfig, endpoint: EndpointLookup,
                  ssl_context: ssl.SSLContext | None = None,
-                 authenticate: Authenticate | None = None) -> None:
+                 authenticate: Authenticate | None = None,
+                 on_appended: Callable[[TopicPartition], None] | None = None) -> None:
         """`ssl_context`: TLS to the leaders when the inter-broker listener uses it;
-        `authenticate`: the SASL exchange when it is a SASL one."""
+        `authenticate`: the SASL exchange when it is a SASL one; `on_appended(key)`: a
+        partition took the leader's batches (consumers reading this replica wake)."""
         self.node_id = node_id
+        self._on_appended = on_appended
         self.config = config
         self._endpoint = endpoint
         self._ssl_context = ssl_context
@@ -105,7 +108,7 @@ class ReplicaFetcherManager:
         if fetcher is None:
             fetcher = self._fetchers[slot] = ReplicaFetcher(
                 self.node_id, part.leader_id, self.config, self._endpoint, self._ssl_context,
-                self._authenticate, self._failed)
+                self._authenticate, self._failed, self._on_appended)
         self._where[part.key] = slot
         fetcher.add(part)
 
@@ -138,10 +141,12 @@ class ReplicaFetcher:
     def __init__(self, node_id: int, leader_id: int, config: FetcherConfig,
                  endpoint: EndpointLookup, ssl_context: ssl.SSLContext | None = None,
                  authenticate: Authenticate | None = None,
-                 on_failed: Callable[[TopicPartition], None] | None = None) -> None:
+                 on_failed: Callable[[TopicPartition], None] | None = None,
+                 on_appended: Callable[[TopicPartition], None] | None = None) -> None:
         """`on_failed(key)`: the partition failed on an error of its own log and is no
-        longer fetched here."""
+        longer fetched here; `on_appended(key)`: it took the leader's batches."""
         self.node_id = node_id
+        self._on_appended = on_appended
         self.leader_id = leader_id
         self._on_failed = on_failed
         self.config = config
@@ -291,6 +296,8 @@ class ReplicaFetcher:
                 else:
                     part.append_replicated(memoryview(data.records or b""),
                                            data.high_watermark, data.log_start_offset)
+                    if self._on_appended is not None:
+                        self._on_appended(key)
                 return
             if code == ErrorCode.OFFSET_OUT_OF_RANGE and data.log_start_offset > offset:
                 log.warning("%s-%d: the leader's log starts at %d, past this log's end %d: "

@@ -104,6 +104,31 @@ class FollowedPartitions(Protocol):
         ...
 
 
+class ReplicaSelector(Protocol):
+    """KIP-392's `replica.selector.class`: the replica a consumer in `rack` reads the
+    partition from (the leader's node id to keep it on the leader)."""
+
+    def select(self, part: Partition, rack: str, fetch_offset: int) -> int: ...
+
+
+class RackAwareReplicaSelector:
+    """Kafka's RackAwareReplicaSelector: the leader if it is in the consumer's rack or no
+    replica is; otherwise, of the in-sync followers in that rack that have the fetch offset,
+    the one furthest ahead (the lowest id among equals)."""
+
+    def __init__(self, rack_of: Callable[[int], str | None]) -> None:
+        self._rack_of = rack_of
+
+    def select(self, part: Partition, rack: str, fetch_offset: int) -> int:
+        leader = part.node_id
+        if self._rack_of(leader) == rack:
+            return leader
+        ends = part.replica_end_offsets
+        near = [(ends.get(r, -1), -r) for r in part.isr
+                if r != leader and self._rack_of(r) == rack and ends.get(r, -1) >= fetch_offset]
+        return -max(near)[1] if near else leader
+
+
 class Appended:
     """What `append_records` did: each partition's result (or error), and for acks=all the
     wait for the high watermark (`pending`: None when every batch is committed already)."""
@@ -147,6 +172,9 @@ class FetchParams(NamedTuple):
     read_committed: bool
     check_epoch: bool  # Fetch v9+: fence requests from older leader epochs
     replica_id: int = -1  # >= 0: a follower's fetch
+    # A consumer's rack (Fetch v11+, "" when it names none); None: a fetch that only a
+    # leader answers (a follower's, or a consumer's before v11), as in Kafka (KIP-392).
+    client_rack: str | None = None
 
 
 class PartitionRead(NamedTuple):  # a tuple: built per partition of every fetch
@@ -161,6 +189,8 @@ class PartitionRead(NamedTuple):  # a tuple: built per partition of every fetch
     # For a follower whose log diverges: the epoch and end offset to truncate to.
     diverging_epoch: int = -1
     diverging_end_offset: int = -1
+    # KIP-392: the replica the consumer should fetch from instead (no records then).
+    preferred_read_replica: int = -1
 
 
 UNKNOWN_READ = PartitionRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, None, 0)
@@ -194,6 +224,9 @@ class ReplicaManager:
         self.isr_expands = 0
         self.fetchers: FollowedPartitions | None = None
         self.logs: LogStore | None = None  # set by the broker; `apply_topic` makes logs there
+        # KIP-392: which replica a consumer with a rack should read from (None: the leader,
+        # always; the broker sets it for `replica.selector.class`).
+        self.replica_selector: ReplicaSelector | None = None
         self._isr_writes = TaskSet(log)
 
     # -- the partitions ------------------------------------------------------------------
@@ -422,6 +455,11 @@ class ReplicaManager:
 
         self._isr_writes.spawn(record(), f"recording the ISR of {part.topic}-{part.index}")
 
+    def replicated(self, key: TopicPartition) -> None:
+        """A follower's log took its leader's batches (and high watermark): consumers
+        long-polling on this replica (KIP-392) may have what they wait for."""
+        self.fetch_purgatory.check_and_complete(key)
+
     def _wake(self, key: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
@@ -537,11 +575,19 @@ class ReplicaManager:
                 error = True
                 continue
             keys.append(part.key)
-            if not part.is_leader:
+            if not part.is_leader and (follower or params.client_rack is None):
                 reads.append(PartitionRead(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, -1, None, 0))
                 error = True
                 continue
             hw, lso, start = part.high_watermark, part.last_stable_offset, part.log_start_offset
+            if params.client_rack and part.is_leader and self.replica_selector is not None:
+                preferred = self.replica_selector.select(part, params.client_rack,
+                                                         t.fetch_offset)
+                if preferred != self.node_id:  # answered at once, without records
+                    reads.append(PartitionRead(ErrorCode.NONE, hw, lso, start, None, 0,
+                                               preferred_read_replica=preferred))
+                    error = True
+                    continue
             try:
                 if params.check_epoch or follower:
                     part.check_leader_epoch(t.current_leader_epoch)

@@ -168,9 +168,11 @@ def _read(ctx: RequestContext, req: m.FetchRequest, plan: _Plan, quota_cap: floa
         req.max_bytes, ctx.broker.settings.fetch_max_bytes)
     if quota_cap is not None:
         max_bytes = max(1, min(max_bytes, int(quota_cap)))
+    # KIP-392: from v11 a consumer names its rack and may read from a follower.
+    client_rack = req.rack_id if ctx.api_version >= 11 and replica_id < 0 else None
     params = FetchParams(max_bytes, req.min_bytes, req.max_wait_ms,
                          req.isolation_level == READ_COMMITTED, ctx.api_version >= 9,
-                         replica_id)
+                         replica_id, client_rack)
     result = ctx.broker.replica_manager.fetch(targets, params)
     if len(targets) == len(plan.targets):
         return result
@@ -237,7 +239,7 @@ def _response(ctx: RequestContext, plan: _Plan, result: FetchResult, read_commit
             partition_index=t.partition, error_code=code, high_watermark=read.high_watermark,
             last_stable_offset=read.last_stable_offset, log_start_offset=read.log_start_offset,
             aborted_transactions=_aborted(read.aborted) if read_committed else None,
-            preferred_read_replica=-1,
+            preferred_read_replica=read.preferred_read_replica,
             records=read.records if read.records is not None else b"")
         if read.diverging_end_offset >= 0 or read.diverging_epoch >= 0:
             resp.diverging_epoch = PartResp.EpochEndOffset(
