@@ -5,6 +5,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.ads-installed
 TEST_STAMP := $(VENV)/.ads-test-installed
 JS_STAMP := tests/js/node_modules/.ads-installed
+JAVA_STAMP := tests/java/target/.ads-built
+JAVA_SOURCES := $(wildcard tests/java/src/main/java/ads/javaclients/*.java)
 
 .PHONY: install run test test-deps system-deps lint fuzz chaos clean
 
@@ -21,7 +23,7 @@ run: install
 	$(VENV)/bin/ads broker --data-dir ./data --host 127.0.0.1 --port 9092 \
 	  --set http.listener=127.0.0.1:9644
 
-test-deps: install $(TEST_STAMP) system-deps $(JS_STAMP)
+test-deps: install $(TEST_STAMP) system-deps $(JS_STAMP) $(JAVA_STAMP)
 
 $(TEST_STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
@@ -32,9 +34,16 @@ $(JS_STAMP): tests/js/package.json | system-deps
 	cd tests/js && npm install --no-audit --no-fund --loglevel=error
 	touch $@
 
+# The Java programs that drive Apache Kafka's own client (tests/java/pom.xml pins
+# kafka-clients 4.4.0; the kafka-3 profile builds the same sources against 3.9.1), compiled
+# with their dependency jars into tests/java/target/kafka-<version>/ (docs/java-clients.md).
+$(JAVA_STAMP): tests/java/pom.xml $(JAVA_SOURCES) | system-deps
+	cd tests/java && mvn -q -B -Dstyle.color=never compile && mvn -q -B -Dstyle.color=never -Pkafka-3 compile
+	touch $@
+
 # Debian packages the tests drive: kcat (librdkafka's command-line client), a Java runtime
-# for Spark, zookeeper (the offset import from ZooKeeper is tested against a real server),
-# Node.js with npm for kafkajs, chromium with its chromedriver (the console is tested
+# for Spark, a Java compiler and Maven (the Java client programs), zookeeper (the offset
+# import from ZooKeeper is tested against a real server), Node.js with npm for kafkajs, chromium with its chromedriver (the console is tested
 # in a headless browser), tmux (`ads top` is tested on a terminal tmux renders), and openssl
 # (TLS tests make short-lived certificates with it).
 system-deps:
@@ -47,6 +56,9 @@ system-deps:
 	@command -v java >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openjdk-17-jre-headless; }
+	@{ command -v javac >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; } || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openjdk-17-jdk-headless maven; }
 	@test -f /usr/share/zookeeper/bin/zkServer.sh || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq zookeeper; }
@@ -95,4 +107,4 @@ chaos: test-deps
 	  status=$$?; cat chaos-results/chaos-report.txt 2>/dev/null; exit $$status
 
 clean:
-	rm -rf $(VENV) data bench-results chaos-results tests/js/node_modules
+	rm -rf $(VENV) data bench-results chaos-results tests/js/node_modules tests/java/target
