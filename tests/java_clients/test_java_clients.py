@@ -52,6 +52,7 @@ SCENARIOS = [
     "group-crash",
     "admin",
     "admin-groups",
+    "admin-extra",
 ]
 
 

@@ -58,9 +58,14 @@ final class Env {
         return Integer.parseInt(arg(key, Integer.toString(fallback)));
     }
 
-    /** A name unique to this scenario and client version, so both versions share a cluster. */
+    /**
+     * A name unique to this scenario and client version, so both versions share a cluster
+     * (and to the argument run=N, for running a scenario again on the same cluster).
+     */
     String name(String what) {
-        return scenario + "-" + what + "-" + Env.clientVersion().replace('.', '-');
+        String run = arg("run", "");
+        return scenario + "-" + what + "-" + clientVersion().replace('.', '-')
+                + (run.isEmpty() ? "" : "-" + run);
     }
 
     Admin admin() {

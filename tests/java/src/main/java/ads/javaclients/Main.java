@@ -31,6 +31,7 @@ public final class Main {
             Map.entry("consumer-positions", ConsumerScenarios::positions),
             Map.entry("admin", AdminScenarios::admin),
             Map.entry("admin-groups", AdminScenarios::groups),
+            Map.entry("admin-extra", AdminExtraScenarios::extra),
             Map.entry("admin-unimplemented", AdminScenarios::unimplemented)));
 
     public static void main(String[] args) throws Exception {
