@@ -29,18 +29,22 @@ pytestmark = [pytest.mark.broker_process, pytest.mark.timeout(240)]
 
 JAVA_DIR = Path(__file__).parents[1] / "java"
 CLIENT_VERSIONS = ["4.4.0", "3.9.1"]
+CONSUMER_PROTOCOL_SESSION_MS = 8000
 CLUSTER_SETTINGS = (
     "default.replication.factor=3",
     "transaction.state.log.num.partitions=3",
     # KIP-848 members heartbeat at the interval the coordinator gives them; each step of
-    # a reconciliation waits for one heartbeat.
+    # a reconciliation waits for one heartbeat. Their session timeout is the coordinator's
+    # too (45 s by default): shorter, for the crashed member's scenario.
     "group.consumer.heartbeat.interval.ms=1000",
+    f"group.consumer.session.timeout.ms={CONSUMER_PROTOCOL_SESSION_MS}",
 )
 # Every scenario's own deadline (the program halts itself past it) and pytest's, above it.
 SCENARIO_DEADLINE_S = 100
 PROCESS_TIMEOUT_S = SCENARIO_DEADLINE_S + 20
 
-SCENARIOS = [
+# Each scenario with the arguments it takes.
+SCENARIOS: dict[str, tuple[str, ...]] = {name: () for name in [
     "produce-codecs",
     "transactions",
     "transactions-fencing",
@@ -50,13 +54,14 @@ SCENARIOS = [
     "group-consumer-protocol",
     "group-static",
     "group-crash",
+    "group-consumer-protocol-static",
     "admin",
     "admin-groups",
     "admin-extra",
-]
+]} | {"group-consumer-protocol-crash": (f"session.ms={CONSUMER_PROTOCOL_SESSION_MS}",)}
 
 
-def java_command(version: str, scenario: str, bootstrap: str) -> list[str]:
+def java_command(version: str, scenario: str, bootstrap: str, *args: str) -> list[str]:
     build = JAVA_DIR / "target" / f"kafka-{version}"
     assert (build / "classes").is_dir() and (build / "lib").is_dir(), (
         f"the Java programs are built by `make test` (Maven, {JAVA_DIR}/pom.xml): "
@@ -64,7 +69,7 @@ def java_command(version: str, scenario: str, bootstrap: str) -> list[str]:
     classpath = f"{build / 'classes'}:{build / 'lib'}/*"
     return ["java", "-Xss1m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
             "-cp", classpath, "ads.javaclients.Main", scenario, bootstrap,
-            f"deadline.s={SCENARIO_DEADLINE_S}"]
+            f"deadline.s={SCENARIO_DEADLINE_S}", *args]
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +101,8 @@ def check_passed(c: Cluster, scenario: str, returncode: int, output: str) -> Non
 @pytest.mark.parametrize("version", CLIENT_VERSIONS)
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_java_client_scenario(cluster: Cluster, scenario: str, version: str) -> None:
-    done = subprocess.run(java_command(version, scenario, cluster.bootstrap),  # noqa: S603
+    command = java_command(version, scenario, cluster.bootstrap, *SCENARIOS[scenario])
+    done = subprocess.run(command,  # noqa: S603
                           capture_output=True, text=True, timeout=PROCESS_TIMEOUT_S,
                           check=False)
     output = done.stdout + done.stderr

@@ -9,11 +9,14 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
+import org.apache.kafka.clients.consumer.OffsetOutOfRangeException;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
@@ -73,6 +76,43 @@ final class ConsumerScenarios {
         }
         pauseResume(env, p0, p1);
         lastStableOffset(env, p1);
+        outOfRange(env, p0);
+    }
+
+    /**
+     * Below the log start offset (after deleteRecords) a fetch is out of range: with
+     * auto.offset.reset=none poll throws OffsetOutOfRangeException, with earliest the
+     * consumer starts again at the log start offset.
+     */
+    private static void outOfRange(Env env, TopicPartition p0) throws Exception {
+        try (Admin admin = env.admin()) {
+            Check.equal(3L, admin.deleteRecords(Map.of(p0, RecordsToDelete.beforeOffset(3)))
+                    .lowWatermarks().get(p0).get(30, TimeUnit.SECONDS).lowWatermark(),
+                    "log start offset after deleteRecords");
+        }
+        try (KafkaConsumer<byte[], byte[]> c = env.consumer(Map.of(
+                ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "none"))) {
+            c.assign(List.of(p0));
+            c.seek(p0, 1);
+            Exception thrown = null;
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            while (thrown == null && System.nanoTime() < deadline) {
+                try {
+                    Check.equal(0, c.poll(Duration.ofMillis(200)).count(),
+                            "records fetched below the log start offset");
+                } catch (OffsetOutOfRangeException e) {
+                    thrown = e;
+                }
+            }
+            Check.that(thrown != null, "poll below the log start offset threw "
+                    + "OffsetOutOfRangeException", thrown);
+        }
+        try (KafkaConsumer<byte[], byte[]> c = env.consumer(Map.of())) {
+            c.assign(List.of(p0));
+            c.seek(p0, 1);
+            List<ConsumerRecord<byte[], byte[]>> got = Env.pollCount(c, 1, 20);
+            Check.equal(3L, got.get(0).offset(), "first offset after the reset to earliest");
+        }
     }
 
     private static void pauseResume(Env env, TopicPartition p0, TopicPartition p1) {
