@@ -382,6 +382,7 @@ final class AdminScenarios {
             }
             Check.saw("describeTopics: " + get(admin.describeTopics(List.of(topic))
                     .allTopicNames()));
+            Check.saw("describeFeatures: " + get(admin.describeFeatures().featureMetadata()));
         }
     }
 

@@ -19,6 +19,7 @@ import java.util.TreeSet;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BooleanSupplier;
+import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -46,7 +47,9 @@ final class GroupScenarios {
         Member(Env env, String name, String topic, Map<String, Object> config) {
             this.name = name;
             this.consumer = env.consumer(config);
-            consumer.subscribe(List.of(topic), this);
+            if (topic != null) {
+                consumer.subscribe(List.of(topic), this);
+            }
         }
 
         @Override
@@ -389,6 +392,60 @@ final class GroupScenarios {
             child.destroyForcibly();
             one.consumer.close(Duration.ofSeconds(10));
         }
+    }
+
+    /**
+     * KIP-848's regular expression subscription, resolved by the coordinator
+     * (SubscriptionPattern, kafka-clients 4.x only, so reached by reflection here): the
+     * member gets the partitions of the topics that match, reads only their records, and
+     * gets a matching topic created later.
+     */
+    static void consumerProtocolRegex(Env env) throws Exception {
+        String prefix = env.name("rx");
+        try (Admin admin = env.admin()) {
+            env.createTopic(admin, prefix + "-a", 2, Map.of());
+            env.createTopic(admin, prefix + "-b", 2, Map.of());
+            env.createTopic(admin, "other-" + prefix, 1, Map.of());
+            Member m = new Member(env, "regex", null, groupConfig(env.name("g"),
+                    Map.of("group.protocol", "consumer")));
+            try {
+                Class<?> pattern = Class.forName(
+                        "org.apache.kafka.clients.consumer.SubscriptionPattern");
+                KafkaConsumer.class.getMethod("subscribe", pattern,
+                        ConsumerRebalanceListener.class).invoke(m.consumer,
+                        pattern.getConstructor(String.class).newInstance(prefix + "-.*"), m);
+                pollUntil(List.of(m), () -> m.consumer.assignment().size() == 4,
+                        "the partitions of the two matching topics", 30);
+                Check.equal(Set.of(prefix + "-a", prefix + "-b"), topics(m),
+                        "topics assigned by the pattern");
+                try (KafkaProducer<byte[], byte[]> p = env.producer(Map.of())) {
+                    for (String t : List.of(prefix + "-a", prefix + "-b", "other-" + prefix)) {
+                        for (int i = 0; i < 5; i++) {
+                            p.send(new ProducerRecord<>(t, bytes(t + "-" + i)));
+                        }
+                    }
+                    p.flush();
+                }
+                pollUntil(List.of(m), () -> m.records.size() >= 10, "10 records", 30);
+                for (int i = 0; i < 5; i++) {
+                    m.poll();
+                }
+                Check.equal(10, m.records.size(), "records read (none of the other topic)");
+                env.createTopic(admin, prefix + "-c", 1, Map.of());
+                pollUntil(List.of(m), () -> m.consumer.assignment().size() == 5,
+                        "the partition of a matching topic created later", 40);
+                Check.equal(Set.of(prefix + "-a", prefix + "-b", prefix + "-c"), topics(m),
+                        "topics assigned once the third exists");
+            } finally {
+                m.consumer.close(Duration.ofSeconds(10));
+            }
+        }
+    }
+
+    static Set<String> topics(Member m) {
+        Set<String> out = new TreeSet<>();
+        m.consumer.assignment().forEach(tp -> out.add(tp.topic()));
+        return out;
     }
 
     /** The child JVM of crashedMember: joins, says how many partitions it owns, polls on. */

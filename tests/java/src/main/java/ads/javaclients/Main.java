@@ -30,6 +30,7 @@ public final class Main {
             Map.entry("group-crash-member", GroupScenarios::crashMemberChild),
             Map.entry("group-consumer-protocol-static",
                     GroupScenarios::consumerProtocolStaticMembership),
+            Map.entry("group-consumer-protocol-regex", GroupScenarios::consumerProtocolRegex),
             Map.entry("group-consumer-protocol-crash",
                     GroupScenarios::consumerProtocolCrashedMember),
             Map.entry("consumer-positions", ConsumerScenarios::positions),
