@@ -38,7 +38,7 @@ $(JS_STAMP): tests/js/package.json | system-deps
 # kafka-clients 4.4.0; the kafka-3 profile builds the same sources against 3.9.1), compiled
 # with their dependency jars into tests/java/target/kafka-<version>/ (docs/java-clients.md).
 $(JAVA_STAMP): tests/java/pom.xml $(JAVA_SOURCES) | system-deps
-	cd tests/java && mvn -q -B -Dstyle.color=never compile && mvn -q -B -Dstyle.color=never -Pkafka-3 compile
+	cd tests/java && mvn -q -B compile && mvn -q -B -Pkafka-3 compile
 	touch $@
 
 # Debian packages the tests drive: kcat (librdkafka's command-line client), a Java runtime

@@ -11,7 +11,9 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -180,5 +182,54 @@ final class TransactionScenarios {
                     .forEach(r -> seen.add(text(r.value())));
         }
         Check.equal(List.of("successor"), seen, "read_committed records");
+        staleGeneration(env);
+    }
+
+    /**
+     * Offsets sent to a transaction with the group metadata of an older generation (KIP-447):
+     * the commit fails with CommitFailedException and the group's offsets stay unset.
+     */
+    private static void staleGeneration(Env env) throws Exception {
+        String topic = env.name("in");
+        String group = env.name("g");
+        env.createTopic(topic, GroupScenarios.PARTITIONS, Map.of());
+        Map<String, Object> config = GroupScenarios.groupConfig(group,
+                GroupScenarios.protocolConfig(false, 10_000));
+        GroupScenarios.Member one = new GroupScenarios.Member(env, "one", topic, config);
+        GroupScenarios.Member two = null;
+        TopicPartition tp = new TopicPartition(topic, 0);
+        try (KafkaProducer<byte[], byte[]> producer = transactional(env, env.name("eos"))) {
+            producer.initTransactions();
+            GroupScenarios.pollUntil(List.of(one), () -> !one.owned().isEmpty(),
+                    "the first member is assigned", 30);
+            ConsumerGroupMetadata stale = one.consumer.groupMetadata();
+            GroupScenarios.Member second = new GroupScenarios.Member(env, "two", topic, config);
+            two = second;
+            GroupScenarios.pollUntil(List.of(one, second), () -> GroupScenarios.split(one,
+                    second), "a rebalance to two members", 30);
+            Check.that(one.generation() > stale.generationId(), "the generation moved on",
+                    stale.generationId() + " -> " + one.generation());
+            producer.beginTransaction();
+            producer.send(new ProducerRecord<>(topic, bytes("eos")));
+            Exception failed = null;
+            try {
+                producer.sendOffsetsToTransaction(Map.of(tp, new OffsetAndMetadata(1)), stale);
+                producer.commitTransaction();
+            } catch (Exception e) {
+                failed = e;
+            }
+            Check.that(failed != null, "the stale generation's offset commit failed", failed);
+            Check.caused(failed, "it is fenced", CommitFailedException.class);
+        } finally {
+            one.consumer.close(Duration.ofSeconds(10));
+            if (two != null) {
+                two.consumer.close(Duration.ofSeconds(10));
+            }
+        }
+        try (KafkaConsumer<byte[], byte[]> check = env.consumer(Map.of(
+                ConsumerConfig.GROUP_ID_CONFIG, group))) {
+            Check.equal(null, check.committed(Set.of(tp)).get(tp),
+                    "the group's offset of partition 0");
+        }
     }
 }
