@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.broker_process, pytest.mark.timeout(240)]
 
 JAVA_DIR = Path(__file__).parents[1] / "java"
 CLIENT_VERSIONS = ["4.4.0", "3.9.1"]
-CONSUMER_PROTOCOL_SESSION_MS = 8000
+CONSUMER_PROTOCOL_SESSION_MS = 6000
 CLUSTER_SETTINGS = (
     "default.replication.factor=3",
     "transaction.state.log.num.partitions=3",
