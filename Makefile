@@ -6,6 +6,8 @@ STAMP := $(VENV)/.ads-installed
 TEST_STAMP := $(VENV)/.ads-test-installed
 JS_STAMP := tests/js/node_modules/.ads-installed
 KAFKA_REF_STAMP := tests/kafka_reference/target/.ads-installed
+JAVA_STAMP := tests/java/target/.ads-built
+JAVA_SOURCES := $(wildcard tests/java/src/main/java/ads/javaclients/*.java)
 
 .PHONY: install run test test-deps system-deps lint fuzz chaos clean
 
@@ -22,7 +24,7 @@ run: install
 	$(VENV)/bin/ads broker --data-dir ./data --host 127.0.0.1 --port 9092 \
 	  --set http.listener=127.0.0.1:9644
 
-test-deps: install $(TEST_STAMP) system-deps $(JS_STAMP) $(KAFKA_REF_STAMP)
+test-deps: install $(TEST_STAMP) system-deps $(JS_STAMP) $(KAFKA_REF_STAMP) $(JAVA_STAMP)
 
 $(TEST_STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
@@ -43,12 +45,19 @@ $(KAFKA_REF_STAMP): tests/kafka_reference/pom.xml | system-deps
 	  -DincludeScope=runtime -DoutputDirectory=target/jars
 	touch $@
 
+# The Java programs that drive Apache Kafka's own client (tests/java/pom.xml pins
+# kafka-clients 4.4.0; the kafka-3 profile builds the same sources against 3.9.1), compiled
+# with their dependency jars into tests/java/target/kafka-<version>/ (docs/java-clients.md).
+$(JAVA_STAMP): tests/java/pom.xml $(JAVA_SOURCES) | system-deps
+	cd tests/java && mvn -q -B compile && mvn -q -B -Pkafka-3 compile
+	touch $@
+
 # Debian packages the tests drive: kcat (librdkafka's command-line client), a Java runtime
-# for Spark and for Apache Kafka's reference broker, Maven to fetch that broker, zookeeper
-# (the offset import from ZooKeeper is tested against a real server), Node.js with npm for
-# kafkajs, chromium with its chromedriver (the console is tested in a headless browser),
-# tmux (`ads top` is tested on a terminal tmux renders), and openssl (TLS tests make
-# short-lived certificates with it).
+# for Spark and for Apache Kafka's reference broker, a Java compiler and Maven (the Java
+# client programs, and fetching that broker), zookeeper (the offset import from ZooKeeper is
+# tested against a real server), Node.js with npm for kafkajs, chromium with its
+# chromedriver (the console is tested in a headless browser), tmux (`ads top` is tested on
+# a terminal tmux renders), and openssl (TLS tests make short-lived certificates with it).
 system-deps:
 	@command -v openssl >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -59,9 +68,9 @@ system-deps:
 	@command -v java >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openjdk-17-jre-headless; }
-	@command -v mvn >/dev/null 2>&1 || { \
+	@{ command -v javac >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; } || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq maven; }
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openjdk-17-jdk-headless maven; }
 	@test -f /usr/share/zookeeper/bin/zkServer.sh || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq zookeeper; }
@@ -111,4 +120,4 @@ chaos: test-deps
 
 clean:
 	rm -rf $(VENV) data bench-results chaos-results tests/js/node_modules \
-	  tests/kafka_reference/target
+	  tests/kafka_reference/target tests/java/target

@@ -115,6 +115,41 @@ def test_zookeeper_entity_configs_reach_every_broker(zk_connect: str) -> None:
     asyncio.run(run())
 
 
+def test_zookeeper_entity_configs_read_through_see_every_write_at_once(
+        zk_connect: str) -> None:
+    """What the describe requests answer (DescribeClientQuotas, DescribeUserScramCredentials)
+    reads ZooKeeper itself, as Kafka's ZooKeeper mode does: a change made through one broker
+    is there on another without waiting for its watch, and so is a znode written by a tool
+    that sends no change notification."""
+    async def run() -> None:
+        stores = []
+        try:
+            for node in (1, 2):
+                stores.append(await _registered(zk_connect, node))
+            one, two = stores
+            for n in range(20):
+                await one.alter_entity_configs(f"users/u{n}", {"producer_byte_rate": str(n)})
+                configs = await two.read_entity_configs()
+                assert configs.get(f"users/u{n}") == {"producer_byte_rate": str(n)}
+            client = KazooClient(hosts=zk_connect)
+            client.start(timeout=10)
+            try:
+                client.create("/config/clients/quiet",
+                              zl.encode_config({"request_percentage": "5"}), makepath=True)
+            finally:
+                client.stop()
+                client.close()
+            assert (await two.read_entity_configs())["clients/quiet"] == {
+                "request_percentage": "5"}
+            await one.alter_entity_configs("users/u0", {"producer_byte_rate": None})
+            assert "users/u0" not in await two.read_entity_configs()
+        finally:
+            for store in stores:
+                store.close()
+
+    asyncio.run(run())
+
+
 def test_zookeeper_topic_created_twice_is_topic_exists(zk_connect: str) -> None:
     # Two brokers creating the same internal topic at once: the second one's write finds
     # the config and the topic there, and must say the topic exists, not fail otherwise.

@@ -89,6 +89,9 @@ class EmbeddedMetadataStore:
     def add_entity_listener(self, listener: EntityListener) -> None:
         self._entity_listeners.append(listener)
 
+    async def read_entity_configs(self) -> Mapping[str, Mapping[str, str]]:
+        return self.entity_configs
+
     async def alter_entity_configs(self, path: str, changes: Mapping[str, str | None]) -> None:
         configs = apply_changes(self.entity_configs.get(path, {}), dict(changes))
         if configs:

@@ -88,6 +88,12 @@ class MetadataStore(Protocol):
         """Sets the entity's keys to the values given, removing those given None; returns
         once this broker's view shows the change."""
 
+    async def read_entity_configs(self) -> Mapping[str, Mapping[str, str]]:
+        """Every entity's configs as the store holds them now, read through rather than
+        from this broker's view (which follows changes made through other brokers a moment
+        later): what the describe requests answer, so a change made through any broker is
+        described at once by every broker, as Kafka's ZooKeeper mode does."""
+
     def add_entity_listener(self, listener: EntityListener) -> None:
         """`listener(path)` is called on the event loop after an entity's configs change."""
 

@@ -108,6 +108,11 @@ class ZkEntityConfigs:
             return {}
         return zl.decode_config(data)
 
+    def read_all(self) -> dict[str, dict[str, str]]:
+        """Every entity's configs read from ZooKeeper now (any thread but the loop's)."""
+        read = ((path, self._read(path)) for path in self._all_paths())
+        return {path: configs for path, configs in read if configs}
+
     # -- the loop --------------------------------------------------------------------------
     def _set(self, path: str, configs: dict[str, str]) -> None:
         if configs:

@@ -416,6 +416,10 @@ class ZkMetadataStore:
         await self._until(lambda: dict(self._entities.view.get(path, {})) == written,
                           self._connection_timeout_s)
 
+    async def read_entity_configs(self) -> Mapping[str, Mapping[str, str]]:
+        return await asyncio.wait_for(asyncio.to_thread(self._entities.read_all),
+                                      self._connection_timeout_s)
+
     async def allocate_producer_id_block(self, size: int) -> tuple[int, int]:
         def write() -> tuple[int, int]:
             self.zk.ensure_path(zl.PRODUCER_ID_BLOCK)

@@ -14,10 +14,12 @@ than `producer_byte_rate`, `consumer_byte_rate` or `request_percentage`, a value
 nothing; the others are applied. Gaps: `ip` entities (`connection_creation_rate`) and
 `controller_mutation_rate` are refused (INVALID_REQUEST saying so), not stored.
 
-Describe filters as KIP-546: per entity type, EXACT (that name), DEFAULT (`<default>`)
-or SPECIFIED (any entity of the type, `<default>` included, as Kafka's ZooKeeper mode
-matches it); `strict` leaves out entities with a type the
-filter does not name. A bad filter answers INVALID_REQUEST for the whole request; an
+Describe reads the store through (`read_entity_configs`: ZooKeeper itself in a cluster, as
+Kafka's ZooKeeper mode does), so a change made through one broker is described by every
+broker at once. Describe filters as KIP-546: per entity type, EXACT (that name), DEFAULT
+(`<default>`) or SPECIFIED (any entity of the type, `<default>` included, as Kafka's
+ZooKeeper mode matches it); `strict` leaves out entities with a type the filter does not
+name. A bad filter answers INVALID_REQUEST for the whole request; an
 entity type other than user, client-id or ip UNSUPPORTED_VERSION, as Kafka does.
 
 With an authorizer, describing needs DESCRIBE_CONFIGS and altering ALTER_CONFIGS on the
@@ -215,8 +217,8 @@ def _number(text: str) -> bool:
     return True
 
 
-def handle_describe(ctx: RequestContext, req: m.DescribeClientQuotasRequest
-                    ) -> m.DescribeClientQuotasResponse:
+async def handle_describe(ctx: RequestContext, req: m.DescribeClientQuotasRequest
+                          ) -> m.DescribeClientQuotasResponse:
     rule = P.CLUSTER_DESCRIBE_CONFIGS
     if not ctx.authorize(rule.resource, CLUSTER_NAME, rule.operation):
         return DQR(throttle_time_ms=0, error_code=rule.error, error_message=None,
@@ -226,8 +228,9 @@ def handle_describe(ctx: RequestContext, req: m.DescribeClientQuotasRequest
     except _Invalid as exc:
         return DQR(throttle_time_ms=0, error_code=exc.code, error_message=str(exc),
                    entries=None)
+    entity_configs = await ctx.broker.metadata.read_entity_configs()
     return DQR(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
-               entries=describe(ctx.broker.metadata.entity_configs, components, req.strict))
+               entries=describe(entity_configs, components, req.strict))
 
 
 HANDLERS = [

@@ -10,6 +10,10 @@ serves it; otherwise with LEADER_NOT_AVAILABLE and no leader (a new topic while 
 are elected and its files made, or a partition whose replicas are all down), and clients
 ask again. Replicas on brokers that are not live are listed as offline.
 
+From v12 a requested topic may be named by its topic id: an entry with a topic id is looked
+up by it whatever its name (null, or "" as Kafka's Java client leaves it), and an unknown
+id answers UNKNOWN_TOPIC_ID.
+
 Metadata auto-creates a requested topic when `auto.create.topics.enable` is true and the
 request allows it (v4+), with `num.partitions` and `default.replication.factor`.
 Authorized operations (KIP-430) are filled in when asked for: a topic's from v8, the
@@ -200,8 +204,11 @@ def _answer(ctx: RequestContext, req: m.MetadataRequest, refused: set[str]
     else:
         for wanted in req.topics or []:
             name = wanted.name
-            if name is None:
-                topic_id = getattr(wanted, "topic_id", ZERO_UUID)
+            topic_id = getattr(wanted, "topic_id", ZERO_UUID)
+            # From v12 a topic id given names the topic, as in Kafka: Kafka's Java client
+            # asks by id with the name left at its default, "" (to resolve a KIP-848
+            # assignment to names).
+            if name is None or (topic_id != ZERO_UUID and ctx.api_version >= 12):
                 found = broker.metadata.topic_by_id(topic_id)
                 if found is not None and not _describable(ctx, found.name):
                     topics.append(_error_entry(P.DESCRIBE_TOPIC.error, None, topic_id))

@@ -138,15 +138,17 @@ def _described(user: str, configs: dict[str, str] | None, explicit: bool
                                         f"exist: {user}")
 
 
-def handle_describe(ctx: RequestContext, req: m.DescribeUserScramCredentialsRequest
-                    ) -> m.DescribeUserScramCredentialsResponse:
+async def handle_describe(ctx: RequestContext, req: m.DescribeUserScramCredentialsRequest
+                          ) -> m.DescribeUserScramCredentialsResponse:
     rule = P.CLUSTER_DESCRIBE
     if not ctx.authorize(rule.resource, CLUSTER_NAME, rule.operation):
         return m.DescribeUserScramCredentialsResponse(
             throttle_time_ms=0, error_code=rule.error, error_message=DENIED,
             results=[DescribeResult(user=u.name, error_code=rule.error, error_message=DENIED)
                      for u in req.users or []])
-    view = ctx.broker.metadata.entity_configs
+    # Read through, as Kafka's ZooKeeper mode reads ZooKeeper: a credential set through
+    # another broker is described at once.
+    view = await ctx.broker.metadata.read_entity_configs()
     results: list[DescribeResult] = []
     if not req.users:
         by_user = {}
