@@ -58,6 +58,7 @@ SCENARIOS: dict[str, tuple[str, ...]] = {name: () for name in [
     "admin",
     "admin-groups",
     "admin-extra",
+    "admin-log-dirs",
 ]} | {"group-consumer-protocol-crash": (f"session.ms={CONSUMER_PROTOCOL_SESSION_MS}",)}
 
 

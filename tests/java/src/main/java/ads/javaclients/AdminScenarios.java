@@ -21,6 +21,10 @@ import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.DescribeProducersResult.PartitionProducerState;
+import org.apache.kafka.clients.admin.DescribeReplicaLogDirsResult.ReplicaLogDirInfo;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
+import org.apache.kafka.clients.admin.LogDirDescription;
+import org.apache.kafka.clients.admin.ReplicaInfo;
 import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
 import org.apache.kafka.clients.admin.ListTransactionsOptions;
 import org.apache.kafka.clients.admin.NewPartitionReassignment;
@@ -42,6 +46,8 @@ import org.apache.kafka.common.ElectionType;
 import org.apache.kafka.common.GroupType;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.TopicPartitionReplica;
 import org.apache.kafka.common.acl.AclBindingFilter;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.ElectionNotNeededException;
@@ -360,28 +366,65 @@ final class AdminScenarios {
     }
 
     /**
-     * Not a test: prints what the Admin client does with the APIs ADS does not implement
-     * (DescribeLogDirs; describeTopics where the client would use DescribeTopicPartitions).
+     * describeLogDirs and describeReplicaLogDirs (DescribeLogDirs): every broker's log
+     * directory with its replicas and their sizes; describeTopics paged two partitions at a
+     * time, which the 4.x client asks with DescribeTopicPartitions (KIP-966).
      */
-    static void unimplemented(Env env) throws Exception {
+    static void logDirsAndPartitions(Env env) throws Exception {
         try (Admin admin = env.admin()) {
             String topic = env.name("t");
-            env.createTopic(admin, topic, 1, Map.of());
-            try {
-                Check.saw("describeLogDirs: " + admin.describeLogDirs(List.of(1, 2, 3))
-                        .allDescriptions().get(WAIT_S, TimeUnit.SECONDS));
-            } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
-                Check.saw("describeLogDirs failed: " + e);
+            env.createTopic(admin, topic, 5, Map.of());
+            try (KafkaProducer<byte[], byte[]> p = env.producer(Map.of())) {
+                for (int i = 0; i < 50; i++) {
+                    p.send(new ProducerRecord<>(topic, i % 5, null, bytes("v" + i)))
+                            .get(WAIT_S, TimeUnit.SECONDS);
+                }
             }
-            try {
-                Check.saw("describeReplicaLogDirs: " + admin.describeReplicaLogDirs(List.of(
-                        new org.apache.kafka.common.TopicPartitionReplica(topic, 0, 1)))
-                        .all().get(WAIT_S, TimeUnit.SECONDS));
-            } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
-                Check.saw("describeReplicaLogDirs failed: " + e);
+            List<Integer> ids = get(admin.describeCluster().nodes()).stream().map(Node::id)
+                    .sorted().toList();
+            Map<Integer, Map<String, LogDirDescription>> dirs =
+                    get(admin.describeLogDirs(ids).allDescriptions());
+            Check.equal(ids, new ArrayList<>(new TreeSet<>(dirs.keySet())), "brokers described");
+            for (Map.Entry<Integer, Map<String, LogDirDescription>> e : dirs.entrySet()) {
+                Check.equal(1, e.getValue().size(), "log dirs of broker " + e.getKey());
+                LogDirDescription d = e.getValue().values().iterator().next();
+                Check.that(d.error() == null, "log dir without error", d.error());
+                Check.that(d.totalBytes().orElse(-1) > 0
+                        && d.usableBytes().orElse(-1) <= d.totalBytes().orElse(-1),
+                        "volume sizes", d);
+                long size = 0;
+                int replicas = 0;
+                for (Map.Entry<TopicPartition, ReplicaInfo> r : d.replicaInfos().entrySet()) {
+                    if (r.getKey().topic().equals(topic)) {
+                        replicas++;
+                        size += r.getValue().size();
+                        Check.that(!r.getValue().isFuture(), "not a future replica", r);
+                    }
+                }
+                Check.equal(5, replicas, "replicas on broker " + e.getKey());
+                Check.that(size > 0, "replica bytes on broker " + e.getKey(), size);
             }
-            Check.saw("describeTopics: " + get(admin.describeTopics(List.of(topic))
-                    .allTopicNames()));
+            TopicPartitionReplica replica = new TopicPartitionReplica(topic, 0, ids.get(0));
+            ReplicaLogDirInfo where = get(admin.describeReplicaLogDirs(List.of(replica)).all())
+                    .get(replica);
+            Check.that(where != null && where.getCurrentReplicaLogDir() != null
+                    && where.getFutureReplicaLogDir() == null, "describeReplicaLogDirs", where);
+
+            TopicDescription described = get(admin.describeTopics(List.of(topic),
+                    new DescribeTopicsOptions().partitionSizeLimitPerResponse(2))
+                    .allTopicNames()).get(topic);
+            Check.equal(List.of(0, 1, 2, 3, 4), described.partitions().stream()
+                    .map(TopicPartitionInfo::partition).toList(), "partitions described");
+            for (TopicPartitionInfo info : described.partitions()) {
+                Check.that(info.leader() != null && info.isr().size() == 3,
+                        "leader and ISR of partition " + info.partition(), info);
+            }
+            if (Env.clientVersion().startsWith("4.")) {
+                // Only DescribeTopicPartitions carries eligible leader replicas; Metadata
+                // leaves them unknown.
+                Check.that(described.partitions().get(0).elr() != null,
+                        "answered by DescribeTopicPartitions", described.partitions().get(0));
+            }
             Check.saw("describeFeatures: " + get(admin.describeFeatures().featureMetadata()));
         }
     }

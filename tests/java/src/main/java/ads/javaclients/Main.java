@@ -37,7 +37,7 @@ public final class Main {
             Map.entry("admin", AdminScenarios::admin),
             Map.entry("admin-groups", AdminScenarios::groups),
             Map.entry("admin-extra", AdminExtraScenarios::extra),
-            Map.entry("admin-unimplemented", AdminScenarios::unimplemented)));
+            Map.entry("admin-log-dirs", AdminScenarios::logDirsAndPartitions)));
 
     public static void main(String[] args) throws Exception {
         System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
