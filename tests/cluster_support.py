@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -17,8 +17,12 @@ SESSION_TIMEOUT_MS = 4000
 
 
 class Cluster:
-    def __init__(self, root: Path, size: int, *sets: str, zk_host: str = "127.0.0.1") -> None:
+    def __init__(self, root: Path, size: int, *sets: str, zk_host: str = "127.0.0.1",
+                 client_config: Mapping[str, str] | None = None) -> None:
+        """`client_config`: what an admin client needs besides the address (a secured
+        listener's settings)."""
         self.root = root
+        self.client_config = dict(client_config or {})
         self.zookeeper = ZooKeeperServer(root / "zk", free_port(), host=zk_host)
         self.sets = sets
         self.brokers = {
@@ -37,14 +41,20 @@ class Cluster:
         return ",".join(b.bootstrap for b in self.brokers.values())
 
     def start(self) -> Cluster:
-        self.zookeeper.start()
-        for broker in self.brokers.values():
-            broker.start()
-        self.wait_for(lambda: len(self.zk_children("/brokers/ids")) == len(self.brokers),
-                      "every broker registered")
-        # A broker learns of the others from ZooKeeper a moment after they register; a
-        # topic created meanwhile through it would find too few brokers for its replicas.
-        self.wait_for(self._every_broker_sees_all, "every broker's metadata naming them all")
+        """Starts ZooKeeper and the brokers, and returns once every broker knows every
+        other; stops whatever it started if that fails."""
+        try:
+            self.zookeeper.start()
+            for broker in self.brokers.values():
+                broker.start()
+            self.wait_for(lambda: len(self.zk_children("/brokers/ids")) == len(self.brokers),
+                          "every broker registered")
+            # A broker learns of the others from ZooKeeper a moment after they register; a
+            # topic created meanwhile through it would find too few brokers for its replicas.
+            self.wait_for(self._every_broker_sees_all, "every broker's metadata naming them all")
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def _every_broker_sees_all(self) -> bool:
@@ -80,7 +90,7 @@ class Cluster:
 
     def admin(self, node: int | None = None) -> AdminClient:
         bootstrap = self.brokers[node].bootstrap if node else self.bootstrap
-        return AdminClient({"bootstrap.servers": bootstrap})
+        return AdminClient({"bootstrap.servers": bootstrap, **self.client_config})
 
     def wait_for(self, check: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
         deadline = time.monotonic() + timeout_s

@@ -75,7 +75,11 @@ def test_brokers_replicate_over_an_inter_broker_sasl_listener(tmp_path: Path,
         sets += ["sasl.enabled.mechanisms=SCRAM-SHA-256",
                  "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config="
                  f'{SCRAM_MODULE} required username="broker" password="{BROKER_PASSWORD}";']
-    c = Cluster(tmp_path, 3, *sets)
+    # With PLAIN the SASL listener is the only one: the cluster's own admin client logs in.
+    c = Cluster(tmp_path, 3, *sets, client_config={
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice", "sasl.password": "alice-secret"}
+        if mechanism == "PLAIN" else None)
     sasl_ports = {}
     for node, broker in c.brokers.items():
         if mechanism == "PLAIN":  # the only listener
