@@ -28,13 +28,13 @@ def held(tmp_path: Path) -> Iterator[tuple[EmbeddedBroker, threading.Event]]:
         broker = embedded.broker
         assert broker is not None
         release = threading.Event()
-        make = broker._make_logs
+        make = broker.topics._make_logs
 
         def held_make(*args):  # type: ignore[no-untyped-def]
             assert release.wait(30)
             make(*args)
 
-        broker._make_logs = held_make  # type: ignore[method-assign]
+        broker.topics._make_logs = held_make  # type: ignore[method-assign]
         yield embedded, release
         release.set()
 

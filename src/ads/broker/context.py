@@ -7,8 +7,7 @@ close an import circle, and a handler's needs stay visible in one place.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from typing import Protocol
 
 from ads.broker.authentication import Authenticator
@@ -18,6 +17,7 @@ from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.listeners import InterBroker
 from ads.broker.quotas import ClientQuotas
 from ads.broker.settings import RequestSettings
+from ads.broker.topic_admin import TopicAdmin
 from ads.common.clock import Clock
 from ads.common.partitions import TopicPartition
 from ads.controller.controller import Controller
@@ -25,7 +25,7 @@ from ads.coordinator.group.coordinator import GroupCoordinator
 from ads.coordinator.transaction.coordinator import MarkerWriter, TransactionCoordinator
 from ads.metadata.acl import AclStore
 from ads.metadata.cache import TopicCache
-from ads.metadata.model import BrokerEndpoint, TopicState
+from ads.metadata.model import BrokerEndpoint
 from ads.metadata.store import MetadataStore
 from ads.protocol.errors import ErrorCode
 from ads.protocol.messages import MetadataResponse
@@ -68,25 +68,8 @@ class BrokerContext(Protocol):
     # Metadata's per-topic response entries (handlers/metadata.py).
     metadata_entries: TopicCache[MetadataResponse.MetadataResponseTopic]
 
-    # -- topics: recorded in the metadata, then their partitions served ------------------
-    async def record_topic(self, name: str, num_partitions: int, configs: dict[str, str],
-                           replication_factor: int = 1,
-                           assignment: Mapping[int, list[int]] | None = None,
-                           topic_id: uuid.UUID | None = None) -> TopicState: ...
-
-    async def record_partitions(self, name: str, total: int,
-                                assignment: Mapping[int, list[int]] | None = None
-                                ) -> TopicState: ...
-
-    async def open_new(self, topic: TopicState) -> None: ...
-
-    def open_in_background(self, topic: TopicState) -> None: ...
-
-    def opening(self, name: str) -> bool: ...
-
-    async def delete_topic(self, name: str) -> None: ...
-
-    async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None: ...
+    # Topics recorded in the metadata, then their partitions served (`topic_admin.py`).
+    topics: TopicAdmin
 
     async def next_producer_id(self) -> int: ...
 

@@ -94,7 +94,7 @@ class InternalTopicLog:
         a leader elected. A partition offline since (its broker gone) does not count: its
         groups are COORDINATOR_NOT_AVAILABLE, the others' coordinators are named at once."""
         topic = self.broker.metadata.topics.get(self.name)
-        return (topic is not None and not self.broker.opening(self.name)
+        return (topic is not None and not self.broker.topics.opening(self.name)
                 and all(p.leader_epoch >= 0 for p in topic.partitions))
 
     async def create(self) -> None:
@@ -109,12 +109,12 @@ class InternalTopicLog:
             if self._min_isr is not None:
                 configs["min.insync.replicas"] = str(min(self._min_isr, rf))
             try:
-                topic = await self.broker.record_topic(self.name, partitions, configs, rf)
+                topic = await self.broker.topics.record_topic(self.name, partitions, configs, rf)
             except TopicExistsError:  # another broker created it meanwhile
                 topic = self.broker.metadata.topics.get(self.name)
                 if topic is None:
                     raise
-        await self.broker.open_new(topic)
+        await self.broker.topics.open_new(topic)
 
     def _spec(self) -> tuple[int, dict[str, str]]:
         return self._partitions, {**self.spec.configs, "segment.bytes": str(self._segment_bytes)}

@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
-from collections.abc import Callable, Coroutine, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 
 from ads.broker import config as bconfig
 from ads.broker import coordinators
 from ads.broker.authentication import Authenticator
 from ads.broker.authorized_operations import ALLOW_ALL, OperationsAuthorizer
-from ads.broker.configdefs import DEPRECATED_TOPIC_KEYS
 from ads.broker.context import TxnRequests
 from ads.broker.dispatch import Dispatcher
 from ads.broker.fetch_sessions import FetchSessionCache
@@ -38,16 +36,16 @@ from ads.broker.settings import (
     request_settings,
 )
 from ads.broker.shutdown import controlled_shutdown
+from ads.broker.topic_admin import TopicAdmin, log_failure
 from ads.common.clock import Clock, SystemClock
 from ads.common.tasks import TaskSet
 from ads.controller.controller import Controller
 from ads.metadata.acl import AclStore
 from ads.metadata.acl_stores import acl_store_for
-from ads.metadata.assignment import assign_replicas
 from ads.metadata.cache import TopicCache
 from ads.metadata.embedded import EmbeddedMetadataStore
 from ads.metadata.entity_config import BROKERS, broker_entity_path
-from ads.metadata.model import BrokerEndpoint, PartitionState, TopicState
+from ads.metadata.model import BrokerEndpoint
 from ads.metadata.store import MetadataStore
 from ads.metadata.zookeeper import ZkMetadataStore
 from ads.net.limits import ConnectionLimits, parse_overrides
@@ -57,27 +55,12 @@ from ads.replication.fetcher import ReplicaFetcherManager
 from ads.replication.replica_manager import RackAwareReplicaSelector, ReplicaManager
 from ads.security.authorizer import AclAuthorizer, parse_super_users
 from ads.storage.cleaner import LogCleaner
-from ads.storage.config import LogConfig
 from ads.storage.fileio import OS_FILE_IO, FileIO
 from ads.storage.manager import LogManager
 
 log = logging.getLogger("ads.broker")
 
 PRODUCER_ID_BLOCK = 1000
-# How long admin requests wait for the controller to elect a new topic's leaders, or for a
-# deleted topic to go.
-LEADER_WAIT_S = 30.0
-
-
-def _log_failure(what: str) -> Callable[[asyncio.Future[None]], None]:
-    """A done-callback that logs the error of a background job nobody awaits."""
-
-    def report(done: asyncio.Future[None]) -> None:
-        if not done.cancelled() and done.exception() is not None:
-            log.error("%s failed", what, exc_info=done.exception())
-
-    return report
-
 
 def _rack(config: bconfig.BrokerConfig) -> str | None:
     rack = config.get("broker.rack")
@@ -119,7 +102,6 @@ class Broker:
         # ConfigError for SASL settings it cannot serve (a bad JAAS line, GSSAPI, ...)
         self.authenticator = Authenticator(config, lambda: self.metadata.entity_configs)
         self.metadata: MetadataStore = _metadata_store(config, self.log_dirs[0])
-        self.metadata.add_listener(self._metadata_changed)
         self.controller: Controller | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.log_manager = LogManager(
@@ -128,11 +110,14 @@ class Broker:
             scheduler=self._run_later, file_io=file_io)
         self.replica_manager = ReplicaManager(self.node_id, self._known_partition, self.clock)
         self.replica_manager.isr_writer = self.metadata.update_isr
+        self.metrics = BrokerMetrics()
+        self.topics = TopicAdmin(self.node_id, self.metadata, self.replica_manager,
+                                 self.log_manager, lambda: self.config, self.metrics)
+        self.metadata.add_listener(self.topics.metadata_changed)
         self.replica_manager.logs = self.log_manager
         if str(config.get("replica.selector.class")).endswith(".RackAwareReplicaSelector"):
             self.replica_manager.replica_selector = RackAwareReplicaSelector(self._rack_of)
         self.fetchers: ReplicaFetcherManager | None = None
-        self.metrics = BrokerMetrics()
         self.quotas = ClientQuotas(config.get_int("quota.window.num"),
                                    config.get_int("quota.window.size.seconds"))
         self.metadata.add_entity_listener(self._entity_configs_changed)
@@ -163,12 +148,7 @@ class Broker:
         # Metadata's per-topic response entries (handlers/metadata.py), by topic name.
         self.metadata_entries: TopicCache[MetadataResponse.MetadataResponseTopic] = TopicCache(
             lambda: self.metadata.version)
-        # Topics whose new partitions' files are being made in a worker thread.
-        self._opening: dict[str, asyncio.Future[None]] = {}
         self._producer_ids: Iterator[int] = iter(())
-        # Each topic's configs as last applied to its logs (changes may come from anywhere).
-        self._applied_configs: dict[str, dict[str, str]] = {}
-        self._deprecated_warned: set[tuple[str, str]] = set()  # (topic, key) logged
         self.started = False
         self._stopping = False
 
@@ -188,8 +168,7 @@ class Broker:
                                               self.inter_broker.authenticate,
                                               self.replica_manager.replicated)
         self.replica_manager.fetchers = self.fetchers
-        for topic in self.metadata.topics.values():
-            self._open_partitions(topic)
+        self.topics.serve_all()
         self.coordinator_deadlines = coordinators.start(self)
         bound: dict[str, tuple[str, int]] = {}
         try:
@@ -223,11 +202,11 @@ class Broker:
         advertised = advertised_endpoints(self.config, bound)
         self.endpoint = BrokerEndpoint(self.node_id, advertised[0].host, advertised[0].port,
                                        _rack(self.config), advertised)
-        self.started = True
+        self.started = self.topics.active = True
         try:
             self.metadata.register(self.endpoint)
         except Exception:
-            self.started = False
+            self.started = self.topics.active = False
             await self._close_listeners()
             if self.ops_http is not None:
                 await self.ops_http.stop()
@@ -299,17 +278,14 @@ class Broker:
             # leaders have moved.
             await controlled_shutdown(self.config, metadata, self.node_id,
                                       metadata.broker_epoch, self.inter_broker)
-        self.started = False
+        self.started = self.topics.active = False
         for listener in self.listeners:
             listener.stop_accepting()
         if self.ops_http is not None:
             await self.ops_http.stop()
         await asyncio.gather(*(listener.drain(grace_s=5.0) for listener in self.listeners))
         self.connection_limits.stop()
-        for task in self._opening.values():
-            task.cancel()
-        await self._tasks.close()
-        await asyncio.gather(*self._opening.values(), return_exceptions=True)
+        await asyncio.gather(self._tasks.close(), self.topics.close())
         coordinators.stop(self, self.coordinator_deadlines)
         await self.txn_requests.close()
         if self.controller is not None:
@@ -364,7 +340,7 @@ class Broker:
 
         def submit() -> None:
             if self.started:
-                loop.run_in_executor(None, job).add_done_callback(_log_failure("storage job"))
+                loop.run_in_executor(None, job).add_done_callback(log_failure("storage job"))
 
         loop.call_soon_threadsafe(loop.call_later, max(delay_ms, 0) / 1000.0, submit)
 
@@ -405,177 +381,16 @@ class Broker:
         self.log_manager.default_config = log_config_from(
             bconfig.effective_topic_config(config, {}))
         for name in list(self.metadata.topics):
-            self._apply_topic_config(name)
+            self.topics.apply_config(name)
         log.info("dynamic broker configs: cluster default %s, this broker %s",
                  config.dynamic(src.DYNAMIC_DEFAULT_BROKER_CONFIG),
                  config.dynamic(src.DYNAMIC_BROKER_CONFIG))
-
-    # -- topics ------------------------------------------------------------------------
-    def topic_log_config(self, topic: TopicState) -> LogConfig:
-        self._warn_deprecated(topic)
-        return log_config_from(bconfig.effective_topic_config(self.config, topic.configs))
 
     def _known_partition(self, name: str, index: int) -> bool:
         topic = self.metadata.topics.get(name)
         return topic is not None and 0 <= index < len(topic.partitions)
 
-    def _metadata_changed(self, name: str | None) -> None:
-        """The store's listener (event loop): serve what the metadata says this broker
-        holds, in the role it says, and drop what it no longer holds."""
-        if not self.started:
-            return
-        names = [name] if name is not None else [*self.metadata.topics, *self._served_topics()]
-        for topic_name in dict.fromkeys(names):
-            topic = self.metadata.topics.get(topic_name)
-            if topic is None:
-                self._drop_topic(topic_name)
-            elif any(self.replica_manager.get(topic_name, p.partition) is None
-                     and self.node_id in p.replicas for p in topic.partitions):
-                self.open_in_background(topic)
-            else:
-                self._open_partitions(topic)
-            if topic is not None and self._applied_configs.get(topic_name) != topic.configs:
-                self._applied_configs[topic_name] = dict(topic.configs)
-                self._apply_topic_config(topic_name)
-
-    def _served_topics(self) -> set[str]:
-        return {part.topic for part in self.replica_manager}
-
-    def _drop_topic(self, name: str) -> None:
-        self.replica_manager.drop_topic(name)
-        self.metrics.forget_topic(name)
-        self._deprecated_warned = {w for w in self._deprecated_warned if w[0] != name}
-        log.info("deleted topic %s", name)
-
-    def _warn_deprecated(self, topic: TopicState) -> None:
-        """Once per topic and key: a deprecated key Kafka 3.x ignores is set."""
-        for key, reason in DEPRECATED_TOPIC_KEYS.items():
-            if key in topic.configs and (topic.name, key) not in self._deprecated_warned:
-                self._deprecated_warned.add((topic.name, key))
-                log.warning("Topic configuration %s with value `%s` is ignored for `%s`: %s. "
-                            "This configuration is deprecated (Kafka 4.0 removed it).",
-                            key, topic.configs[key], topic.name, reason)
-
-    def _open_partitions(self, topic: TopicState) -> None:
-        self.replica_manager.apply_topic(topic, self.topic_log_config(topic),
-                                         self.metadata.fenced)
-
-    async def record_topic(self, name: str, num_partitions: int, configs: dict[str, str],
-                           replication_factor: int = 1,
-                           assignment: Mapping[int, list[int]] | None = None,
-                           topic_id: uuid.UUID | None = None) -> TopicState:
-        """Puts a new topic in the metadata with its replicas placed over the live brokers
-        (or as `assignment` says); `open_new` then waits until it is served."""
-        if assignment is None:
-            assignment = assign_replicas(list(self.metadata.brokers.values()), num_partitions,
-                                         replication_factor)
-        topic = await self.metadata.create_topic(name, configs, assignment, topic_id)
-        log.info("created topic %s with %d partitions (id %s, configs %s)",
-                 name, len(assignment), topic.topic_id, configs)
-        return topic
-
-    async def open_new(self, topic: TopicState) -> None:
-        """Waits until the topic's partitions are served: here, this broker's replicas'
-        files are made in a worker thread, and every partition has a leader.
-
-        Making a partition costs a directory and checkpoint fsyncs (a 1,000-partition topic
-        took seconds), and the event loop must not wait on disks (DESIGN rule 6). Meanwhile
-        the topic is in the metadata and its unserved partitions answer
-        LEADER_NOT_AVAILABLE in Metadata, as a new topic's do in Kafka until its leaders are
-        elected. The work belongs to the broker, not to the request that asked for it: a
-        client that drops its connection cancels its wait, not the opening.
-        """
-        opening = self._opening.get(topic.name)
-        if opening is None and any(
-                self.replica_manager.get(topic.name, p.partition) is None
-                and self.node_id in p.replicas for p in topic.partitions):
-            opening = self._start_opening(topic)
-        if opening is not None:
-            await asyncio.shield(opening)
-        await self.metadata.wait(lambda: self._led(topic.name), LEADER_WAIT_S)
-
-    def _led(self, name: str) -> bool:
-        topic = self.metadata.topics.get(name)
-        return topic is None or all(p.leader >= 0 for p in topic.partitions)
-
-    def open_in_background(self, topic: TopicState) -> None:
-        """Makes this broker's new replicas of the topic without waiting for them."""
-        self._start_opening(topic).add_done_callback(
-            _log_failure(f"making the partitions of topic {topic.name}"))
-
-    def opening(self, name: str) -> bool:
-        """Whether the topic's new partitions' files are being made."""
-        return name in self._opening
-
-    def _start_opening(self, topic: TopicState) -> asyncio.Future[None]:
-        # Openings of one topic run one after another, each after the one before it.
-        previous = self._opening.get(topic.name)
-        task = asyncio.ensure_future(self._make_and_serve(topic.name, previous))
-        self._opening[topic.name] = task
-
-        def forget(done: asyncio.Future[None]) -> None:
-            if self._opening.get(topic.name) is done:
-                del self._opening[topic.name]
-
-        task.add_done_callback(forget)
-        return task
-
-    async def _make_and_serve(self, name: str, previous: asyncio.Future[None] | None) -> None:
-        if previous is not None:
-            await asyncio.wait([previous])
-        topic = self.metadata.topics.get(name)
-        if topic is None:
-            return
-        todo = [p for p in topic.partitions if self.node_id in p.replicas
-                and self.replica_manager.get(name, p.partition) is None]
-        if todo:
-            await asyncio.to_thread(self._make_logs, name, todo, self.topic_log_config(topic))
-        topic = self.metadata.topics.get(name)  # the newest state: it may have moved on
-        if topic is not None:
-            self._open_partitions(topic)
-        else:  # deleted while its files were made
-            for p in todo:
-                self.log_manager.delete_log(name, p.partition)
-
-    def _make_logs(self, name: str, partitions: list[PartitionState], cfg: LogConfig) -> None:
-        # Worker thread: only the log manager (thread-safe) and the new logs are touched.
-        for p in partitions:
-            plog = self.log_manager.create_log(name, p.partition, cfg)
-            # As Partition would on the loop: the epoch checkpoint's fsync happens here.
-            if p.leader == self.node_id and (
-                    plog.latest_epoch is None or plog.latest_epoch < p.leader_epoch):
-                plog.assign_epoch(p.leader_epoch, plog.log_end_offset)
-
-    async def delete_topic(self, name: str) -> None:
-        """Deletes the topic everywhere; returns when this broker sees it gone."""
-        await self.metadata.delete_topic(name)
-        await self.metadata.wait(lambda: name not in self.metadata.topics, LEADER_WAIT_S)
-
-    async def record_partitions(self, name: str, total: int,
-                                assignment: Mapping[int, list[int]] | None = None
-                                ) -> TopicState:
-        """Grows a topic in the metadata; `open_new` then serves the new partitions."""
-        topic = self.metadata.topics[name]
-        if assignment is None:
-            rf = len(topic.partitions[0].replicas) if topic.partitions else 1
-            assignment = assign_replicas(list(self.metadata.brokers.values()),
-                                         total - len(topic.partitions), rf,
-                                         first_partition=len(topic.partitions))
-        await self.metadata.add_partitions(name, assignment)
-        return self.metadata.topics[name]
-
-    async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        """Sets the topic's configs; the logs take them when the metadata reports it."""
-        await self.metadata.set_topic_configs(name, configs)
-
-    def _apply_topic_config(self, name: str) -> None:
-        topic = self.metadata.topics.get(name)
-        if topic is None:
-            return
-        cfg = self.topic_log_config(topic)
-        self.log_manager.update_config(name, cfg)
-        self.replica_manager.update_config(name, cfg)
-
+    # -- producer ids --------------------------------------------------------------------
     async def next_producer_id(self) -> int:
         pid = next(self._producer_ids, None)
         if pid is None:

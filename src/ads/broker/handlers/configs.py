@@ -118,7 +118,7 @@ async def _alter(ctx: RequestContext, resource_type: int, name: str, compute: Co
     except bconfig.ConfigError as exc:
         return ErrorCode.INVALID_CONFIG, str(exc)
     if not validate_only:
-        await broker.alter_topic_configs(name, new)
+        await broker.topics.alter_configs(name, new)
     return ErrorCode.NONE, None
 
 

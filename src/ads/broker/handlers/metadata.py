@@ -182,7 +182,7 @@ async def _create_then_answer(ctx: RequestContext, req: m.MetadataRequest,
         if name in broker.metadata.topics:
             continue
         try:
-            await broker.record_topic(name, broker.settings.num_partitions, {},
+            await broker.topics.record_topic(name, broker.settings.num_partitions, {},
                                       broker.settings.default_replication_factor)
         except TopicExistsError:
             pass  # created meanwhile by another request or broker

@@ -44,7 +44,7 @@ T_DESCRIBE = P.DESCRIBE_TOPIC
 
 
 async def _after_opening(ctx: RequestContext, topics: list[TopicState], response: T) -> T:
-    await asyncio.gather(*(ctx.broker.open_new(t) for t in topics))
+    await asyncio.gather(*(ctx.broker.topics.open_new(t) for t in topics))
     return response
 
 
@@ -142,7 +142,7 @@ async def handle_create_topics(ctx: RequestContext, req: m.CreateTopicsRequest
         try:
             new = _check_new_topic(ctx, t)
             if not req.validate_only:
-                topic = await broker.record_topic(t.name, len(new.assignment), new.configs,
+                topic = await broker.topics.record_topic(t.name, len(new.assignment), new.configs,
                                                   assignment=new.assignment)
                 created.append(topic)
                 res.topic_id = topic.topic_id
@@ -217,7 +217,7 @@ async def delete_topic(broker: BrokerContext, name: str) -> ErrorCode:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if not broker.settings.delete_topics:
         return ErrorCode.TOPIC_DELETION_DISABLED
-    await broker.delete_topic(state.name)
+    await broker.topics.delete_topic(state.name)
     return ErrorCode.NONE
 
 
@@ -249,7 +249,7 @@ async def handle_create_partitions(ctx: RequestContext, req: m.CreatePartitionsR
                 res.error_code, res.error_message = exc.code, exc.message
             else:
                 if not req.validate_only:
-                    grown.append(await broker.record_partitions(t.name, t.count, assignment))
+                    grown.append(await broker.topics.record_partitions(t.name, t.count, assignment))
         results.append(res)
     response = m.CreatePartitionsResponse(throttle_time_ms=0, results=results)
     return await _after_opening(ctx, grown, response)
