@@ -21,6 +21,11 @@ from kafka_wire import RawConnection
 F = m.FetchRequest
 
 
+# A consumer before KIP-392, which only a partition's leader answers (from v11 a follower
+# serves consumers too: tests/replication/test_replication_follower_fetch.py).
+FETCH_VERSION = 10
+
+
 def _fetch_frame(topic: str, epoch: int, max_wait_ms: int) -> bytes:
     body = F(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
              isolation_level=0, session_id=0, session_epoch=-1,
@@ -28,13 +33,13 @@ def _fetch_frame(topic: str, epoch: int, max_wait_ms: int) -> bytes:
                  partition=0, current_leader_epoch=epoch, fetch_offset=0,
                  log_start_offset=-1, partition_max_bytes=1 << 20)])],
              forgotten_topics_data=[], rack_id="")
-    return codec.encode_request(m.ApiKey.FETCH, 11, 7, "replication-test", body)
+    return codec.encode_request(m.ApiKey.FETCH, FETCH_VERSION, 7, "replication-test", body)
 
 
 def _fetch_code(conn: RawConnection) -> int:
     frame = conn.recv_frame()
     assert frame is not None
-    _, resp = codec.decode_response(m.ApiKey.FETCH, 11, frame)
+    _, resp = codec.decode_response(m.ApiKey.FETCH, FETCH_VERSION, frame)
     return int(resp.responses[0].partitions[0].error_code)
 
 

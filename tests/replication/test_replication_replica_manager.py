@@ -54,7 +54,8 @@ PARAMS = FetchParams(max_bytes=1 << 20, min_bytes=1, max_wait_ms=0, read_committ
 
 
 def _replicate(part: Partition, isr: list[int]) -> None:
-    """Makes the partition's ISR hold a follower that has nothing yet."""
+    """Makes the partition's replicas and ISR hold a follower that has nothing yet."""
+    part.replicas = sorted(set(part.replicas) | set(isr) | {OTHER})
     part.isr = isr
     part.replica_end_offsets[OTHER] = 0
 
