@@ -6,6 +6,7 @@ STAMP := $(VENV)/.ads-installed
 TEST_STAMP := $(VENV)/.ads-test-installed
 JS_STAMP := tests/js/node_modules/.ads-installed
 KAFKA_REF_STAMP := tests/kafka_reference/target/.ads-installed
+KAFKA_CONNECT_STAMP := tests/kafka_connect/target/.ads-installed
 JAVA_STAMP := tests/java/target/.ads-built
 JAVA_SOURCES := $(wildcard tests/java/src/main/java/ads/javaclients/*.java)
 
@@ -24,7 +25,8 @@ run: install
 	$(VENV)/bin/ads broker --data-dir ./data --host 127.0.0.1 --port 9092 \
 	  --set http.listener=127.0.0.1:9644
 
-test-deps: install $(TEST_STAMP) system-deps $(JS_STAMP) $(KAFKA_REF_STAMP) $(JAVA_STAMP)
+test-deps: install $(TEST_STAMP) system-deps $(JS_STAMP) $(KAFKA_REF_STAMP) \
+  $(KAFKA_CONNECT_STAMP) $(JAVA_STAMP)
 
 $(TEST_STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
@@ -35,13 +37,21 @@ $(JS_STAMP): tests/js/package.json | system-deps
 	cd tests/js && npm install --no-audit --no-fund --loglevel=error
 	touch $@
 
-# Apache Kafka's broker, the reference the tests in tests/reference compare ADS with: its
-# jars and their runtime dependencies by Maven coordinates (tests/kafka_reference/pom.xml),
-# resolved by mvn (its local repository, ~/.m2, caches them) and copied into target/jars;
-# fetched again only when the pom changes.
+# Apache Kafka's broker, the reference the tests in tests/reference compare ADS with, and
+# its command-line tools (tests/kafka_tools): their jars and runtime dependencies by Maven
+# coordinates (tests/kafka_reference/pom.xml), resolved by mvn (its local repository,
+# ~/.m2, caches them) and copied into target/jars; fetched again only when the pom changes.
 $(KAFKA_REF_STAMP): tests/kafka_reference/pom.xml | system-deps
 	rm -rf tests/kafka_reference/target/jars
 	cd tests/kafka_reference && mvn -q -B dependency:copy-dependencies \
+	  -DincludeScope=runtime -DoutputDirectory=target/jars
+	touch $@
+
+# Kafka Connect's runtime and FileStream connectors (tests/kafka_connect/pom.xml), the same
+# way, for tests/kafka_tools/test_kafka_connect.py.
+$(KAFKA_CONNECT_STAMP): tests/kafka_connect/pom.xml | system-deps
+	rm -rf tests/kafka_connect/target/jars
+	cd tests/kafka_connect && mvn -q -B dependency:copy-dependencies \
 	  -DincludeScope=runtime -DoutputDirectory=target/jars
 	touch $@
 
@@ -120,4 +130,4 @@ chaos: test-deps
 
 clean:
 	rm -rf $(VENV) data bench-results chaos-results tests/js/node_modules \
-	  tests/kafka_reference/target tests/java/target
+	  tests/kafka_reference/target tests/kafka_connect/target tests/java/target

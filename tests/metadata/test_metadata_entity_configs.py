@@ -167,3 +167,33 @@ def test_zookeeper_topic_created_twice_is_topic_exists(zk_connect: str) -> None:
                 store.close()
 
     asyncio.run(run())
+
+
+def test_zookeeper_new_topic_is_never_seen_without_its_configs(zk_connect: str) -> None:
+    """Every broker first sees a new topic with its configs: the state a listener is told
+    of is never one with the topic and without them (DescribeConfigs would then answer
+    the defaults, e.g. a compacted topic's `cleanup.policy=delete`)."""
+    async def run() -> None:
+        stores = []
+        try:
+            for node in (1, 2):
+                stores.append(await _registered(zk_connect, node))
+            one, two = stores
+            first_seen: dict[str, dict[str, str]] = {}
+
+            def seen(name: str | None) -> None:
+                topic = two.topics.get(name) if name is not None else None
+                if topic is not None and name not in first_seen:
+                    first_seen[name] = dict(topic.configs)
+
+            two.add_listener(seen)
+            names = [f"compacted-{i}" for i in range(10)]
+            for name in names:
+                await one.create_topic(name, {"cleanup.policy": "compact"}, {0: [1, 2]})
+            assert await two.wait(lambda: all(n in first_seen for n in names), 20)
+            assert first_seen == dict.fromkeys(names, {"cleanup.policy": "compact"})
+        finally:
+            for store in stores:
+                store.close()
+
+    asyncio.run(run())

@@ -654,7 +654,12 @@ def describe_topic_configs(broker: BrokerConfig, overrides: Mapping[str, str]
             synonyms.append(ConfigSynonym(name, shown, ConfigSource.DYNAMIC_TOPIC_CONFIG))
         broker_key = TOPIC_TO_BROKER.get(name)
         if broker_key is not None:
-            synonyms.extend(broker.synonyms(_group_names(broker_key)))
+            backing = broker.synonyms(_group_names(broker_key))
+            # As Kafka: the broker's synonyms start at the key backing the topic's (a
+            # static log.retention.hours alone is not listed for retention.ms).
+            while backing and backing[0].name != broker_key:
+                backing.pop(0)
+            synonyms.extend(backing)
         out.append(ConfigEntry(
             name, None if d.sensitive else render(d.type, effective[name]),
             synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG,

@@ -209,8 +209,12 @@ class ZkMetadataStore:
             self._watched &= names
             self._watched |= new
         for name in sorted(new):
-            DataWatch(self.zk, zl.topic_path(name), self._assignment_watch(name))
+            # The config first (a DataWatch reads its znode and posts at once): a topic
+            # must never be seen without its configs. Seen the other way round, a broker
+            # briefly described a new compacted topic as `cleanup.policy=delete`, and
+            # Kafka Connect's worker that asked then refused to start.
             DataWatch(self.zk, zl.config_path(name), self._config_watch(name))
+            DataWatch(self.zk, zl.topic_path(name), self._assignment_watch(name))
         return not self._closed
 
     def _is_watched(self, name: str) -> bool:

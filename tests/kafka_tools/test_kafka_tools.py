@@ -1,0 +1,239 @@
+"""Kafka's own command-line tools against an ADS cluster: the classes the `kafka-*.sh`
+scripts run, from Apache Kafka 4.4's jars (tests/kafka_reference/pom.xml, fetched by
+`make test`), with the scripts' arguments, on three `ads broker` processes and a real
+ZooKeeper (replication factor 3). Each test runs one tool the way an operator would and
+checks what it prints and its exit status (docs/kafka-tools.md)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker_process import MARKED_ENV
+from cluster_support import Cluster
+from kafka_reference import JARS
+
+pytestmark = pytest.mark.kafka_reference
+
+TOOLS = {
+    "kafka-topics": "org.apache.kafka.tools.TopicCommand",
+    "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
+    "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
+    "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
+    "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+    "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
+    "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
+    "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
+}
+TOOL_TIMEOUT_S = 90
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    assert JARS.is_dir(), f"Kafka's jars are fetched by `make test` into {JARS}"
+    c = Cluster(tmp_path_factory.mktemp("kafka-tools"), 3,
+                "group.initial.rebalance.delay.ms=0")
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv(MARKED_ENV, "1")
+            c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+def run(tool: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """One tool, as its script would run it (a small heap, its log to stderr)."""
+    command = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+               "-cp", f"{JARS}/*", TOOLS[tool], *args]
+    return subprocess.run(command, input=stdin, capture_output=True, text=True,  # noqa: S603
+                          timeout=TOOL_TIMEOUT_S, check=False)
+
+
+def ok(tool: str, *args: str, stdin: str | None = None) -> str:
+    done = run(tool, *args, stdin=stdin)
+    assert done.returncode == 0, (tool, args, done.stdout, done.stderr[-3000:])
+    return done.stdout
+
+
+def test_kafka_topics(cluster: Cluster) -> None:
+    bs = cluster.bootstrap
+    assert "Created topic tools-t." in ok(
+        "kafka-topics", "--bootstrap-server", bs, "--create", "--topic", "tools-t",
+        "--partitions", "3", "--replication-factor", "3", "--config", "retention.ms=3600000")
+    assert "tools-t" in ok("kafka-topics", "--bootstrap-server", bs, "--list").split()
+    out = ok("kafka-topics", "--bootstrap-server", bs, "--describe", "--topic", "tools-t")
+    head = re.search(r"Topic: tools-t\tTopicId: (\S+)\tPartitionCount: 3\t"
+                     r"ReplicationFactor: 3\tConfigs: (.*)", out)
+    assert head is not None, out
+    assert "retention.ms=3600000" in head.group(2)
+    parts = re.findall(r"Partition: (\d)\tLeader: (\d)\tReplicas: ([\d,]+)\tIsr: ([\d,]+)", out)
+    assert [p[0] for p in parts] == ["0", "1", "2"], out
+    assert all(sorted(p[2].split(",")) == ["1", "2", "3"] for p in parts), out
+    ok("kafka-topics", "--bootstrap-server", bs, "--alter", "--topic", "tools-t",
+       "--partitions", "4")
+    out = ok("kafka-topics", "--bootstrap-server", bs, "--describe", "--topic", "tools-t")
+    assert "PartitionCount: 4" in out
+    # A healthy cluster: nothing under-replicated, nothing unavailable.
+    assert ok("kafka-topics", "--bootstrap-server", bs, "--describe",
+              "--under-replicated-partitions").strip() == ""
+    assert ok("kafka-topics", "--bootstrap-server", bs, "--describe",
+              "--unavailable-partitions").strip() == ""
+    done = run("kafka-topics", "--bootstrap-server", bs, "--create", "--topic", "tools-t",
+               "--partitions", "1")
+    assert done.returncode != 0 and "already exists" in done.stdout + done.stderr
+    ok("kafka-topics", "--bootstrap-server", bs, "--delete", "--topic", "tools-t")
+    cluster.wait_for(lambda: "tools-t" not in ok(
+        "kafka-topics", "--bootstrap-server", bs, "--list").split(), "the topic deleted")
+
+
+def test_kafka_configs_broker_and_topic(cluster: Cluster) -> None:
+    bs = cluster.bootstrap
+    ok("kafka-topics", "--bootstrap-server", bs, "--create", "--topic", "tools-c",
+       "--partitions", "1", "--replication-factor", "3")
+    assert "Completed updating config for broker 2." in ok(
+        "kafka-configs", "--bootstrap-server", bs, "--entity-type", "brokers",
+        "--entity-name", "2", "--alter", "--add-config", "log.retention.ms=7200000")
+    out = ok("kafka-configs", "--bootstrap-server", bs, "--entity-type", "brokers",
+             "--entity-name", "2", "--describe")
+    assert "log.retention.ms=7200000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:" \
+           "log.retention.ms=7200000" in out, out
+    assert "Completed updating default config for brokers in the cluster." in ok(
+        "kafka-configs", "--bootstrap-server", bs, "--entity-type", "brokers",
+        "--entity-default", "--alter", "--add-config", "log.segment.bytes=2000000")
+    out = ok("kafka-configs", "--bootstrap-server", bs, "--entity-type", "brokers",
+             "--entity-default", "--describe")
+    assert "log.segment.bytes=2000000" in out, out
+    done = run("kafka-configs", "--bootstrap-server", bs, "--entity-type", "brokers",
+               "--entity-name", "2", "--alter", "--add-config", "log.dirs=/elsewhere")
+    assert done.returncode != 0
+    assert "Cannot update these configs dynamically: [log.dirs]" in done.stdout + done.stderr
+    ok("kafka-configs", "--bootstrap-server", bs, "--entity-type", "topics",
+       "--entity-name", "tools-c", "--alter", "--add-config", "cleanup.policy=compact")
+    out = ok("kafka-configs", "--bootstrap-server", bs, "--entity-type", "topics",
+             "--entity-name", "tools-c", "--describe")
+    assert "cleanup.policy=compact" in out, out
+    ok("kafka-configs", "--bootstrap-server", bs, "--entity-type", "brokers",
+       "--entity-name", "2", "--alter", "--delete-config", "log.retention.ms")
+    ok("kafka-configs", "--bootstrap-server", bs, "--entity-type", "brokers",
+       "--entity-default", "--alter", "--delete-config", "log.segment.bytes")
+
+
+def test_console_clients_groups_offsets_and_records(cluster: Cluster, tmp_path: Path) -> None:
+    bs = cluster.bootstrap
+    ok("kafka-topics", "--bootstrap-server", bs, "--create", "--topic", "tools-g",
+       "--partitions", "1", "--replication-factor", "3")
+    lines = [f"line-{i}" for i in range(20)]
+    ok("kafka-console-producer", "--bootstrap-server", bs, "--topic", "tools-g",
+       stdin="\n".join(lines) + "\n")
+    out = ok("kafka-console-consumer", "--bootstrap-server", bs, "--topic", "tools-g",
+             "--group", "tools-group", "--from-beginning", "--max-messages", "20",
+             "--timeout-ms", "30000")
+    assert out.split() == lines
+    out = ok("kafka-consumer-groups", "--bootstrap-server", bs, "--describe",
+             "--group", "tools-group")
+    row = re.search(r"tools-group\s+tools-g\s+0\s+(\d+)\s+(\d+)\s+(\d+)", out)
+    assert row is not None and row.groups() == ("20", "20", "0"), out
+    assert "tools-group" in ok("kafka-consumer-groups", "--bootstrap-server", bs,
+                               "--list").split()
+    out = ok("kafka-consumer-groups", "--bootstrap-server", bs, "--reset-offsets",
+             "--group", "tools-group", "--topic", "tools-g", "--to-offset", "5", "--execute")
+    assert re.search(r"tools-group\s+tools-g\s+0\s+5", out), out
+    assert ok("kafka-get-offsets", "--bootstrap-server", bs, "--topic", "tools-g"
+              ).split() == ["tools-g:0:20"]
+    offsets = tmp_path / "delete.json"
+    offsets.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "tools-g", "partition": 0, "offset": 10}]}))
+    out = ok("kafka-delete-records", "--bootstrap-server", bs, "--offset-json-file",
+             str(offsets))
+    assert re.search(r"partition: tools-g-0\s+low_watermark: 10", out), out
+    assert ok("kafka-get-offsets", "--bootstrap-server", bs, "--topic", "tools-g",
+              "--time", "-2").split() == ["tools-g:0:10"]
+
+
+def test_log_dirs_leader_election_and_reassignment(cluster: Cluster, tmp_path: Path) -> None:
+    bs = cluster.bootstrap
+    ok("kafka-topics", "--bootstrap-server", bs, "--create", "--topic", "tools-r",
+       "--partitions", "2", "--replication-factor", "2")
+    out = ok("kafka-log-dirs", "--bootstrap-server", bs, "--describe", "--broker-list",
+             "1,2,3", "--topic-list", "tools-r")
+    described = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+    replicas = [p["partition"] for b in described["brokers"] for d in b["logDirs"]
+                for p in d["partitions"]]
+    assert sorted(replicas) == ["tools-r-0", "tools-r-0", "tools-r-1", "tools-r-1"], out
+    # Every preferred leader leads already: for all partitions nothing is printed, for a
+    # named one the tool says so.
+    out = ok("kafka-leader-election", "--bootstrap-server", bs, "--election-type",
+             "preferred", "--all-topic-partitions")
+    assert "Error" not in out and "failed" not in out, out
+    out = ok("kafka-leader-election", "--bootstrap-server", bs, "--election-type",
+             "preferred", "--topic", "tools-r", "--partition", "1")
+    assert "Valid replica already elected for partitions tools-r-1" in out, out
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "tools-r", "partition": 0, "replicas": [3, 1]}]}))
+    out = ok("kafka-reassign-partitions", "--bootstrap-server", bs,
+             "--reassignment-json-file", str(plan), "--execute")
+    assert "Successfully started partition reassignment" in out, out
+    cluster.wait_for(lambda: "Reassignment of partition tools-r-0 is completed" in ok(
+        "kafka-reassign-partitions", "--bootstrap-server", bs, "--reassignment-json-file",
+        str(plan), "--verify"), "the reassignment verified", 60)
+
+
+def test_transactions_and_perf_tools(cluster: Cluster) -> None:
+    bs = cluster.bootstrap
+    ok("kafka-topics", "--bootstrap-server", bs, "--create", "--topic", "tools-p",
+       "--partitions", "3", "--replication-factor", "3")
+    out = ok("kafka-producer-perf-test", "--topic", "tools-p", "--num-records", "20000",
+             "--record-size", "100", "--throughput", "-1", "--producer-props",
+             f"bootstrap.servers={bs}", "acks=all", "--transactional-id", "tools-perf",
+             "--transaction-duration-ms", "200")
+    assert re.search(r"^20000 records sent", out, re.M), out
+    out = ok("kafka-consumer-perf-test", "--bootstrap-server", bs, "--topic", "tools-p",
+             "--messages", "20000", "--timeout", "60000")
+    fields = out.strip().splitlines()[-1].split(", ")
+    assert int(fields[4]) == 20000, out  # data.consumed.in.nMsg
+    out = ok("kafka-transactions", "--bootstrap-server", bs, "list")
+    assert re.search(r"^tools-perf\s+\d+\s+\d+\s+CompleteCommit", out, re.M), out
+    out = ok("kafka-transactions", "--bootstrap-server", bs, "describe-producers",
+             "--topic", "tools-p", "--partition", "0")
+    assert re.search(r"^\d+\s+\d+\s+\d+\s+", out.split("\n", 1)[1], re.M), out
+
+
+def _normalized(text: str) -> str:
+    """Tool output with what differs by nature between the two clusters masked: topic ids,
+    and the min.insync.replicas that formatting a Kafka 4 KRaft cluster records as the
+    cluster's dynamic default (so kafka-topics lists it among a topic's non-default
+    configs; a ZooKeeper cluster, as ADS, keeps it a static default)."""
+    text = re.sub(r"TopicId: \S+", "TopicId: <id>", text)
+    return text.replace("Configs: min.insync.replicas=1,", "Configs: ")
+
+
+def test_kafka_tools_print_the_same_for_kafka_and_ads(kafka: object, ads: object) -> None:
+    """The same commands against Apache Kafka 4.4 (one KRaft node, id 1) and one ADS broker
+    (id 1) print the same, topic ids aside."""
+    outputs = []
+    for bs in (kafka.bootstrap, ads.bootstrap_servers):  # type: ignore[attr-defined]
+        ok("kafka-topics", "--bootstrap-server", bs, "--create", "--topic", "same",
+           "--partitions", "2", "--replication-factor", "1",
+           "--config", "retention.ms=3600000", "--config", "cleanup.policy=compact")
+        ok("kafka-console-producer", "--bootstrap-server", bs, "--topic", "same",
+           "--property", "parse.key=true", stdin="a\t1\nb\t2\nc\t3\n")
+        outputs.append([_normalized(ok(*command)) for command in (
+            ("kafka-topics", "--bootstrap-server", bs, "--describe", "--topic", "same"),
+            ("kafka-configs", "--bootstrap-server", bs, "--entity-type", "topics",
+             "--entity-name", "same", "--describe"),
+            ("kafka-get-offsets", "--bootstrap-server", bs, "--topic", "same"),
+        )])
+    kafka_out, ads_out = outputs
+    assert ads_out == kafka_out
