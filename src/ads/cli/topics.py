@@ -213,12 +213,16 @@ def describe(args: argparse.Namespace) -> int:
 
     files = scan_data_dir(args.data_dir) if args.data_dir is not None else {}
     replica_ends = _replica_ends(args, descriptions) if args.replica_offsets else {}
+    # As kafka-topics.sh: a filter prints only the partitions that qualify, without topic
+    # headers, so an empty output means "nothing to report".
+    filtered = args.under_replicated_partitions or args.unavailable_partitions
     lines: list[str] = []
     for d in descriptions:
         rf = len(d.partitions[0].replicas) if d.partitions else 0
-        lines.append(f"Topic: {d.name}\tTopicId: {d.topic_id}\t"
-                     f"PartitionCount: {len(d.partitions)}\tReplicationFactor: {rf}\t"
-                     f"Configs: {','.join(overrides[d.name])}")
+        if not filtered:
+            lines.append(f"Topic: {d.name}\tTopicId: {d.topic_id}\t"
+                         f"PartitionCount: {len(d.partitions)}\tReplicationFactor: {rf}\t"
+                         f"Configs: {','.join(overrides[d.name])}")
         for p in sorted(d.partitions, key=lambda p: p.id):
             offline = p.leader is None or p.leader.id < 0
             under = len(p.isr) < len(p.replicas)
@@ -237,7 +241,8 @@ def describe(args: argparse.Namespace) -> int:
                     replica_ends, (r.id for r in p.replicas), *key)
                    if args.replica_offsets else "")
                 + state)
-    print("\n".join(lines))
+    if lines:
+        print("\n".join(lines))
     return 0
 
 
