@@ -13,6 +13,7 @@ active members. The ZooKeeper import reads the layout old consumers wrote,
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -171,47 +172,61 @@ def describe(args: argparse.Namespace) -> int:
     admin = _admin(args)
     names = list(dict.fromkeys(args.groups))
     futures = admin.describe_consumer_groups(names, **_REQUEST)
-    for n, group in enumerate(names):
+    missing = shown = 0
+    for group in names:
         d = result(futures[group], args, group)
-        owners: dict[tuple[str, int], Any] = {}
-        for member in d.members:
-            for tp in member.assignment.topic_partitions:
-                owners[(tp.topic, tp.partition)] = member
-        state = _name(d.state)
-        if n:
+        if _name(d.state) == "Dead":
+            # The coordinator's answer for a group it does not know, as Kafka's tool says.
+            missing += 1
+            print(f"Error: Consumer group '{group}' does not exist.", file=sys.stderr)
+            continue
+        if shown:
             print()
+        shown += 1
         if args.members:
-            rows: list[tuple[object, ...]] = [("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID",
-                                               "#PARTITIONS")]
-            rows += [(group, mem.member_id, mem.host, mem.client_id,
-                      len(mem.assignment.topic_partitions)) for mem in d.members]
-            if not d.members:
-                print(f"Consumer group '{group}' has no active members.")
-            else:
-                print_table(rows)
-            continue
-        committed = _committed(admin, args, group)
-        keys = sorted(set(committed) | set(owners))
-        if not keys:
-            print(f"Consumer group '{group}' has no active members and no committed offsets."
-                  f" (state {state})")
-            continue
-        if not d.members:
-            print(f"Consumer group '{group}' has no active members.")
-        end = _log_end_offsets(admin, args, keys)
-        rows = [_HEADER]
-        for key in keys:
-            tp = committed.get(key)
-            current = tp.offset if tp is not None and tp.offset >= 0 else None
-            leo = end.get(key)
-            lag = leo - current if leo is not None and current is not None else "-"
-            owner = owners.get(key)
-            rows.append((group, key[0], key[1], "-" if current is None else current,
-                         "-" if leo is None else leo, lag,
-                         owner.member_id if owner else "-", owner.host if owner else "-",
-                         owner.client_id if owner else "-"))
-        print_table(rows)
-    return 0
+            _print_members(group, d)
+        else:
+            _print_offsets(admin, args, group, d)
+    return 1 if missing else 0
+
+
+def _print_members(group: str, d: Any) -> None:
+    if not d.members:
+        print(f"Consumer group '{group}' has no active members.")
+        return
+    rows: list[tuple[object, ...]] = [("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID",
+                                       "#PARTITIONS")]
+    rows += [(group, mem.member_id, mem.host, mem.client_id,
+              len(mem.assignment.topic_partitions)) for mem in d.members]
+    print_table(rows)
+
+
+def _print_offsets(admin: AdminClient, args: argparse.Namespace, group: str, d: Any) -> None:
+    owners: dict[tuple[str, int], Any] = {}
+    for member in d.members:
+        for tp in member.assignment.topic_partitions:
+            owners[(tp.topic, tp.partition)] = member
+    committed = _committed(admin, args, group)
+    keys = sorted(set(committed) | set(owners))
+    if not keys:
+        print(f"Consumer group '{group}' has no active members and no committed offsets."
+              f" (state {_name(d.state)})")
+        return
+    if not d.members:
+        print(f"Consumer group '{group}' has no active members.")
+    end = _log_end_offsets(admin, args, keys)
+    rows: list[tuple[object, ...]] = [_HEADER]
+    for key in keys:
+        tp = committed.get(key)
+        current = tp.offset if tp is not None and tp.offset >= 0 else None
+        leo = end.get(key)
+        lag = leo - current if leo is not None and current is not None else "-"
+        owner = owners.get(key)
+        rows.append((group, key[0], key[1], "-" if current is None else current,
+                     "-" if leo is None else leo, lag,
+                     owner.member_id if owner else "-", owner.host if owner else "-",
+                     owner.client_id if owner else "-"))
+    print_table(rows)
 
 
 def delete(args: argparse.Namespace) -> int:
