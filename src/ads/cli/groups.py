@@ -79,7 +79,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     to.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS[.sss][+hh:mm]")
     to.add_argument("--shift-by", type=int, metavar="N")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--dry-run", action="store_true", help="only show the plan (default)")
+    mode.add_argument("--dry-run", action="store_true",
+                      help="only show the plan (also the default, with a warning)")
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
     _finish(p, "groups reset-offsets", reset_offsets)
 
@@ -306,26 +307,37 @@ def reset_offsets(args: argparse.Namespace) -> int:
         low, high = earliest.get(key, 0), latest.get(key, 0)
         current = committed[key].offset if key in committed and committed[key].offset >= 0 \
             else None
-        if args.to_earliest:
-            target = low
-        elif args.to_latest:
-            target = high
-        elif args.to_offset is not None:
-            target = args.to_offset
-        elif args.shift_by is not None:
-            target = (low if current is None else current) + args.shift_by
-        else:
-            target = at.get(key, -1)
-            target = high if target < 0 else target
-        plan.append((key[0], key[1], min(max(target, low), high)))
+        found = at.get(key, -1) if args.to_datetime is not None else -1
+        plan.append((key[0], key[1], min(max(_target(args, low, high, current, found), low),
+                                          high)))
     rows: list[tuple[object, ...]] = [("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")]
     rows += [(group, t, p, o) for t, p, o in plan]
-    if args.execute and plan:
-        futures = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
-            group, [TopicPartition(t, p, o) for t, p, o in plan])], **_REQUEST)
-        result(futures[group], args, group)
+    if args.execute:
+        if plan:
+            futures = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+                group, [TopicPartition(t, p, o) for t, p, o in plan])], **_REQUEST)
+            result(futures[group], args, group)
+    elif not args.dry_run:
+        # As Kafka's tool: a plan shown without either flag is not mistaken for a reset.
+        print("WARN: nothing was changed: the offsets are committed only with --execute "
+              "(give --dry-run to show the plan without this warning).", file=sys.stderr)
     print_table(rows)
     return 0
+
+
+def _target(args: argparse.Namespace, low: int, high: int, current: int | None,
+            at_time: int) -> int:
+    """The new offset the reset option asks for, before clamping; `at_time` is the
+    offset ListOffsets found for --to-datetime (-1: none, so the log end)."""
+    if args.to_earliest:
+        return low
+    if args.to_latest:
+        return high
+    if args.to_offset is not None:
+        return int(args.to_offset)
+    if args.shift_by is not None:
+        return (low if current is None else current) + int(args.shift_by)
+    return high if at_time < 0 else at_time
 
 
 # -- delete-offsets -----------------------------------------------------------------------
