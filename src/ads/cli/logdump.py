@@ -228,7 +228,8 @@ def scan_data_dir(data_dir: Path, topic: str | None = None
             segments=len(logs), size=sum(size for _, size in logs), log_start_offset=start,
             active_segment=bases[-1], first_dirty_offset=first_dirty if tp in dirty else None,
             cleanable_ratio=cleanable / (clean + cleanable) if clean + cleanable else 0.0)
-    return found
+    # Directory names sort as text (t-10 before t-2); partitions sort as numbers.
+    return dict(sorted(found.items()))
 
 
 def describe(args: argparse.Namespace) -> int:
