@@ -22,7 +22,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 
 from ads.testing import EmbeddedBroker
-from conftest import create_topic
+from conftest import create_topic, topic_with_telling_id
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -179,3 +179,14 @@ def test_console_in_chromium_deletes_a_topic(browser: webdriver.Chrome, tmp_path
         assert not browser.find_elements(
             By.XPATH, "//table[@class='topics']//tr[td/a='unwanted']")
         screenshot(browser, tmp_path, "topics-after-delete")
+
+
+def test_console_in_chromium_shows_kafka_topic_id(browser: webdriver.Chrome,
+                                                  tmp_path: Path) -> None:
+    with EmbeddedBroker(config={"http.listener": "127.0.0.1:0"}) as b:
+        assert b.broker is not None and b.broker.ops_http is not None
+        url = "http://%s:%d" % b.broker.ops_http.address
+        name, topic_id = topic_with_telling_id(b, "ids")
+        browser.get(f"{url}/topics/{name}")
+        assert browser.find_element(By.CSS_SELECTOR, "h1 + p.muted").text == f"id {topic_id}"
+        screenshot(browser, tmp_path, "topic-id")

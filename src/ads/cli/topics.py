@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ from ads.cli.common import (
 )
 from ads.cli.logdump import scan_data_dir
 from ads.cli.replica_offsets import format_ends, log_end_offsets
+from ads.metadata.model import encode_topic_id
 
 _REQUEST = {"request_timeout": TIMEOUT_S}
 _OPERATION = {"request_timeout": TIMEOUT_S, "operation_timeout": TIMEOUT_S}
@@ -220,7 +222,7 @@ def describe(args: argparse.Namespace) -> int:
     for d in descriptions:
         rf = len(d.partitions[0].replicas) if d.partitions else 0
         if not filtered:
-            lines.append(f"Topic: {d.name}\tTopicId: {d.topic_id}\t"
+            lines.append(f"Topic: {d.name}\tTopicId: {_topic_id(d.topic_id)}\t"
                          f"PartitionCount: {len(d.partitions)}\tReplicationFactor: {rf}\t"
                          f"Configs: {','.join(overrides[d.name])}")
         for p in sorted(d.partitions, key=lambda p: p.id):
@@ -251,6 +253,14 @@ def _replica_ends(args: argparse.Namespace, descriptions: list[Any]
     return log_end_offsets(connection_factory(args), [
         (r.id, r.host, r.port, d.name, p.id) for d in descriptions
         for p in d.partitions for r in p.replicas])
+
+
+def _topic_id(topic_id: Any) -> str:
+    """confluent-kafka's `Uuid` (whose text is standard base64) in Kafka's form."""
+    mask = (1 << 64) - 1
+    bits = ((topic_id.get_most_significant_bits() & mask) << 64
+            | (topic_id.get_least_significant_bits() & mask))
+    return encode_topic_id(uuid.UUID(int=bits))
 
 
 def _ids(nodes: list[Any]) -> str:

@@ -21,6 +21,7 @@ from urllib.parse import quote
 from ads.broker.http import observed, records_view
 from ads.broker.http.observed import ObservedBroker, PartitionView
 from ads.coordinator.group.classic import decode_assignment
+from ads.metadata.model import encode_topic_id
 from ads.protocol.errors import DecodeError
 
 _NAV = (("/", "Overview"), ("/topics", "Topics"), ("/groups", "Groups"))
@@ -208,7 +209,7 @@ def _topic(broker: ObservedBroker, name: str, token: str | None) -> tuple[str, s
             for p in observed.partitions(broker, name))
     configs = _table(("key", "value"), ((_e(k), _e(v)) for k, v in sorted(state.configs.items())))
     return name, f"""<h1>Topic {_e(name)}</h1>
-<p class="muted">id {_e(state.topic_id)}</p>
+<p class="muted">id {_e(encode_topic_id(state.topic_id))}</p>
 <h2>Partitions</h2>{_table(("partition", "leader", "replicas", "ISR", "size", "segments",
                             "log start", "log end", "high watermark", ""), rows, "partitions")}
 <h2>Configs set on the topic</h2>
