@@ -15,8 +15,9 @@ from ads.metadata.store import MetadataUnavailableError, NodeIdInUseError
 log = logging.getLogger("ads")
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("broker", help="run a broker")
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               help_text: str) -> None:
+    p = sub.add_parser("broker", help=help_text)
     p.add_argument("--config", help="server.properties file with Kafka config keys")
     p.add_argument("--data-dir", help="log directory (log.dirs)")
     p.add_argument("--host", help="listener host")

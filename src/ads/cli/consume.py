@@ -59,8 +59,9 @@ _FATAL = frozenset({
 Renderer = Callable[[Message], str]
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("consume", help="print a topic's records to standard output")
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               help_text: str) -> None:
+    p = sub.add_parser("consume", help=help_text)
     p.add_argument("topic")
     p.add_argument("--from-beginning", action="store_true",
                    help="start at the log start offset (with --group: when nothing is "

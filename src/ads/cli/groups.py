@@ -37,17 +37,15 @@ from ads.cli.common import (
     result,
     run_command,
 )
-from ads.client import ClientError
-from ads.protocol import messages as m
-from ads.protocol.errors import ErrorCode
 
 _REQUEST = {"request_timeout": TIMEOUT_S}
 _HEADER = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
            "CONSUMER-ID", "HOST", "CLIENT-ID")
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    groups = sub.add_parser("groups", help="list, describe and manage consumer groups")
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               help_text: str) -> None:
+    groups = sub.add_parser("groups", help=help_text)
     verbs = groups.add_subparsers(dest="groups_command", required=True, metavar="VERB")
 
     p = verbs.add_parser("list", help="list consumer groups")
@@ -342,6 +340,11 @@ def _target(args: argparse.Namespace, low: int, high: int, current: int | None,
 
 # -- delete-offsets -----------------------------------------------------------------------
 def delete_offsets(args: argparse.Namespace) -> int:
+    # Loaded here: the protocol's classes cost the other verbs a tenth of a second.
+    from ads.client import ClientError
+    from ads.protocol import messages as m
+    from ads.protocol.errors import ErrorCode
+
     admin = _admin(args)
     keys = _topic_partitions(admin, args, _parse_topics(args.topic))
     by_topic: dict[str, list[int]] = {}

@@ -42,8 +42,9 @@ _CHUNK = 1 << 20
 _MAX_INFLATED = 1 << 28
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    top = sub.add_parser("log", help="dump segments and describe partition data on disk")
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               help_text: str) -> None:
+    top = sub.add_parser("log", help=help_text)
     verbs = top.add_subparsers(dest="log_command", required=True, metavar="VERB")
 
     p = verbs.add_parser("dump", help="print the batches and records of segment files")

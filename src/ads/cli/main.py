@@ -9,23 +9,28 @@ import select
 import signal
 import sys
 
-from ads.cli import broker, clients
+from ads.cli import clients
+from ads.cli.settings import settings_help
 
 # What a shell reports for a command that SIGPIPE ended (`yes | head` leaves it in $?).
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ads", description="ADS: a Kafka-compatible log")
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    """The parser of `ads`, complete for the command `argv` names (only its module is
+    imported); `ads --help` lists every command and where the client settings come from."""
+    parser = argparse.ArgumentParser(
+        prog="ads", description="ADS: a Kafka-compatible log", epilog=settings_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    broker.add_parser(sub)
-    clients.add_parsers(sub)
+    clients.add_parsers(sub, argv[0] if argv else None)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(argv).parse_args(argv)
         result: int = args.func(args)
         sys.stdout.flush()
     except BrokenPipeError:

@@ -167,8 +167,9 @@ def top(args: argparse.Namespace) -> int:
             return 0
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("top", help="live view of a broker's rates and lag (from /metrics)",
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               help_text: str) -> None:
+    p = sub.add_parser("top", help=help_text,
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", default="http://127.0.0.1:9644",
                    help="the broker's http.listener (default http://127.0.0.1:9644)")
