@@ -11,6 +11,7 @@ import sys
 from ads.broker.config import BrokerConfig, ConfigError, load_broker_config
 from ads.broker.server import Broker
 from ads.metadata.store import MetadataUnavailableError, NodeIdInUseError
+from ads.storage.errors import LogDirInUseError
 
 log = logging.getLogger("ads")
 
@@ -93,7 +94,7 @@ async def _serve(config: BrokerConfig) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
-    except (MetadataUnavailableError, NodeIdInUseError) as exc:
+    except (MetadataUnavailableError, NodeIdInUseError, LogDirInUseError) as exc:
         log.error("cannot start: %s", exc)  # noqa: TRY400 - a clear line, not a traceback
         return 2
     except OSError as exc:
