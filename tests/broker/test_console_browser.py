@@ -20,6 +20,7 @@ from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import Select
 
 from ads.testing import EmbeddedBroker
 from conftest import create_topic, topic_with_telling_id
@@ -190,3 +191,49 @@ def test_console_in_chromium_shows_kafka_topic_id(browser: webdriver.Chrome,
         browser.get(f"{url}/topics/{name}")
         assert browser.find_element(By.CSS_SELECTOR, "h1 + p.muted").text == f"id {topic_id}"
         screenshot(browser, tmp_path, "topic-id")
+
+
+def test_console_in_chromium_messages_by_isolation_level(browser: webdriver.Chrome,
+                                                         tmp_path: Path) -> None:
+    with EmbeddedBroker(config={"http.listener": "127.0.0.1:0"}) as b:
+        assert b.broker is not None and b.broker.ops_http is not None
+        url = "http://%s:%d" % b.broker.ops_http.address
+        bootstrap = b.bootstrap_servers
+        create_topic(bootstrap, "txns")
+        p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "console-tx"})
+        p.init_transactions(30)
+        for values, commit in (([b"kept-0", b"kept-1", b"kept-2"], True),
+                               ([b"dropped-0", b"dropped-1"], False)):
+            p.begin_transaction()
+            for v in values:
+                p.produce("txns", v)
+            assert p.flush(30) == 0  # written, so that the abort has records to abort
+            if commit:
+                p.commit_transaction(30)
+            else:
+                p.abort_transaction(30)
+        produce(bootstrap, "txns", [b"plain"])
+
+        def table() -> list[tuple[str, str, str]]:
+            rows = browser.find_elements(By.XPATH, "//table[@class='messages']/tbody/tr")
+            cells = [[td.text for td in r.find_elements(By.TAG_NAME, "td")] for r in rows]
+            return [(c[0], c[3], c[5]) for c in cells]
+
+        browser.get(f"{url}/topics/txns/messages?partition=0")
+        assert table() == [("0", "kept-0", ""), ("1", "kept-1", ""), ("2", "kept-2", ""),
+                           ("7", "plain", "")]
+        summary = browser.find_element(By.ID, "messages-summary").text
+        assert "read_committed" in summary and "aborted transactions" in summary
+        screenshot(browser, tmp_path, "messages-read-committed")
+
+        Select(browser.find_element(By.NAME, "isolation")).select_by_value("read_uncommitted")
+        browser.find_element(By.CSS_SELECTOR, "form.filters button").click()
+        wait_for(lambda: "isolation=read_uncommitted" in browser.current_url,
+                 "the page for read_uncommitted")
+        rows = table()
+        assert [(o, m) for o, _, m in rows] == [
+            ("0", ""), ("1", ""), ("2", ""), ("3", "COMMIT marker"), ("4", "aborted"),
+            ("5", "aborted"), ("6", "ABORT marker"), ("7", "")]
+        assert [v for o, v, _ in rows if o in ("4", "5")] == ["dropped-0", "dropped-1"]
+        assert "read_uncommitted" in browser.find_element(By.ID, "messages-summary").text
+        screenshot(browser, tmp_path, "messages-read-uncommitted")

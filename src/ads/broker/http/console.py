@@ -235,9 +235,37 @@ def _messages(broker: ObservedBroker, name: str, query: Mapping[str, str]
     offset, timestamp = _int(query, "offset"), _int(query, "timestamp")
     fmt = query.get("format", "text")
     fmt = fmt if fmt in records_view.FORMATS else "text"
+    isolation = query.get("isolation", records_view.READ_COMMITTED)
+    if isolation not in records_view.ISOLATION_LEVELS:
+        isolation = records_view.READ_COMMITTED
+    form = _messages_form(partition, count, offset, timestamp, fmt, isolation)
+    title = f"{name} messages"
+    head = f"<h1>Messages of {_link(f'/topics/{_quote(name)}', name)}</h1>{form}"
+    if not 0 <= partition < len(state.partitions):
+        return title, head + f'<p class="error">no partition {partition}</p>'
+    try:
+        result = records_view.read_records(broker, name, partition, count, offset, timestamp,
+                                           isolation)
+    except records_view.RecordsUnavailableError as exc:
+        return title, head + f'<p class="error">{_e(exc)}</p>'
+    rows = ((r.record.offset, r.record.timestamp,
+             "" if r.control else f"<pre>{_e(records_view.show(r.record.key, fmt))}</pre>",
+             "" if r.control else f"<pre>{_e(records_view.show(r.record.value, fmt))}</pre>",
+             "<br>".join(f"{_e(k)}: {_e(records_view.show(v, fmt))}"
+                         for k, v in r.record.headers),
+             f'<span class="mark">{_e(r.mark)}</span>' if r.mark else "")
+            for r in result.records)
+    return title, head + _messages_summary(partition, result) + _table(
+        ("offset", "timestamp", "key", "value", "headers", "transaction"), rows, "messages")
+
+
+def _messages_form(partition: int, count: int, offset: int | None, timestamp: int | None,
+                   fmt: str, isolation: str) -> str:
     options = "".join(f'<option value="{f}"{" selected" if f == fmt else ""}>{f}</option>'
                       for f in records_view.FORMATS)
-    form = f"""<form method="get" class="filters">
+    levels = "".join(f'<option value="{i}"{" selected" if i == isolation else ""}>{i}</option>'
+                     for i in records_view.ISOLATION_LEVELS)
+    return f"""<form method="get" class="filters">
 <label>partition <input name="partition" type="number" min="0" value="{partition}"></label>
 <label>count <input name="count" type="number" min="1" max="{records_view.MAX_RECORDS}"
 value="{count}"></label>
@@ -246,25 +274,22 @@ value="{count}"></label>
 <label>from timestamp (ms) <input name="timestamp" type="number"
 value="{_e(timestamp if timestamp is not None else '')}"></label>
 <label>show as <select name="format">{options}</select></label>
+<label>isolation <select name="isolation">{levels}</select></label>
 <button type="submit">show</button></form>"""
-    title = f"{name} messages"
-    head = f"<h1>Messages of {_link(f'/topics/{_quote(name)}', name)}</h1>{form}"
-    if not 0 <= partition < len(state.partitions):
-        return title, head + f'<p class="error">no partition {partition}</p>'
-    try:
-        result = records_view.read_records(broker, name, partition, count, offset, timestamp)
-    except records_view.RecordsUnavailableError as exc:
-        return title, head + f'<p class="error">{_e(exc)}</p>'
-    rows = ((r.offset, r.timestamp,
-             f"<pre>{_e(records_view.show(r.key, fmt))}</pre>",
-             f"<pre>{_e(records_view.show(r.value, fmt))}</pre>",
-             "<br>".join(f"{_e(k)}: {_e(records_view.show(v, fmt))}" for k, v in r.headers))
-            for r in result.records)
-    summary = (f'<p class="muted">partition {partition}: offsets {result.log_start_offset} '
-               f"to {result.high_watermark - 1} committed; {len(result.records)} shown from "
-               f"{result.start}</p>")
-    return title, head + summary + _table(("offset", "timestamp", "key", "value", "headers"),
-                                          rows, "messages")
+
+
+def _messages_summary(partition: int, result: records_view.RecordPage) -> str:
+    if result.isolation == records_view.READ_COMMITTED:
+        what = (f"offsets {result.log_start_offset} to {result.end - 1} readable with "
+                f"read_committed (last stable offset {result.end}, high watermark "
+                f"{result.high_watermark}); records of aborted transactions and "
+                "transaction markers left out")
+    else:
+        what = (f"offsets {result.log_start_offset} to {result.end - 1} below the high "
+                "watermark, read_uncommitted: records of aborted transactions and "
+                "transaction markers included and marked")
+    return (f'<p class="muted" id="messages-summary">partition {partition}: {what}; '
+            f"{len(result.records)} shown from {result.start}</p>")
 
 
 def _groups(broker: ObservedBroker) -> str:
