@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -237,3 +238,29 @@ def test_console_in_chromium_messages_by_isolation_level(browser: webdriver.Chro
         assert [v for o, v, _ in rows if o in ("4", "5")] == ["dropped-0", "dropped-1"]
         assert "read_uncommitted" in browser.find_element(By.ID, "messages-summary").text
         screenshot(browser, tmp_path, "messages-read-uncommitted")
+
+
+def test_console_in_chromium_empty_group_says_since_when(browser: webdriver.Chrome,
+                                                         tmp_path: Path) -> None:
+    config = {"http.listener": "127.0.0.1:0", "group.initial.rebalance.delay.ms": "0"}
+    with EmbeddedBroker(config=config) as b:
+        assert b.broker is not None and b.broker.ops_http is not None
+        url = "http://%s:%d" % b.broker.ops_http.address
+        bootstrap = b.bootstrap_servers
+        create_topic(bootstrap, "left")
+        produce(bootstrap, "left", [b"r-%d" % i for i in range(12)])
+        commit_after(bootstrap, "left", "gone-home", 5)  # joins, commits, leaves
+        left_at = datetime.now(timezone.utc)
+
+        browser.get(url + "/groups/gone-home")
+        text = browser.find_element(By.ID, "group-empty").text
+        assert text.startswith("The group has no members: it is empty since ")
+        assert text.endswith("; its committed offsets and their lag are below.")
+        since = datetime.fromisoformat(browser.find_element(
+            By.CSS_SELECTOR, "#group-empty time").get_attribute("datetime") or "")
+        assert abs((since - left_at).total_seconds()) < 30
+        offsets = browser.find_elements(By.XPATH, "//table[@class='offsets']/tbody/tr")
+        assert [[td.text for td in r.find_elements(By.TAG_NAME, "td")] for r in offsets] == [
+            ["left", "0", "5", "12", "7"]]
+        assert browser.find_element(By.ID, "total-lag").text == "7"
+        screenshot(browser, tmp_path, "group-empty")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
 
@@ -322,13 +323,29 @@ def _members(broker: ObservedBroker, group_id: str) -> list[tuple[str, str, str,
     return out
 
 
+def _empty_group(view: observed.GroupView) -> str:
+    """What the members' place says of a group without members: since when it is empty
+    (UTC), and where its committed offsets are."""
+    since = ""
+    if view.empty_since_ms is not None:
+        when = datetime.fromtimestamp(view.empty_since_ms / 1000, tz=timezone.utc)
+        since = (f' since <time datetime="{when.isoformat()}">'
+                 f"{when:%Y-%m-%d %H:%M:%S} UTC</time>")
+    offsets = ("its committed offsets and their lag are below" if view.offsets
+               else "it has no committed offsets")
+    return (f'<p id="group-empty">The group has no members: it is empty{since}; '
+            f"{offsets}.</p>")
+
+
 def _group(broker: ObservedBroker, group_id: str, token: str | None
            ) -> tuple[str, str] | None:
     view = next((g for g in observed.groups(broker) if g.group_id == group_id), None)
     if view is None:
         return None
+    found = _members(broker, group_id)
     members = _table(("member", "client id", "host", "assignment"),
-                     ((_e(a), _e(b), _e(c), _e(d)) for a, b, c, d in _members(broker, group_id)))
+                     ((_e(a), _e(b), _e(c), _e(d)) for a, b, c, d in found)) if found \
+        else _empty_group(view)
     rows = ((_e(o.topic), o.partition, o.committed,
              "—" if o.high_watermark is None else o.high_watermark,
              "—" if o.lag is None else f'<span class="lag">{o.lag:,}</span>')
