@@ -264,3 +264,50 @@ def test_console_in_chromium_empty_group_says_since_when(browser: webdriver.Chro
             ["left", "0", "5", "12", "7"]]
         assert browser.find_element(By.ID, "total-lag").text == "7"
         screenshot(browser, tmp_path, "group-empty")
+
+
+def test_console_in_chromium_lag_plot_folds_groups(browser: webdriver.Chrome,
+                                                   tmp_path: Path) -> None:
+    config = {"http.listener": "127.0.0.1:0", "console.sample.interval.ms": "300"}
+    with EmbeddedBroker(config=config) as b:
+        assert b.broker is not None and b.broker.ops_http is not None
+        url = "http://%s:%d" % b.broker.ops_http.address
+        bootstrap = b.bootstrap_servers
+        create_topic(bootstrap, "lagged")
+        produce(bootstrap, "lagged", [b"r-%d" % i for i in range(100)])
+        for n in range(12):  # group g-NN lags 5 * (NN + 1) records
+            c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{n:02d}",
+                          "enable.auto.commit": False})
+            c.commit(offsets=[TopicPartition("lagged", 0, 100 - 5 * (n + 1))],
+                     asynchronous=False)
+            c.close()
+
+        def series() -> list[str]:
+            text = browser.execute_script(
+                "var e = document.getElementById('lag-plot');"
+                "return e && e.dataset.series ? e.dataset.series : ''")
+            return str(text).split("\n") if text else []
+
+        def legend() -> list[str]:
+            labels = browser.find_elements(By.CSS_SELECTOR, "#lag-plot .u-legend .u-label")
+            return [label.text for label in labels][1:]  # the first is the time axis
+
+        top = ["g-11", "g-10", "g-09", "g-08", "g-07"]
+        browser.get(url + "/")
+        wait_for(lambda: series() == [*top, "other 7 groups (sum)"], "the top five and the rest")
+        assert legend() == [*top, "other 7 groups (sum)"]
+        screenshot(browser, tmp_path, "lag-top")
+
+        browser.find_element(By.CSS_SELECTOR, "#lag-pick summary").click()
+        boxes = browser.find_elements(By.CSS_SELECTOR, "#lag-pick input[type=checkbox]")
+        assert [box.get_attribute("value") for box in boxes] == [
+            f"g-{n:02d}" for n in range(11, -1, -1)]
+        assert [box.is_selected() for box in boxes] == [True] * 5 + [False] * 7
+        browser.find_element(By.CSS_SELECTOR, "#lag-pick input[value='g-00']").click()
+        wait_for(lambda: series() == [*top, "g-00", "other 6 groups (sum)"],
+                 "the group picked by hand")
+        assert legend() == [*top, "g-00", "other 6 groups (sum)"]
+        screenshot(browser, tmp_path, "lag-picked")
+
+        browser.find_element(By.CSS_SELECTOR, "#lag-pick button.top").click()
+        wait_for(lambda: series() == [*top, "other 7 groups (sum)"], "the top five again")

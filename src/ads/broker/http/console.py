@@ -173,7 +173,9 @@ def _overview(broker: ObservedBroker) -> str:
 <p class="muted">cluster id {_e(md.cluster_id)} · this broker {broker.node_id} ·
 controller {md.controller_id}</p>
 <section class="plots"><div><h2>Produce and fetch rates</h2><div id="rates-plot"></div></div>
-<div><h2>Consumer lag (records)</h2><div id="lag-plot"></div></div></section>
+<div><h2>Consumer lag (records)</h2><div id="lag-plot"></div>
+<details id="lag-pick"><summary>groups plotted</summary><div class="choices"></div></details>
+</div></section>
 <h2>Brokers</h2>{brokers}
 <h2>Topics</h2>{_table(("topic", "partitions", "size here", "high watermarks (sum)",
                         "records in since start", "offline"), topic_rows, "topics")}
