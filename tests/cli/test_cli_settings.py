@@ -94,6 +94,13 @@ def test_cli_no_broker_fails_fast_with_address_and_hint() -> None:
     assert f"cannot connect to {nowhere} (from ADS_BOOTSTRAP_SERVERS)" in done.stderr
 
 
+def test_cli_bootstrap_list_needs_one_server_listening(bootstrap: str) -> None:
+    create_topic(bootstrap, "found")
+    servers = f"127.0.0.1:{free_port()},{bootstrap}"
+    done = ads("topics", "list", "--bootstrap-server", servers)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "found\n", "")
+
+
 def _modules_after(*argv: str) -> set[str]:
     """The modules `ads ARGV` imported (it runs in a fresh interpreter)."""
     code = ("import json, sys\nfrom ads.cli.main import main\n"

@@ -119,8 +119,10 @@ def check_reachable(args: argparse.Namespace) -> None:
         raise UsageError(str(exc)) from exc
     deadline = time.monotonic() + CONNECT_TIMEOUT_S
     reason = "timed out"
-    for host, port in servers:
-        left = deadline - time.monotonic()
+    for i, (host, port) in enumerate(servers):
+        # Each server its share of what is left, so one that never answers does not use up
+        # the time of those after it.
+        left = (deadline - time.monotonic()) / (len(servers) - i)
         if left <= 0:
             break
         try:
