@@ -14,10 +14,6 @@ from broker_process import free_port
 from cli_process import ads
 from conftest import create_topic
 
-# The client library's own timeout for a metadata request, which a command used to wait
-# out against an address where no broker listens.
-CLIENT_TIMEOUT_S = 10
-
 
 def test_cli_bootstrap_from_environment_and_flag(bootstrap: str) -> None:
     create_topic(bootstrap, "found")
