@@ -3,6 +3,7 @@ the ads pytest plugin) and helpers for the client libraries."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +31,24 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, **configs: str)
         [NewTopic(name, num_partitions=partitions, replication_factor=1, config=configs)],
         operation_timeout=10)
     futures[name].result(timeout=15)
+
+
+def kafka_topic_id(raw: bytes) -> str:
+    """Kafka's `Uuid.toString`: URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def topic_with_telling_id(b: EmbeddedBroker, prefix: str) -> tuple[str, str]:
+    """A new topic whose id differs between standard and URL-safe base64 (one of the
+    characters + and /), and the id in Kafka's form."""
+    assert b.broker is not None
+    for n in range(40):
+        name = f"{prefix}-{n}"
+        create_topic(b.bootstrap_servers, name)
+        raw = b.broker.metadata.topics[name].topic_id.bytes
+        if set(base64.b64encode(raw).decode()) & {"+", "/"}:
+            return name, kafka_topic_id(raw)
+    raise AssertionError("no topic id with + or / in 40 topics")
 
 
 @pytest.fixture

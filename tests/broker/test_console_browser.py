@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,10 @@ from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import Select
 
 from ads.testing import EmbeddedBroker
-from conftest import create_topic
+from conftest import create_topic, topic_with_telling_id
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -179,3 +181,133 @@ def test_console_in_chromium_deletes_a_topic(browser: webdriver.Chrome, tmp_path
         assert not browser.find_elements(
             By.XPATH, "//table[@class='topics']//tr[td/a='unwanted']")
         screenshot(browser, tmp_path, "topics-after-delete")
+
+
+def test_console_in_chromium_shows_kafka_topic_id(browser: webdriver.Chrome,
+                                                  tmp_path: Path) -> None:
+    with EmbeddedBroker(config={"http.listener": "127.0.0.1:0"}) as b:
+        assert b.broker is not None and b.broker.ops_http is not None
+        url = "http://%s:%d" % b.broker.ops_http.address
+        name, topic_id = topic_with_telling_id(b, "ids")
+        browser.get(f"{url}/topics/{name}")
+        assert browser.find_element(By.CSS_SELECTOR, "h1 + p.muted").text == f"id {topic_id}"
+        screenshot(browser, tmp_path, "topic-id")
+
+
+def test_console_in_chromium_messages_by_isolation_level(browser: webdriver.Chrome,
+                                                         tmp_path: Path) -> None:
+    with EmbeddedBroker(config={"http.listener": "127.0.0.1:0"}) as b:
+        assert b.broker is not None and b.broker.ops_http is not None
+        url = "http://%s:%d" % b.broker.ops_http.address
+        bootstrap = b.bootstrap_servers
+        create_topic(bootstrap, "txns")
+        p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "console-tx"})
+        p.init_transactions(30)
+        for values, commit in (([b"kept-0", b"kept-1", b"kept-2"], True),
+                               ([b"dropped-0", b"dropped-1"], False)):
+            p.begin_transaction()
+            for v in values:
+                p.produce("txns", v)
+            assert p.flush(30) == 0  # written, so that the abort has records to abort
+            if commit:
+                p.commit_transaction(30)
+            else:
+                p.abort_transaction(30)
+        produce(bootstrap, "txns", [b"plain"])
+
+        def table() -> list[tuple[str, str, str]]:
+            rows = browser.find_elements(By.XPATH, "//table[@class='messages']/tbody/tr")
+            cells = [[td.text for td in r.find_elements(By.TAG_NAME, "td")] for r in rows]
+            return [(c[0], c[3], c[5]) for c in cells]
+
+        browser.get(f"{url}/topics/txns/messages?partition=0")
+        assert table() == [("0", "kept-0", ""), ("1", "kept-1", ""), ("2", "kept-2", ""),
+                           ("7", "plain", "")]
+        summary = browser.find_element(By.ID, "messages-summary").text
+        assert "read_committed" in summary and "aborted transactions" in summary
+        screenshot(browser, tmp_path, "messages-read-committed")
+
+        Select(browser.find_element(By.NAME, "isolation")).select_by_value("read_uncommitted")
+        browser.find_element(By.CSS_SELECTOR, "form.filters button").click()
+        wait_for(lambda: "isolation=read_uncommitted" in browser.current_url,
+                 "the page for read_uncommitted")
+        rows = table()
+        assert [(o, m) for o, _, m in rows] == [
+            ("0", ""), ("1", ""), ("2", ""), ("3", "COMMIT marker"), ("4", "aborted"),
+            ("5", "aborted"), ("6", "ABORT marker"), ("7", "")]
+        assert [v for o, v, _ in rows if o in ("4", "5")] == ["dropped-0", "dropped-1"]
+        assert "read_uncommitted" in browser.find_element(By.ID, "messages-summary").text
+        screenshot(browser, tmp_path, "messages-read-uncommitted")
+
+
+def test_console_in_chromium_empty_group_says_since_when(browser: webdriver.Chrome,
+                                                         tmp_path: Path) -> None:
+    config = {"http.listener": "127.0.0.1:0", "group.initial.rebalance.delay.ms": "0"}
+    with EmbeddedBroker(config=config) as b:
+        assert b.broker is not None and b.broker.ops_http is not None
+        url = "http://%s:%d" % b.broker.ops_http.address
+        bootstrap = b.bootstrap_servers
+        create_topic(bootstrap, "left")
+        produce(bootstrap, "left", [b"r-%d" % i for i in range(12)])
+        commit_after(bootstrap, "left", "gone-home", 5)  # joins, commits, leaves
+        left_at = datetime.now(timezone.utc)
+
+        browser.get(url + "/groups/gone-home")
+        text = browser.find_element(By.ID, "group-empty").text
+        assert text.startswith("The group has no members: it is empty since ")
+        assert text.endswith("; its committed offsets and their lag are below.")
+        since = datetime.fromisoformat(browser.find_element(
+            By.CSS_SELECTOR, "#group-empty time").get_attribute("datetime") or "")
+        assert abs((since - left_at).total_seconds()) < 30
+        offsets = browser.find_elements(By.XPATH, "//table[@class='offsets']/tbody/tr")
+        assert [[td.text for td in r.find_elements(By.TAG_NAME, "td")] for r in offsets] == [
+            ["left", "0", "5", "12", "7"]]
+        assert browser.find_element(By.ID, "total-lag").text == "7"
+        screenshot(browser, tmp_path, "group-empty")
+
+
+def test_console_in_chromium_lag_plot_folds_groups(browser: webdriver.Chrome,
+                                                   tmp_path: Path) -> None:
+    config = {"http.listener": "127.0.0.1:0", "console.sample.interval.ms": "300"}
+    with EmbeddedBroker(config=config) as b:
+        assert b.broker is not None and b.broker.ops_http is not None
+        url = "http://%s:%d" % b.broker.ops_http.address
+        bootstrap = b.bootstrap_servers
+        create_topic(bootstrap, "lagged")
+        produce(bootstrap, "lagged", [b"r-%d" % i for i in range(100)])
+        for n in range(12):  # group g-NN lags 5 * (NN + 1) records
+            c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{n:02d}",
+                          "enable.auto.commit": False})
+            c.commit(offsets=[TopicPartition("lagged", 0, 100 - 5 * (n + 1))],
+                     asynchronous=False)
+            c.close()
+
+        def series() -> list[str]:
+            text = browser.execute_script(
+                "var e = document.getElementById('lag-plot');"
+                "return e && e.dataset.series ? e.dataset.series : ''")
+            return str(text).split("\n") if text else []
+
+        def legend() -> list[str]:
+            labels = browser.find_elements(By.CSS_SELECTOR, "#lag-plot .u-legend .u-label")
+            return [label.text for label in labels][1:]  # the first is the time axis
+
+        top = ["g-11", "g-10", "g-09", "g-08", "g-07"]
+        browser.get(url + "/")
+        wait_for(lambda: series() == [*top, "other 7 groups (sum)"], "the top five and the rest")
+        assert legend() == [*top, "other 7 groups (sum)"]
+        screenshot(browser, tmp_path, "lag-top")
+
+        browser.find_element(By.CSS_SELECTOR, "#lag-pick summary").click()
+        boxes = browser.find_elements(By.CSS_SELECTOR, "#lag-pick input[type=checkbox]")
+        assert [box.get_attribute("value") for box in boxes] == [
+            f"g-{n:02d}" for n in range(11, -1, -1)]
+        assert [box.is_selected() for box in boxes] == [True] * 5 + [False] * 7
+        browser.find_element(By.CSS_SELECTOR, "#lag-pick input[value='g-00']").click()
+        wait_for(lambda: series() == [*top, "g-00", "other 6 groups (sum)"],
+                 "the group picked by hand")
+        assert legend() == [*top, "g-00", "other 6 groups (sum)"]
+        screenshot(browser, tmp_path, "lag-picked")
+
+        browser.find_element(By.CSS_SELECTOR, "#lag-pick button.top").click()
+        wait_for(lambda: series() == [*top, "other 7 groups (sum)"], "the top five again")

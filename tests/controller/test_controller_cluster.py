@@ -163,10 +163,13 @@ def test_cluster_refuses_a_node_id_in_use_and_an_unreachable_zookeeper(
         cluster: Cluster, tmp_path: Path) -> None:
     c = cluster
     # The broker listens before it registers, so start() may return before the refusal:
-    # what counts is the exit status.
+    # what counts is the exit status. It first waits a session timeout for the
+    # registration to expire, as a restart after a crash would; a live broker's does not.
     twin = BrokerProcess(tmp_path / "twin", None, "node.id=2",
-                         f"zookeeper.connect={c.zookeeper.connect}")
+                         f"zookeeper.connect={c.zookeeper.connect}",
+                         "zookeeper.session.timeout.ms=4000")
     assert _exit_status(twin) == 2
+    assert "waiting up to 6 s for that session to expire" in twin.log()
     assert "already registered" in twin.log()
     lost = BrokerProcess(tmp_path / "lost", None, "node.id=9",
                          f"zookeeper.connect=127.0.0.1:{free_port()}",

@@ -155,9 +155,7 @@ class Broker:
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        for d in self.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
-        await asyncio.to_thread(self.metadata.load)
+        await self._lock_and_load()
         await self._start_authorizer()
         self.quotas.update(self.metadata.entity_configs)
         self._apply_dynamic_configs()
@@ -261,6 +259,18 @@ class Broker:
             self.config.get_bool("allow.everyone.if.no.acl.found"))
         log.info("authorizer %s on; super users: %s", self.config.get("authorizer.class.name"),
                  self.config.get("super.users") or "none")
+
+    async def _lock_and_load(self) -> None:
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        # Locked first: the ZooKeeper store's load may wait out a registration a dead
+        # process of this broker left, which it may take for dead only with them locked.
+        self.log_manager.lock_dirs()
+        try:
+            await asyncio.to_thread(self.metadata.load)
+        except BaseException:
+            self.log_manager.unlock_dirs()
+            raise
 
     async def stop(self) -> None:
         if not self.started or self._stopping:

@@ -67,8 +67,9 @@ ANY: Any = None
 Entry = tuple[str, str, AclOperation, str]
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    acls = sub.add_parser("acls", help="add, remove and list ACLs (like kafka-acls.sh)")
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               help_text: str) -> None:
+    acls = sub.add_parser("acls", help=help_text)
     verbs = acls.add_subparsers(dest="acls_command", required=True, metavar="VERB")
     p = verbs.add_parser("add", help="add ACLs")
     _resources(p)

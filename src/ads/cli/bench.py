@@ -19,17 +19,17 @@ from ads.bench import e2e as be2e
 from ads.bench import produce as bproduce
 from ads.bench.produce import CLIENTS, COMPRESSION, BenchError
 from ads.cli.common import (
-    DEFAULT_BOOTSTRAP,
     CommandError,
     UsageError,
+    add_client_arguments,
     parse_assignments,
-    read_properties,
     run_command,
 )
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("bench", help="benchmarks: produce, consume, e2e, suite")
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               help_text: str) -> None:
+    p = sub.add_parser("bench", help=help_text)
     tools = p.add_subparsers(dest="bench_command", required=True)
 
     pp = tools.add_parser("produce", help="producer throughput and latency "
@@ -104,10 +104,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT")
+    add_client_arguments(p)
     p.add_argument("--topic", required=True)
-    p.add_argument("--command-config", metavar="FILE",
-                   help="properties file with client configs (librdkafka names)")
     p.add_argument("--json", action="store_true", help="print one JSON object at the end")
 
 
@@ -119,7 +117,7 @@ def _producer_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace, flag_values: list[str] | None = None) -> dict[str, str]:
-    conf = read_properties(args.command_config) if args.command_config else {}
+    conf = dict(args.client_properties)
     conf.update(parse_assignments(flag_values or [], "--producer-prop"))
     return conf
 

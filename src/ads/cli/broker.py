@@ -11,12 +11,14 @@ import sys
 from ads.broker.config import BrokerConfig, ConfigError, load_broker_config
 from ads.broker.server import Broker
 from ads.metadata.store import MetadataUnavailableError, NodeIdInUseError
+from ads.storage.errors import LogDirInUseError
 
 log = logging.getLogger("ads")
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("broker", help="run a broker")
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               help_text: str) -> None:
+    p = sub.add_parser("broker", help=help_text)
     p.add_argument("--config", help="server.properties file with Kafka config keys")
     p.add_argument("--data-dir", help="log directory (log.dirs)")
     p.add_argument("--host", help="listener host")
@@ -92,7 +94,7 @@ async def _serve(config: BrokerConfig) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
-    except (MetadataUnavailableError, NodeIdInUseError) as exc:
+    except (MetadataUnavailableError, NodeIdInUseError, LogDirInUseError) as exc:
         log.error("cannot start: %s", exc)  # noqa: TRY400 - a clear line, not a traceback
         return 2
     except OSError as exc:

@@ -51,8 +51,9 @@ STOP_WAIT_S = 60.0
 UP_DEFAULTS = ("controlled.shutdown.max.retries=1",)
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    cluster = sub.add_parser("cluster", help="run a local cluster; show a cluster's state")
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               help_text: str) -> None:
+    cluster = sub.add_parser("cluster", help=help_text)
     verbs = cluster.add_subparsers(dest="cluster_command", required=True, metavar="VERB")
 
     p = verbs.add_parser("up", help="run ZooKeeper and N brokers in the foreground until "

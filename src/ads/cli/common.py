@@ -5,10 +5,14 @@ invocation (exit 2) and `CommandError` for a failed operation (exit 1); `run_com
 both, and the client library's `KafkaException`, into one line on stderr, so an expected
 failure never shows a traceback.
 
-Client properties are layered as Kafka's tools do: built-in defaults, then the
-`--command-config` file, then the explicit flags of the command. The same file secures
-the command's own protocol connections (`connect_broker`: TLS, SASL), so a command works
-against any listener its confluent-kafka clients can use.
+Client properties are layered as Kafka's tools do: built-in defaults, then the profile
+(`ads.cli.settings`), then the `--command-config` file, then the explicit flags of the
+command. The same properties secure the command's own protocol connections
+(`connect_broker`: TLS, SASL), so a command works against any listener its confluent-kafka
+clients can use. The bootstrap servers come from the flag, `ADS_BOOTSTRAP_SERVERS`, the
+profile or the default (`resolve_settings`); before its first client is made a command
+checks that one of them accepts a connection (`check_reachable`), so a wrong address
+fails in about two seconds with a hint instead of after the client's timeout.
 """
 
 from __future__ import annotations
@@ -16,20 +20,32 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import logging
+import os
+import socket
 import sys
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
-from ads.client import ClientConfigError, ClientError, Connection, ConnectionFactory, parse_servers
-from ads.client.security import librdkafka_properties
+from ads.cli.settings import (
+    BOOTSTRAP_ENV,
+    BOOTSTRAP_KEY,
+    CONNECT_TIMEOUT_S,
+    DEFAULT_BOOTSTRAP,
+    PROFILE_ENV,
+    profile_path,
+)
 from ads.common.properties import PropertiesError, parse_properties
-from ads.protocol import messages as m
-from ads.protocol.errors import ErrorCode
+from ads.common.servers import parse_servers
 
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+if TYPE_CHECKING:
+    # Imported where used: the protocol's message classes alone take a tenth of a second,
+    # which a command that only uses confluent-kafka should not pay at start-up.
+    from ads.client import Connection, ConnectionFactory
+
 # How long a command waits for the cluster before it gives up with one clear line.
 TIMEOUT_S = 10.0
 
@@ -60,19 +76,76 @@ class CommandError(Exception):
 
 
 def add_client_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
-                   help=f"broker(s) to connect to (default {DEFAULT_BOOTSTRAP})")
+    p.add_argument("--bootstrap-server", metavar="HOST:PORT",
+                   help=f"broker(s) to connect to (default: ${BOOTSTRAP_ENV}, the "
+                        f"profile's {BOOTSTRAP_KEY}, else {DEFAULT_BOOTSTRAP}; see ads --help)")
     p.add_argument("--command-config", metavar="FILE",
-                   help="properties file with client configs (librdkafka names)")
+                   help="properties file with client configs (librdkafka names), over "
+                        "the profile's")
 
 
-def read_properties(path: str) -> dict[str, str]:
-    """A `--command-config` file, read by `ads.common.properties` (Java's `.properties`
-    rules). Values lose trailing blanks: Kafka's clients trim them, librdkafka would not."""
+def resolve_settings(args: argparse.Namespace) -> None:
+    """Fills in `args.bootstrap_server` where the flag was not given (flag, environment,
+    profile, default) and `args.client_properties` (the profile's, then
+    `--command-config`'s); records where the address came from, for error messages."""
+    path, named = profile_path()
+    profile: dict[str, str] = {}
+    if named or path.is_file():
+        profile = read_properties(str(path), f"the profile ({PROFILE_ENV})" if named
+                                  else "the profile")
+    if args.bootstrap_server:
+        args.bootstrap_source = "--bootstrap-server"
+    elif os.environ.get(BOOTSTRAP_ENV):
+        args.bootstrap_server, args.bootstrap_source = os.environ[BOOTSTRAP_ENV], BOOTSTRAP_ENV
+    elif profile.get(BOOTSTRAP_KEY):
+        args.bootstrap_server, args.bootstrap_source = profile[BOOTSTRAP_KEY], str(path)
+    else:
+        args.bootstrap_server, args.bootstrap_source = DEFAULT_BOOTSTRAP, "the default"
+    props = {k: v for k, v in profile.items() if k != BOOTSTRAP_KEY}
+    if getattr(args, "command_config", None):
+        props.update(read_properties(args.command_config))
+    args.client_properties = props
+
+
+def check_reachable(args: argparse.Namespace) -> None:
+    """Raises `CommandError` unless one bootstrap server accepts a TCP connection within
+    `CONNECT_TIMEOUT_S` (checked once per command): the client libraries would retry for
+    their whole timeout and then report only a timeout."""
+    if getattr(args, "reachable", False):
+        return
+    try:
+        servers = parse_servers(args.bootstrap_server)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
+    reason = "timed out"
+    for i, (host, port) in enumerate(servers):
+        # Each server its share of what is left, so one that never answers does not use up
+        # the time of those after it.
+        left = (deadline - time.monotonic()) / (len(servers) - i)
+        if left <= 0:
+            break
+        try:
+            with socket.create_connection((host, port), timeout=left):
+                args.reachable = True
+                return
+        except OSError as exc:
+            reason = exc.strerror or str(exc) or type(exc).__name__
+    path, _ = profile_path()
+    raise CommandError(
+        f"cannot connect to {args.bootstrap_server} (from {args.bootstrap_source}): {reason}."
+        f" Is a broker listening there? Give its address with --bootstrap-server, "
+        f"{BOOTSTRAP_ENV} or {BOOTSTRAP_KEY} in {path}.")
+
+
+def read_properties(path: str, what: str = "--command-config") -> dict[str, str]:
+    """A `--command-config` file or the profile, read by `ads.common.properties` (Java's
+    `.properties` rules). Values lose trailing blanks: Kafka's clients trim them, librdkafka
+    would not."""
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        raise UsageError(f"cannot read --command-config {path!r}: {exc.strerror}") from exc
+        raise UsageError(f"cannot read {what} {path!r}: {exc.strerror}") from exc
     try:
         props = parse_properties(data)
     except PropertiesError as exc:
@@ -84,11 +157,15 @@ def client_config(args: argparse.Namespace, defaults: dict[str, Any] | None = No
                   overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     conf: dict[str, Any] = {"logger": _client_log}
     conf.update(defaults or {})
-    if args.command_config:
+    if args.client_properties:
+        from ads.client import ClientConfigError
+        from ads.client.security import librdkafka_properties
+
         try:
-            conf.update(librdkafka_properties(read_properties(args.command_config)))
+            conf.update(librdkafka_properties(args.client_properties))
         except ClientConfigError as exc:
             raise UsageError(f"invalid client configuration: {exc}") from exc
+    check_reachable(args)
     conf["bootstrap.servers"] = args.bootstrap_server
     conf.update(overrides or {})
     return conf
@@ -107,13 +184,15 @@ def make_client(factory: Callable[[dict[str, Any]], T], conf: dict[str, Any]) ->
 def connection_factory(args: argparse.Namespace) -> ConnectionFactory:
     """Blocking connections secured as `--command-config` says; its files are read once
     per command. A property that cannot be used is a usage error."""
+    from ads.client import ClientConfigError, ConnectionFactory
+
     factory = getattr(args, "connection_factory", None)
     if isinstance(factory, ConnectionFactory):
         return factory
-    path = getattr(args, "command_config", None)
-    props = read_properties(path) if path else {}
+    check_reachable(args)
     try:
-        factory = ConnectionFactory(props, client_id="ads-cli", timeout_s=TIMEOUT_S)
+        factory = ConnectionFactory(args.client_properties, client_id="ads-cli",
+                                    timeout_s=TIMEOUT_S)
     except ClientConfigError as exc:
         raise UsageError(f"invalid client configuration: {exc}") from exc
     args.connection_factory = factory
@@ -123,6 +202,8 @@ def connection_factory(args: argparse.Namespace) -> ConnectionFactory:
 def connect_broker(args: argparse.Namespace, host: str, port: int) -> Connection:
     """A blocking protocol connection (`ads.client`), for what the AdminClient lacks,
     authenticated as the command's client properties say."""
+    from ads.client import ClientError
+
     factory = connection_factory(args)
     try:
         return factory(host, port)
@@ -195,6 +276,8 @@ def run_command(name: str, func: Command) -> Command:
 
     def wrapper(args: argparse.Namespace) -> int:
         try:
+            if hasattr(args, "bootstrap_server"):
+                resolve_settings(args)
             return func(args)
         except UsageError as exc:
             print(f"ads {name}: {exc}", file=sys.stderr)
@@ -222,6 +305,10 @@ def print_table(rows: list[tuple[object, ...]]) -> None:
 def coordinator_connection(args: argparse.Namespace, key: str, key_type: int) -> Connection:
     """A connection to the coordinator of a group (key type 0) or transactional id (1),
     for what the AdminClient lacks."""
+    from ads.client import ClientError
+    from ads.protocol import messages as m
+    from ads.protocol.errors import ErrorCode
+
     try:
         host, port = parse_servers(args.bootstrap_server)[0]
     except ValueError as exc:

@@ -17,6 +17,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -58,8 +59,9 @@ _FATAL = frozenset({
 Renderer = Callable[[Message], str]
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("consume", help="print a topic's records to standard output")
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               help_text: str) -> None:
+    p = sub.add_parser("consume", help=help_text)
     p.add_argument("topic")
     p.add_argument("--from-beginning", action="store_true",
                    help="start at the log start offset (with --group: when nothing is "
@@ -197,20 +199,27 @@ def consume(args: argparse.Namespace) -> int:
                  "auto.offset.reset": "earliest" if start == OFFSET_BEGINNING else "latest"}
     overrides = {} if args.group is None else {"group.id": args.group}
     consumer = make_client(Consumer, client_config(args, defaults, overrides))
-    count = 0
+    progress = _Progress()
     try:
         partitions = _partitions(consumer, args)
         if args.group is None:
             consumer.assign([TopicPartition(args.topic, p, start) for p in partitions])
         else:
             consumer.subscribe([args.topic])
-        count = _loop(consumer, args, render)
+        _loop(consumer, args, render, progress)
     except KeyboardInterrupt:
         pass
     finally:
         consumer.close()
-    print(f"Processed a total of {count} messages", file=sys.stderr)
+    print(f"Processed a total of {progress.count} messages", file=sys.stderr)
     return 0
+
+
+@dataclass(slots=True)
+class _Progress:
+    """Records written so far; kept outside the loop so Ctrl-C does not lose the count."""
+
+    count: int = 0
 
 
 def _partitions(consumer: Consumer, args: argparse.Namespace) -> list[int]:
@@ -231,15 +240,15 @@ def _partitions(consumer: Consumer, args: argparse.Namespace) -> list[int]:
     return [args.partition]
 
 
-def _loop(consumer: Consumer, args: argparse.Namespace, render: Renderer) -> int:
+def _loop(consumer: Consumer, args: argparse.Namespace, render: Renderer,
+          progress: _Progress) -> None:
     limit: int | None = args.max_messages
     idle_s = None if args.timeout_ms is None else args.timeout_ms / 1000
     out = sys.stdout
-    count = 0
     last_record = time.monotonic()
-    while limit is None or count < limit:
+    while limit is None or progress.count < limit:
         wait = _POLL_S if idle_s is None else max(0.0, min(_POLL_S, idle_s))
-        want = _BATCH if limit is None else min(_BATCH, limit - count)
+        want = _BATCH if limit is None else min(_BATCH, limit - progress.count)
         chunk: list[str] = []
         for msg in consumer.consume(num_messages=want, timeout=wait):
             err = msg.error()
@@ -248,17 +257,16 @@ def _loop(consumer: Consumer, args: argparse.Namespace, render: Renderer) -> int
             elif err.fatal() or err.code() in _FATAL:
                 raise CommandError(describe_error(err, args.bootstrap_server, args.topic))
         if chunk:
-            count += len(chunk)
             last_record = time.monotonic()
             try:
                 out.write("".join(chunk))
                 out.flush()
             except BrokenPipeError:
                 _silence_stdout()
-                return count
+                return
+            progress.count += len(chunk)
         elif idle_s is not None and time.monotonic() - last_record >= idle_s:
             break
-    return count
 
 
 def _silence_stdout() -> None:

@@ -13,6 +13,7 @@ active members. The ZooKeeper import reads the layout old consumers wrote,
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -36,17 +37,15 @@ from ads.cli.common import (
     result,
     run_command,
 )
-from ads.client import ClientError
-from ads.protocol import messages as m
-from ads.protocol.errors import ErrorCode
 
 _REQUEST = {"request_timeout": TIMEOUT_S}
 _HEADER = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
            "CONSUMER-ID", "HOST", "CLIENT-ID")
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    groups = sub.add_parser("groups", help="list, describe and manage consumer groups")
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               help_text: str) -> None:
+    groups = sub.add_parser("groups", help=help_text)
     verbs = groups.add_subparsers(dest="groups_command", required=True, metavar="VERB")
 
     p = verbs.add_parser("list", help="list consumer groups")
@@ -78,7 +77,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     to.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS[.sss][+hh:mm]")
     to.add_argument("--shift-by", type=int, metavar="N")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--dry-run", action="store_true", help="only show the plan (default)")
+    mode.add_argument("--dry-run", action="store_true",
+                      help="only show the plan (also the default, with a warning)")
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
     _finish(p, "groups reset-offsets", reset_offsets)
 
@@ -171,47 +171,61 @@ def describe(args: argparse.Namespace) -> int:
     admin = _admin(args)
     names = list(dict.fromkeys(args.groups))
     futures = admin.describe_consumer_groups(names, **_REQUEST)
-    for n, group in enumerate(names):
+    missing = shown = 0
+    for group in names:
         d = result(futures[group], args, group)
-        owners: dict[tuple[str, int], Any] = {}
-        for member in d.members:
-            for tp in member.assignment.topic_partitions:
-                owners[(tp.topic, tp.partition)] = member
-        state = _name(d.state)
-        if n:
+        if _name(d.state) == "Dead":
+            # The coordinator's answer for a group it does not know, as Kafka's tool says.
+            missing += 1
+            print(f"Error: Consumer group '{group}' does not exist.", file=sys.stderr)
+            continue
+        if shown:
             print()
+        shown += 1
         if args.members:
-            rows: list[tuple[object, ...]] = [("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID",
-                                               "#PARTITIONS")]
-            rows += [(group, mem.member_id, mem.host, mem.client_id,
-                      len(mem.assignment.topic_partitions)) for mem in d.members]
-            if not d.members:
-                print(f"Consumer group '{group}' has no active members.")
-            else:
-                print_table(rows)
-            continue
-        committed = _committed(admin, args, group)
-        keys = sorted(set(committed) | set(owners))
-        if not keys:
-            print(f"Consumer group '{group}' has no active members and no committed offsets."
-                  f" (state {state})")
-            continue
-        if not d.members:
-            print(f"Consumer group '{group}' has no active members.")
-        end = _log_end_offsets(admin, args, keys)
-        rows = [_HEADER]
-        for key in keys:
-            tp = committed.get(key)
-            current = tp.offset if tp is not None and tp.offset >= 0 else None
-            leo = end.get(key)
-            lag = leo - current if leo is not None and current is not None else "-"
-            owner = owners.get(key)
-            rows.append((group, key[0], key[1], "-" if current is None else current,
-                         "-" if leo is None else leo, lag,
-                         owner.member_id if owner else "-", owner.host if owner else "-",
-                         owner.client_id if owner else "-"))
-        print_table(rows)
-    return 0
+            _print_members(group, d)
+        else:
+            _print_offsets(admin, args, group, d)
+    return 1 if missing else 0
+
+
+def _print_members(group: str, d: Any) -> None:
+    if not d.members:
+        print(f"Consumer group '{group}' has no active members.")
+        return
+    rows: list[tuple[object, ...]] = [("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID",
+                                       "#PARTITIONS")]
+    rows += [(group, mem.member_id, mem.host, mem.client_id,
+              len(mem.assignment.topic_partitions)) for mem in d.members]
+    print_table(rows)
+
+
+def _print_offsets(admin: AdminClient, args: argparse.Namespace, group: str, d: Any) -> None:
+    owners: dict[tuple[str, int], Any] = {}
+    for member in d.members:
+        for tp in member.assignment.topic_partitions:
+            owners[(tp.topic, tp.partition)] = member
+    committed = _committed(admin, args, group)
+    keys = sorted(set(committed) | set(owners))
+    if not keys:
+        print(f"Consumer group '{group}' has no active members and no committed offsets."
+              f" (state {_name(d.state)})")
+        return
+    if not d.members:
+        print(f"Consumer group '{group}' has no active members.")
+    end = _log_end_offsets(admin, args, keys)
+    rows: list[tuple[object, ...]] = [_HEADER]
+    for key in keys:
+        tp = committed.get(key)
+        current = tp.offset if tp is not None and tp.offset >= 0 else None
+        leo = end.get(key)
+        lag = leo - current if leo is not None and current is not None else "-"
+        owner = owners.get(key)
+        rows.append((group, key[0], key[1], "-" if current is None else current,
+                     "-" if leo is None else leo, lag,
+                     owner.member_id if owner else "-", owner.host if owner else "-",
+                     owner.client_id if owner else "-"))
+    print_table(rows)
 
 
 def delete(args: argparse.Namespace) -> int:
@@ -291,30 +305,46 @@ def reset_offsets(args: argparse.Namespace) -> int:
         low, high = earliest.get(key, 0), latest.get(key, 0)
         current = committed[key].offset if key in committed and committed[key].offset >= 0 \
             else None
-        if args.to_earliest:
-            target = low
-        elif args.to_latest:
-            target = high
-        elif args.to_offset is not None:
-            target = args.to_offset
-        elif args.shift_by is not None:
-            target = (low if current is None else current) + args.shift_by
-        else:
-            target = at.get(key, -1)
-            target = high if target < 0 else target
-        plan.append((key[0], key[1], min(max(target, low), high)))
+        found = at.get(key, -1) if args.to_datetime is not None else -1
+        plan.append((key[0], key[1], min(max(_target(args, low, high, current, found), low),
+                                          high)))
     rows: list[tuple[object, ...]] = [("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")]
     rows += [(group, t, p, o) for t, p, o in plan]
-    if args.execute and plan:
-        futures = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
-            group, [TopicPartition(t, p, o) for t, p, o in plan])], **_REQUEST)
-        result(futures[group], args, group)
+    if args.execute:
+        if plan:
+            futures = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+                group, [TopicPartition(t, p, o) for t, p, o in plan])], **_REQUEST)
+            result(futures[group], args, group)
+    elif not args.dry_run:
+        # As Kafka's tool: a plan shown without either flag is not mistaken for a reset.
+        print("WARN: nothing was changed: the offsets are committed only with --execute "
+              "(give --dry-run to show the plan without this warning).", file=sys.stderr)
     print_table(rows)
     return 0
 
 
+def _target(args: argparse.Namespace, low: int, high: int, current: int | None,
+            at_time: int) -> int:
+    """The new offset the reset option asks for, before clamping; `at_time` is the
+    offset ListOffsets found for --to-datetime (-1: none, so the log end)."""
+    if args.to_earliest:
+        return low
+    if args.to_latest:
+        return high
+    if args.to_offset is not None:
+        return int(args.to_offset)
+    if args.shift_by is not None:
+        return (low if current is None else current) + int(args.shift_by)
+    return high if at_time < 0 else at_time
+
+
 # -- delete-offsets -----------------------------------------------------------------------
 def delete_offsets(args: argparse.Namespace) -> int:
+    # Loaded here: the protocol's classes cost the other verbs a tenth of a second.
+    from ads.client import ClientError
+    from ads.protocol import messages as m
+    from ads.protocol.errors import ErrorCode
+
     admin = _admin(args)
     keys = _topic_partitions(admin, args, _parse_topics(args.topic))
     by_topic: dict[str, list[int]] = {}

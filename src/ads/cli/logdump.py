@@ -42,8 +42,9 @@ _CHUNK = 1 << 20
 _MAX_INFLATED = 1 << 28
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    top = sub.add_parser("log", help="dump segments and describe partition data on disk")
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               help_text: str) -> None:
+    top = sub.add_parser("log", help=help_text)
     verbs = top.add_subparsers(dest="log_command", required=True, metavar="VERB")
 
     p = verbs.add_parser("dump", help="print the batches and records of segment files")
@@ -228,7 +229,8 @@ def scan_data_dir(data_dir: Path, topic: str | None = None
             segments=len(logs), size=sum(size for _, size in logs), log_start_offset=start,
             active_segment=bases[-1], first_dirty_offset=first_dirty if tp in dirty else None,
             cleanable_ratio=cleanable / (clean + cleanable) if clean + cleanable else 0.0)
-    return found
+    # Directory names sort as text (t-10 before t-2); partitions sort as numbers.
+    return dict(sorted(found.items()))
 
 
 def describe(args: argparse.Namespace) -> int:

@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ads.cli.common import (
-    DEFAULT_BOOTSTRAP,
     CommandError,
     UsageError,
     parse_assignments,
     read_properties,
+    resolve_settings,
 )
+from ads.cli.settings import BOOTSTRAP_ENV
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -35,23 +36,25 @@ _COMMAND_CONFIG_HELP = ("client properties file; its security settings (security
 
 
 def _security(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
-    """The security properties of `--command-config`, checked (SourceOptionError)."""
+    """The security properties of the profile and `--command-config` (`load`, `copy`) or
+    of `--command-config` alone (`status`), checked (SourceOptionError)."""
     from ads.spark.options import security_properties
 
-    if not args.command_config:
-        return ()
-    props = read_properties(args.command_config)
+    props = getattr(args, "client_properties", None)
+    if props is None:
+        props = read_properties(args.command_config) if args.command_config else {}
     return security_properties({f"kafka.{k}": v for k, v in props.items()})
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("pipeline",
-                       help="load topics into Parquet, or copy a topic, with Spark, exactly once")
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               help_text: str) -> None:
+    p = sub.add_parser("pipeline", help=help_text)
     verbs = p.add_subparsers(dest="pipeline_command", required=True)
 
     load = verbs.add_parser("load", help="copy topics into a Parquet dataset, exactly once")
-    load.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
-                      help=f"broker(s) to read from (default {DEFAULT_BOOTSTRAP})")
+    load.add_argument("--bootstrap-server", metavar="HOST:PORT",
+                      help=f"broker(s) to read from (default: ${BOOTSTRAP_ENV} or the "
+                           "profile's, see ads --help)")
     load.add_argument("--topic", action="append", required=True, metavar="TOPIC",
                       help="topic to load (repeat for several)")
     load.add_argument("--output", required=True, metavar="PATH",
@@ -78,8 +81,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
     copy = verbs.add_parser(
         "copy", help="copy a topic into another through an optional transform, exactly once")
-    copy.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
-                      help=f"broker(s) of both topics (default {DEFAULT_BOOTSTRAP})")
+    copy.add_argument("--bootstrap-server", metavar="HOST:PORT",
+                      help=f"broker(s) of both topics (default: ${BOOTSTRAP_ENV} or the "
+                           "profile's, see ads --help)")
     copy.add_argument("--from-topic", required=True, metavar="TOPIC",
                       help="input topic, read read_committed")
     copy.add_argument("--to-topic", required=True, metavar="TOPIC",
@@ -152,6 +156,7 @@ def _load_options(args: argparse.Namespace) -> tuple[LoadOptions, dict[str, str]
     from ads.spark.options import duration_ms
     from ads.spark.pipeline import LoadOptions
 
+    resolve_settings(args)
     if args.trigger not in ("once", "available-now"):
         duration_ms(args.trigger, "--trigger")
     if args.max_records_per_batch <= 0:
@@ -211,6 +216,7 @@ def _copy_options(args: argparse.Namespace) -> tuple[CopyOptions, dict[str, str]
     from ads.spark.copy import CopyOptions
     from ads.spark.options import duration_ms
 
+    resolve_settings(args)
     if args.trigger != "available-now":
         duration_ms(args.trigger, "--trigger")
     if args.max_records_per_batch <= 0:

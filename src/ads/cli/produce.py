@@ -36,8 +36,9 @@ _MESSAGE_TIMEOUT_MS = 30_000
 _POLL_EVERY = 1000
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("produce", help="write standard input to a topic, one record per line")
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               help_text: str) -> None:
+    p = sub.add_parser("produce", help=help_text)
     p.add_argument("topic")
     p.add_argument("--key-separator", metavar="SEP",
                    help=r"split each line into key SEP value at the first SEP (\t allowed)")

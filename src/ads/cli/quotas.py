@@ -57,8 +57,9 @@ class _EntityAction(argparse.Action):
         namespace.entities = entities
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("quotas", help="set and show client quotas (users, client ids)")
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               help_text: str) -> None:
+    p = sub.add_parser("quotas", help=help_text)
     verbs = p.add_subparsers(dest="verb", required=True)
     for verb, func in (("alter", _alter), ("describe", _describe)):
         v = verbs.add_parser(verb)

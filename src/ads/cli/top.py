@@ -11,6 +11,7 @@ scripts and for terminals without cursor control.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -25,6 +26,8 @@ from rich.text import Text
 
 from ads.cli.common import CommandError, run_command
 
+# The width of a frame printed to a pipe: wider than any row, which then sets the width.
+_UNBOUNDED = 100_000
 _TOPIC_RATES = ("ads_topic_messages_in_total", "ads_topic_bytes_in_total",
                 "ads_topic_bytes_out_total")
 
@@ -36,6 +39,7 @@ class Snapshot:
     time_s: float
     topics: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(dict))
     group_lag: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    group_state: dict[str, str] = field(default_factory=dict)
     group_partitions: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     broker: dict[str, float] = field(default_factory=dict)
 
@@ -56,6 +60,9 @@ def parse(text: str, time_s: float) -> Snapshot:
                 snap.group_partitions[labels["group"]] += 1
             elif name == "ads_group_committed_offset":
                 snap.group_lag.setdefault(labels["group"], 0.0)
+            elif name == "ads_group_state":
+                snap.group_state[labels["group"]] = labels["state"]
+                snap.group_lag.setdefault(labels["group"], 0.0)
             elif name == "ads_requests_total":
                 requests += s.value
             elif not labels and name in (
@@ -71,8 +78,13 @@ def scrape(url: str) -> Snapshot:
     try:
         with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - user's URL
             text = response.read().decode()
-    except (urllib.error.URLError, OSError) as exc:
+    except urllib.error.HTTPError as exc:
         raise CommandError(f"cannot read {url}: {exc}") from exc
+    except (urllib.error.URLError, OSError) as exc:
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        raise CommandError(
+            f"cannot read {url}: {reason}; is that the broker's http.listener? It is off "
+            "unless set (e.g. --set http.listener=127.0.0.1:9644 on ads broker)") from exc
     return parse(text, time.monotonic())
 
 
@@ -91,8 +103,9 @@ def _bytes(n: float) -> str:
     return f"{n:,.1f} GiB"
 
 
-def frame(before: Snapshot, after: Snapshot, url: str) -> Group:
-    """One screen: the broker line, the topics table and the groups table."""
+def frame(before: Snapshot, after: Snapshot, url: str, expand: bool = True) -> Group:
+    """One screen: the broker line, the topics table and the groups table; `expand`:
+    as wide as the console, else as wide as the rows need."""
     span = max(after.time_s - before.time_s, 1e-6)
     b = after.broker
     requests = max(b.get("requests", 0.0) - before.broker.get("requests", 0.0), 0.0) / span
@@ -102,9 +115,10 @@ def frame(before: Snapshot, after: Snapshot, url: str) -> Group:
         f"under-replicated {b.get('ads_under_replicated_partitions', 0):.0f}  "
         f"under-min-ISR {b.get('ads_under_min_isr_partitions', 0):.0f}  "
         f"offline {b.get('ads_offline_partitions', 0):.0f}", style="bold")
-    topics = Table(title="topics", title_justify="left", expand=True)
-    for col in ("topic", "records in/s", "bytes in/s", "bytes out/s", "size", "high watermarks"):
-        topics.add_column(col, justify="left" if col == "topic" else "right")
+    topics = Table(title="topics", title_justify="left", expand=expand)
+    topics.add_column("topic", overflow="fold")  # a name is never cut, at most folded
+    for col in ("records in/s", "bytes in/s", "bytes out/s", "size", "high watermarks"):
+        topics.add_column(col, justify="right")
     for name in sorted(after.topics):
         row = after.topics[name]
         topics.add_row(
@@ -113,14 +127,16 @@ def frame(before: Snapshot, after: Snapshot, url: str) -> Group:
             _bytes(_rate(before, after, name, _TOPIC_RATES[2])),
             _bytes(row.get("ads_log_size_bytes", 0.0)),
             f"{row.get('ads_partition_high_watermark', 0.0):,.0f}")
-    groups = Table(title="consumer groups", title_justify="left", expand=True)
-    for col in ("group", "lag", "lag change/s", "partitions with lag figures"):
-        groups.add_column(col, justify="left" if col == "group" else "right")
+    groups = Table(title="consumer groups", title_justify="left", expand=expand)
+    groups.add_column("group", overflow="fold")
+    groups.add_column("state")
+    for col in ("lag", "lag change/s", "partitions with lag figures"):
+        groups.add_column(col, justify="right")
     for name in sorted(after.group_lag):
         lag = after.group_lag[name]
         change = (lag - before.group_lag.get(name, lag)) / span
-        groups.add_row(name, f"{lag:,.0f}", f"{change:+,.1f}",
-                       str(after.group_partitions.get(name, 0)))
+        groups.add_row(name, after.group_state.get(name, "-"), f"{lag:,.0f}",
+                       f"{change:+,.1f}", str(after.group_partitions.get(name, 0)))
     return Group(head, topics, groups)
 
 
@@ -131,7 +147,13 @@ def top(args: argparse.Namespace) -> int:
     before = scrape(url)
     if args.once:
         time.sleep(interval)
-        Console(width=args.width).print(frame(before, scrape(url), url))
+        after = scrape(url)
+        if args.width is None and not sys.stdout.isatty():
+            # A pipe or a file has no width: print whole rows rather than cut names to 80.
+            Console(width=_UNBOUNDED, soft_wrap=True).print(
+                frame(before, after, url, expand=False))
+        else:
+            Console(width=args.width).print(frame(before, after, url))
         return 0
     console = Console()
     with Live(console=console, auto_refresh=False, screen=False) as live:
@@ -145,8 +167,9 @@ def top(args: argparse.Namespace) -> int:
             return 0
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("top", help="live view of a broker's rates and lag (from /metrics)",
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               help_text: str) -> None:
+    p = sub.add_parser("top", help=help_text,
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", default="http://127.0.0.1:9644",
                    help="the broker's http.listener (default http://127.0.0.1:9644)")

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import (
     ElectionType,
@@ -31,7 +32,6 @@ from confluent_kafka.admin import (
     OffsetSpec,
 )
 
-from ads.cli import reassign
 from ads.cli.common import (
     INTERNAL_TOPICS,
     TIMEOUT_S,
@@ -47,15 +47,18 @@ from ads.cli.common import (
     result,
     run_command,
 )
-from ads.cli.logdump import scan_data_dir
-from ads.cli.replica_offsets import format_ends, log_end_offsets
+from ads.metadata.model import encode_topic_id
+
+if TYPE_CHECKING:
+    from ads.cli.logdump import PartitionFiles
 
 _REQUEST = {"request_timeout": TIMEOUT_S}
 _OPERATION = {"request_timeout": TIMEOUT_S, "operation_timeout": TIMEOUT_S}
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    topics = sub.add_parser("topics", help="create, list, describe, alter and delete topics")
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               help_text: str) -> None:
+    topics = sub.add_parser("topics", help=help_text)
     verbs = topics.add_subparsers(dest="topics_command", required=True, metavar="VERB")
 
     p = verbs.add_parser("create", help="create a topic")
@@ -131,12 +134,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="say whether each reassignment completed (exit 1 while one has not)")
     p.add_argument("--cancel", action="store_true", help="cancel them")
     p.add_argument("--list", action="store_true", help="show reassignments in progress")
-    _finish(p, "topics reassign", reassign.reassign)
+    _finish(p, "topics reassign", _reassign)
 
 
 def _finish(p: argparse.ArgumentParser, name: str, func: Any) -> None:
     add_client_arguments(p)
     p.set_defaults(func=run_command(name, func))
+
+
+def _reassign(args: argparse.Namespace) -> int:
+    from ads.cli import reassign  # with the protocol's classes, loaded when used
+
+    return reassign.reassign(args)
 
 
 def _admin(args: argparse.Namespace) -> AdminClient:
@@ -211,14 +220,22 @@ def describe(args: argparse.Namespace) -> int:
     start = _offsets(admin, args, partitions, OffsetSpec.earliest())
     end = _offsets(admin, args, partitions, OffsetSpec.latest())
 
-    files = scan_data_dir(args.data_dir) if args.data_dir is not None else {}
+    files: dict[Any, PartitionFiles] = {}
+    if args.data_dir is not None:
+        from ads.cli.logdump import scan_data_dir  # the storage layer, only when asked
+
+        files = scan_data_dir(args.data_dir)
     replica_ends = _replica_ends(args, descriptions) if args.replica_offsets else {}
+    # As kafka-topics.sh: a filter prints only the partitions that qualify, without topic
+    # headers, so an empty output means "nothing to report".
+    filtered = args.under_replicated_partitions or args.unavailable_partitions
     lines: list[str] = []
     for d in descriptions:
         rf = len(d.partitions[0].replicas) if d.partitions else 0
-        lines.append(f"Topic: {d.name}\tTopicId: {d.topic_id}\t"
-                     f"PartitionCount: {len(d.partitions)}\tReplicationFactor: {rf}\t"
-                     f"Configs: {','.join(overrides[d.name])}")
+        if not filtered:
+            lines.append(f"Topic: {d.name}\tTopicId: {_topic_id(d.topic_id)}\t"
+                         f"PartitionCount: {len(d.partitions)}\tReplicationFactor: {rf}\t"
+                         f"Configs: {','.join(overrides[d.name])}")
         for p in sorted(d.partitions, key=lambda p: p.id):
             offline = p.leader is None or p.leader.id < 0
             under = len(p.isr) < len(p.replicas)
@@ -233,19 +250,37 @@ def describe(args: argparse.Namespace) -> int:
                 f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}\t"
                 f"LogStartOffset: {start.get(key, '?')}\tLogEndOffset: {end.get(key, '?')}"
                 + (f"\tCleanableRatio: {files[key].cleanable_ratio:.3f}" if key in files else "")
-                + ("\tReplicaLogEndOffsets: " + format_ends(
+                + ("\tReplicaLogEndOffsets: " + _format_ends(
                     replica_ends, (r.id for r in p.replicas), *key)
                    if args.replica_offsets else "")
                 + state)
-    print("\n".join(lines))
+    if lines:
+        print("\n".join(lines))
     return 0
 
 
 def _replica_ends(args: argparse.Namespace, descriptions: list[Any]
                   ) -> dict[tuple[int, str, int], int]:
+    from ads.cli.replica_offsets import log_end_offsets
+
     return log_end_offsets(connection_factory(args), [
         (r.id, r.host, r.port, d.name, p.id) for d in descriptions
         for p in d.partitions for r in p.replicas])
+
+
+def _topic_id(topic_id: Any) -> str:
+    """confluent-kafka's `Uuid` (whose text is standard base64) in Kafka's form."""
+    mask = (1 << 64) - 1
+    bits = ((topic_id.get_most_significant_bits() & mask) << 64
+            | (topic_id.get_least_significant_bits() & mask))
+    return encode_topic_id(uuid.UUID(int=bits))
+
+
+def _format_ends(ends: dict[tuple[int, str, int], int], nodes: Any, topic: str,
+                 partition: int) -> str:
+    from ads.cli.replica_offsets import format_ends
+
+    return format_ends(ends, nodes, topic, partition)
 
 
 def _ids(nodes: list[Any]) -> str:

@@ -45,8 +45,9 @@ from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    txns = sub.add_parser("transactions", help="list and describe transactions")
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               help_text: str) -> None:
+    txns = sub.add_parser("transactions", help=help_text)
     verbs = txns.add_subparsers(dest="transactions_command", required=True, metavar="VERB")
 
     p = verbs.add_parser("list", help="transactional ids known to the coordinators")

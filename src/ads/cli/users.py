@@ -47,8 +47,9 @@ MECHANISMS = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256,
 NAMES = {v: k for k, v in MECHANISMS.items()}
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    users = sub.add_parser("users", help="create, delete and list SCRAM users")
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               help_text: str) -> None:
+    users = sub.add_parser("users", help=help_text)
     verbs = users.add_subparsers(dest="users_command", required=True, metavar="VERB")
 
     p = verbs.add_parser("create", help="set a user's SCRAM credentials")

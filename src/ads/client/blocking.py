@@ -57,6 +57,7 @@ from typing import TypeVar
 
 from ads.client.sasl import SaslClientError, sasl_client
 from ads.client.security import ClientSecurity
+from ads.common.servers import parse_servers
 from ads.protocol import messages as m
 from ads.protocol.base import Message
 from ads.protocol.codec import decode_response, encode_request
@@ -91,26 +92,6 @@ class ClientError(Exception):
         self.address = address
         self.code = code
         self.closed = closed
-
-
-def parse_servers(servers: str) -> list[tuple[str, int]]:
-    """``host:port`` pairs of a comma-separated bootstrap list; ``PLAINTEXT://`` style
-    prefixes and IPv6 brackets are dropped. Raises ValueError for a malformed entry or an
-    empty list."""
-    out = []
-    for item in servers.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        if "://" in item:
-            item = item.split("://", 1)[1]
-        host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit():
-            raise ValueError(f"bootstrap server {item!r} is not host:port")
-        out.append((host.strip("[]"), int(port)))
-    if not out:
-        raise ValueError("no bootstrap servers given")
-    return out
 
 
 def parse_address(address: str) -> tuple[str, int]:

@@ -202,6 +202,17 @@ class PartitionStatus(enum.Enum):
     FAILED = "failed"
 
 
+@dataclass(slots=True)
+class _LoadSummary:
+    """Loads under way and what the finished ones read: the first use of an internal topic
+    loads all its partitions at once, and one INFO line says so (each partition's at DEBUG)."""
+
+    pending: int = 0
+    partitions: int = 0
+    records: int = 0
+    started: float = 0.0
+
+
 @dataclass(slots=True, eq=False)
 class _Partition(Generic[S]):
     index: int
@@ -230,6 +241,7 @@ class CoordinatorRuntime(Generic[S]):
         self._partitions: dict[int, _Partition[S]] = {}
         # Commits being waited for; referenced so that their tasks are not collected.
         self._waiting: set[asyncio.Future[int]] = set()
+        self._loads = _LoadSummary()
 
     # -- routing and answers ---------------------------------------------------------
     def partition_for(self, key: str) -> int:
@@ -285,7 +297,11 @@ class CoordinatorRuntime(Generic[S]):
         timers: Timers[Write] = Timers(self.clock, self._scheduled)
         p = _Partition(partition, leader_epoch, self._new_shard(partition, timers), timers)
         self._partitions[partition] = p
+        if not self._loads.pending:
+            self._loads = _LoadSummary(started=time.monotonic())
+        self._loads.pending += 1
         p.load = asyncio.ensure_future(self._load(p))
+        p.load.add_done_callback(self._load_ended)
 
     def become_follower(self, partition: int, leader_epoch: int | None = None) -> None:
         """Another broker leads the partition now (or it is gone, `leader_epoch` None)."""
@@ -347,12 +363,22 @@ class CoordinatorRuntime(Generic[S]):
         if not self._current(p):
             return
         p.status = PartitionStatus.ACTIVE
-        log.info("loaded %s-%d: %d records in %.0f ms", self.topic.name, p.index, count,
-                 (time.monotonic() - started) * 1000)
+        log.debug("loaded %s-%d: %d records in %.0f ms", self.topic.name, p.index, count,
+                  (time.monotonic() - started) * 1000)
+        self._loads.partitions += 1
+        self._loads.records += count
         self._perform(p, p.shard.on_loaded())
         first = p.timers.next_deadline_ms()
         if first is not None:
             self._scheduled(first)
+
+    def _load_ended(self, _load: asyncio.Future[None]) -> None:
+        """Every load's end, done or not: the last of a burst logs what they loaded."""
+        loads = self._loads
+        loads.pending -= 1
+        if not loads.pending and loads.partitions:
+            log.info("loaded %d partitions of %s: %d records in %.0f ms", loads.partitions,
+                     self.topic.name, loads.records, (time.monotonic() - loads.started) * 1000)
 
     def _replay(self, p: _Partition[S], batch: bytes) -> int:
         try:

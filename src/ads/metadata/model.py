@@ -6,10 +6,23 @@ replication layer can later drive the same model from ZooKeeper without changing
 
 from __future__ import annotations
 
+import base64
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+
+def encode_topic_id(topic_id: uuid.UUID) -> str:
+    """Kafka's `Uuid.toString`, the form in which ADS shows topic ids (its command line and
+    console, as Kafka's tools) and ZooKeeper keeps them: URL-safe base64 of the 16 bytes,
+    without padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def decode_topic_id(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
 
 # Kafka's rule: ASCII letters, digits, '.', '_' and '-', at most 249 characters.
 _LEGAL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")

@@ -25,14 +25,18 @@ Only encoding and decoding live here: no ZooKeeper client.
 
 from __future__ import annotations
 
-import base64
 import json
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ads.metadata.model import BrokerEndpoint, ListenerEndpoint
+from ads.metadata.model import (
+    BrokerEndpoint,
+    ListenerEndpoint,
+    decode_topic_id,
+    encode_topic_id,
+)
 
 CLUSTER_ID = "/cluster/id"
 CONTROLLER = "/controller"
@@ -155,15 +159,6 @@ def decode_broker(node_id: int, raw: bytes) -> BrokerEndpoint:
 
 
 # -- /brokers/topics/<topic> --------------------------------------------------------------
-def encode_topic_id(topic_id: uuid.UUID) -> str:
-    """Kafka's `Uuid.toString`: URL-safe base64 of the 16 bytes, without padding."""
-    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
-
-
-def decode_topic_id(text: str) -> uuid.UUID:
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-
-
 @dataclass(frozen=True, slots=True)
 class TopicAssignment:
     topic_id: uuid.UUID

@@ -20,6 +20,7 @@ import asyncio
 import dataclasses
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -45,6 +46,11 @@ from ads.metadata.zk_entity_configs import ZkEntityConfigs
 
 log = logging.getLogger(__name__)
 
+# ZooKeeper expires sessions in buckets of its tick (tickTime, 2 s by default), so a session
+# may outlive its timeout by up to one tick.
+_EXPIRY_TICK_S = 2.0
+_REGISTRATION_POLL_S = 0.25
+
 NO_STATE = zl.LeaderAndIsr(-1, -1, [], -1)
 
 
@@ -64,6 +70,7 @@ class ZkMetadataStore:
         self.broker_epoch = -1
         self._connect = connect
         self._connection_timeout_s = (connection_timeout_ms or session_timeout_ms) / 1000.0
+        self._session_timeout_s = session_timeout_ms / 1000.0
         self.zk = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0)
         self._listeners: list[MetadataListener] = []
         self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
@@ -101,6 +108,31 @@ class ZkMetadataStore:
         except NodeExistsError:
             pass
         self.cluster_id = zl.decode_cluster_id(self.zk.get(zl.CLUSTER_ID)[0])
+        self._await_stale_registration()
+
+    def _await_stale_registration(self) -> None:
+        """A broker restarted right after a crash finds the registration its dead process
+        left, held by that process's session until ZooKeeper expires it. The broker holds
+        its log directories' locks by now (`LogManager.lock_dirs`), so no live process of
+        this broker holds them: wait for that session to expire, at most a session timeout
+        and ZooKeeper's expiry tick, then register (`register`). A live broker elsewhere
+        with the same node id keeps its session, and `register` then refuses the id."""
+        path = zl.broker_path(self.node_id)
+        stat = self.zk.exists(path)
+        if stat is None:
+            return
+        wait_s = self._session_timeout_s + _EXPIRY_TICK_S
+        log.warning("node id %d is registered at %s by ZooKeeper session 0x%x, not this "
+                    "process's (a previous process that did not stop cleanly?): waiting up "
+                    "to %.0f s for that session to expire", self.node_id, path,
+                    stat.ephemeralOwner, wait_s)
+        started = time.monotonic()
+        while stat is not None and time.monotonic() - started < wait_s:
+            time.sleep(_REGISTRATION_POLL_S)
+            stat = self.zk.exists(path)
+        if stat is None:
+            log.info("the previous registration of node id %d expired after %.1f s",
+                     self.node_id, time.monotonic() - started)
 
     def register(self, endpoint: BrokerEndpoint) -> None:
         """Creates `/brokers/ids/<id>` and starts the watches; `NodeIdInUseError` when a
@@ -122,7 +154,8 @@ class ZkMetadataStore:
         except NodeExistsError as exc:
             raise NodeIdInUseError(
                 f"node id {self.node_id} is already registered in ZooKeeper at "
-                f"{zl.broker_path(self.node_id)} by a live broker") from exc
+                f"{zl.broker_path(self.node_id)} by a live broker (its session did not "
+                f"expire within the session timeout)") from exc
         stat = self.zk.exists(zl.broker_path(self.node_id))
         if stat is not None:
             self.broker_epoch = stat.czxid

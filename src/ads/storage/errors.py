@@ -12,6 +12,7 @@ __all__ = [
     "CorruptRecordsError",
     "InvalidProducerEpochError",
     "KafkaStorageError",
+    "LogDirInUseError",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
     "RecordBatchTooLargeError",
@@ -74,3 +75,7 @@ class CorruptIndexError(StorageError):
 
 class CheckpointError(StorageError):
     """A checkpoint or snapshot file is malformed."""
+
+
+class LogDirInUseError(StorageError):
+    """Another process holds a log directory's lock (``LogManager.lock_dirs``)."""

@@ -11,6 +11,11 @@ Each log directory holds one ``<topic>-<partition>`` directory per partition and
 - ``.kafka_cleanshutdown``: an empty marker written last by ``shutdown`` after every log was
   flushed and closed. Present at startup: no log is scanned. It is removed as soon as the
   directory is loaded, so a crash afterwards counts as unclean.
+- ``.lock``: an empty file the broker holds a POSIX lock on (``lock_dirs``) from before it
+  reads anything until ``shutdown``, as Kafka does, so two broker processes never use one
+  directory; the kernel drops the lock when its process dies, so a lock that is free means
+  no live process uses the directory. (POSIX record locks are per process: brokers in one
+  process, as tests run them, do not exclude each other.)
 
 Crash rule: checkpoints are replaced atomically; a checkpoint that cannot be read is treated
 as absent (recovery starts at offset 0, which is slow but safe). Partition directories
@@ -22,7 +27,9 @@ which a worker thread may run concurrently with appends (they take the locks the
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import shutil
 import threading
 import time
@@ -31,11 +38,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ads.common.clock import Clock
-from ads.common.files import atomic_write
+from ads.common.files import O_CLOEXEC, atomic_write
 from ads.common.partitions import TopicPartition
 from ads.storage.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from ads.storage.config import LogConfig
-from ads.storage.errors import CheckpointError, KafkaStorageError
+from ads.storage.errors import CheckpointError, KafkaStorageError, LogDirInUseError
 from ads.storage.fileio import OS_FILE_IO, FileIO
 from ads.storage.files import Scheduler
 from ads.storage.log import Log, partition_dir_name
@@ -52,6 +59,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
@@ -102,8 +110,30 @@ class LogManager:
         # event loop) while the loop may delete logs: both change the maps under this lock.
         self._logs_lock = threading.Lock()
         self.recovered_logs = 0
+        self._dir_locks: list[int] = []
 
     # ------------------------------------------------------------------------------ startup
+
+    def lock_dirs(self) -> None:
+        """Takes every log directory's ``.lock``; ``LogDirInUseError`` when another process
+        holds one (nothing of that directory has been read or written then)."""
+        for log_dir in self.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | O_CLOEXEC, 0o644)
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                os.close(fd)
+                self.unlock_dirs()
+                raise LogDirInUseError(
+                    f"another process uses the log directory {log_dir} (it holds "
+                    f"{log_dir / LOCK_FILE}); a directory serves one broker at a time") from exc
+            self._dir_locks.append(fd)
+
+    def unlock_dirs(self) -> None:
+        for fd in self._dir_locks:
+            os.close(fd)  # closing the descriptor releases its lock
+        self._dir_locks.clear()
 
     def startup(self) -> None:
         """Open every partition directory, recovering after an unclean shutdown."""
@@ -284,3 +314,4 @@ class LogManager:
         for log_dir in self.log_dirs:
             if log_dir not in unclean:
                 atomic_write(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+        self.unlock_dirs()

@@ -209,6 +209,12 @@ class BrokerCollector(Collector):
         for state, n in sorted(states.items()):
             count.add_metric([state], n)
         yield count
+        # One series per group, its state a label (the "info" pattern), for `ads top`.
+        group_state = GaugeMetricFamily("ads_group_state", "1 for each group coordinated "
+                                        "here, with its state.", labels=["group", "state"])
+        for g in views:
+            group_state.add_metric([g.group_id, g.state], 1)
+        yield group_state
         committed = GaugeMetricFamily(
             "ads_group_committed_offset", "The group's committed offset of the partition.",
             labels=["group", "topic", "partition"])

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
 
 from ads.broker.http import observed, records_view
 from ads.broker.http.observed import ObservedBroker, PartitionView
 from ads.coordinator.group.classic import decode_assignment
+from ads.metadata.model import encode_topic_id
 from ads.protocol.errors import DecodeError
 
 _NAV = (("/", "Overview"), ("/topics", "Topics"), ("/groups", "Groups"))
@@ -171,7 +173,9 @@ def _overview(broker: ObservedBroker) -> str:
 <p class="muted">cluster id {_e(md.cluster_id)} · this broker {broker.node_id} ·
 controller {md.controller_id}</p>
 <section class="plots"><div><h2>Produce and fetch rates</h2><div id="rates-plot"></div></div>
-<div><h2>Consumer lag (records)</h2><div id="lag-plot"></div></div></section>
+<div><h2>Consumer lag (records)</h2><div id="lag-plot"></div>
+<details id="lag-pick"><summary>groups plotted</summary><div class="choices"></div></details>
+</div></section>
 <h2>Brokers</h2>{brokers}
 <h2>Topics</h2>{_table(("topic", "partitions", "size here", "high watermarks (sum)",
                         "records in since start", "offline"), topic_rows, "topics")}
@@ -208,7 +212,7 @@ def _topic(broker: ObservedBroker, name: str, token: str | None) -> tuple[str, s
             for p in observed.partitions(broker, name))
     configs = _table(("key", "value"), ((_e(k), _e(v)) for k, v in sorted(state.configs.items())))
     return name, f"""<h1>Topic {_e(name)}</h1>
-<p class="muted">id {_e(state.topic_id)}</p>
+<p class="muted">id {_e(encode_topic_id(state.topic_id))}</p>
 <h2>Partitions</h2>{_table(("partition", "leader", "replicas", "ISR", "size", "segments",
                             "log start", "log end", "high watermark", ""), rows, "partitions")}
 <h2>Configs set on the topic</h2>
@@ -234,9 +238,37 @@ def _messages(broker: ObservedBroker, name: str, query: Mapping[str, str]
     offset, timestamp = _int(query, "offset"), _int(query, "timestamp")
     fmt = query.get("format", "text")
     fmt = fmt if fmt in records_view.FORMATS else "text"
+    isolation = query.get("isolation", records_view.READ_COMMITTED)
+    if isolation not in records_view.ISOLATION_LEVELS:
+        isolation = records_view.READ_COMMITTED
+    form = _messages_form(partition, count, offset, timestamp, fmt, isolation)
+    title = f"{name} messages"
+    head = f"<h1>Messages of {_link(f'/topics/{_quote(name)}', name)}</h1>{form}"
+    if not 0 <= partition < len(state.partitions):
+        return title, head + f'<p class="error">no partition {partition}</p>'
+    try:
+        result = records_view.read_records(broker, name, partition, count, offset, timestamp,
+                                           isolation)
+    except records_view.RecordsUnavailableError as exc:
+        return title, head + f'<p class="error">{_e(exc)}</p>'
+    rows = ((r.record.offset, r.record.timestamp,
+             "" if r.control else f"<pre>{_e(records_view.show(r.record.key, fmt))}</pre>",
+             "" if r.control else f"<pre>{_e(records_view.show(r.record.value, fmt))}</pre>",
+             "<br>".join(f"{_e(k)}: {_e(records_view.show(v, fmt))}"
+                         for k, v in r.record.headers),
+             f'<span class="mark">{_e(r.mark)}</span>' if r.mark else "")
+            for r in result.records)
+    return title, head + _messages_summary(partition, result) + _table(
+        ("offset", "timestamp", "key", "value", "headers", "transaction"), rows, "messages")
+
+
+def _messages_form(partition: int, count: int, offset: int | None, timestamp: int | None,
+                   fmt: str, isolation: str) -> str:
     options = "".join(f'<option value="{f}"{" selected" if f == fmt else ""}>{f}</option>'
                       for f in records_view.FORMATS)
-    form = f"""<form method="get" class="filters">
+    levels = "".join(f'<option value="{i}"{" selected" if i == isolation else ""}>{i}</option>'
+                     for i in records_view.ISOLATION_LEVELS)
+    return f"""<form method="get" class="filters">
 <label>partition <input name="partition" type="number" min="0" value="{partition}"></label>
 <label>count <input name="count" type="number" min="1" max="{records_view.MAX_RECORDS}"
 value="{count}"></label>
@@ -245,25 +277,22 @@ value="{count}"></label>
 <label>from timestamp (ms) <input name="timestamp" type="number"
 value="{_e(timestamp if timestamp is not None else '')}"></label>
 <label>show as <select name="format">{options}</select></label>
+<label>isolation <select name="isolation">{levels}</select></label>
 <button type="submit">show</button></form>"""
-    title = f"{name} messages"
-    head = f"<h1>Messages of {_link(f'/topics/{_quote(name)}', name)}</h1>{form}"
-    if not 0 <= partition < len(state.partitions):
-        return title, head + f'<p class="error">no partition {partition}</p>'
-    try:
-        result = records_view.read_records(broker, name, partition, count, offset, timestamp)
-    except records_view.RecordsUnavailableError as exc:
-        return title, head + f'<p class="error">{_e(exc)}</p>'
-    rows = ((r.offset, r.timestamp,
-             f"<pre>{_e(records_view.show(r.key, fmt))}</pre>",
-             f"<pre>{_e(records_view.show(r.value, fmt))}</pre>",
-             "<br>".join(f"{_e(k)}: {_e(records_view.show(v, fmt))}" for k, v in r.headers))
-            for r in result.records)
-    summary = (f'<p class="muted">partition {partition}: offsets {result.log_start_offset} '
-               f"to {result.high_watermark - 1} committed; {len(result.records)} shown from "
-               f"{result.start}</p>")
-    return title, head + summary + _table(("offset", "timestamp", "key", "value", "headers"),
-                                          rows, "messages")
+
+
+def _messages_summary(partition: int, result: records_view.RecordPage) -> str:
+    if result.isolation == records_view.READ_COMMITTED:
+        what = (f"offsets {result.log_start_offset} to {result.end - 1} readable with "
+                f"read_committed (last stable offset {result.end}, high watermark "
+                f"{result.high_watermark}); records of aborted transactions and "
+                "transaction markers left out")
+    else:
+        what = (f"offsets {result.log_start_offset} to {result.end - 1} below the high "
+                "watermark, read_uncommitted: records of aborted transactions and "
+                "transaction markers included and marked")
+    return (f'<p class="muted" id="messages-summary">partition {partition}: {what}; '
+            f"{len(result.records)} shown from {result.start}</p>")
 
 
 def _groups(broker: ObservedBroker) -> str:
@@ -296,13 +325,29 @@ def _members(broker: ObservedBroker, group_id: str) -> list[tuple[str, str, str,
     return out
 
 
+def _empty_group(view: observed.GroupView) -> str:
+    """What the members' place says of a group without members: since when it is empty
+    (UTC), and where its committed offsets are."""
+    since = ""
+    if view.empty_since_ms is not None:
+        when = datetime.fromtimestamp(view.empty_since_ms / 1000, tz=timezone.utc)
+        since = (f' since <time datetime="{when.isoformat()}">'
+                 f"{when:%Y-%m-%d %H:%M:%S} UTC</time>")
+    offsets = ("its committed offsets and their lag are below" if view.offsets
+               else "it has no committed offsets")
+    return (f'<p id="group-empty">The group has no members: it is empty{since}; '
+            f"{offsets}.</p>")
+
+
 def _group(broker: ObservedBroker, group_id: str, token: str | None
            ) -> tuple[str, str] | None:
     view = next((g for g in observed.groups(broker) if g.group_id == group_id), None)
     if view is None:
         return None
+    found = _members(broker, group_id)
     members = _table(("member", "client id", "host", "assignment"),
-                     ((_e(a), _e(b), _e(c), _e(d)) for a, b, c, d in _members(broker, group_id)))
+                     ((_e(a), _e(b), _e(c), _e(d)) for a, b, c, d in found)) if found \
+        else _empty_group(view)
     rows = ((_e(o.topic), o.partition, o.committed,
              "—" if o.high_watermark is None else o.high_watermark,
              "—" if o.lag is None else f'<span class="lag">{o.lag:,}</span>')

@@ -58,6 +58,9 @@ class GroupView:
     protocol_type: str
     group_type: str
     offsets: tuple[GroupOffset, ...]
+    # When a group without members became empty (its state's timestamp, ms); None while it
+    # has members, or when the coordinator keeps no group, only its offsets.
+    empty_since_ms: int | None = None
 
     @property
     def total_lag(self) -> int:
@@ -108,6 +111,9 @@ def groups(broker: BrokerContext) -> list[GroupView]:
                 hw = part.high_watermark if part is not None and part.is_leader else None
                 lag = max(hw - committed.offset, 0) if hw is not None else None
                 offsets.append(GroupOffset(topic, index, committed.offset, hw, lag))
+        group = coordinator.groups.get(listing.group_id)
+        since = group.current_state_timestamp if group is not None and group.is_empty else -1
         out.append(GroupView(listing.group_id, listing.state, listing.protocol_type,
-                             listing.group_type, tuple(offsets)))
+                             listing.group_type, tuple(offsets),
+                             since if since >= 0 else None))
     return out

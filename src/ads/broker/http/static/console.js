@@ -1,10 +1,14 @@
 // ADS console: refreshes the page's <main> from the server every two seconds (the server
 // renders and escapes everything), draws the overview's plots with uPlot and asks before
-// a delete form is sent.
+// a delete form is sent. The lag plot draws the LAG_TOP groups with the most lag (or those
+// the user ticks under "groups plotted") and folds the others into one summed series, so
+// its legend stays small however many groups there are.
 (function () {
   "use strict";
   var REFRESH_MS = 2000;
+  var LAG_TOP = 5;
   var plots = {};
+  var picked = null;  // the groups the user ticked; null: the LAG_TOP with the most lag
 
   function stamp() {
     var el = document.getElementById("updated");
@@ -26,7 +30,7 @@
       var main = document.getElementById("main");
       // Keep the plots' elements: they are redrawn in place, not re-created.
       var kept = {};
-      ["rates-plot", "lag-plot"].forEach(function (id) {
+      ["rates-plot", "lag-plot", "lag-pick"].forEach(function (id) {
         var el = document.getElementById(id);
         if (el) { kept[id] = el; }
       });
@@ -66,7 +70,83 @@
     var opts = { width: width(el), height: 220, title: title, series: series, axes: axes };
     plots[id] = { key: key, plot: new uPlot(opts, data, el) };
     el.dataset.points = String(data[0].length);
+    el.dataset.series = names.join("\n");
   }
+
+  function latest(values) {
+    for (var i = values.length - 1; i >= 0; i--) {
+      if (values[i] !== null && values[i] !== undefined) { return values[i]; }
+    }
+    return 0;
+  }
+
+  // The groups by their latest lag, most first; those shown; the rest summed as one series.
+  function lagSeries(s) {
+    var groups = Object.keys(s.lag).sort(function (a, b) {
+      return latest(s.lag[b]) - latest(s.lag[a]) || (a < b ? -1 : 1);
+    });
+    var shown = picked ? groups.filter(function (g) { return picked.has(g); })
+                       : groups.slice(0, LAG_TOP);
+    var rest = groups.filter(function (g) { return shown.indexOf(g) < 0; });
+    var names = shown.slice();
+    var data = [s.time].concat(shown.map(function (g) { return s.lag[g]; }));
+    if (rest.length) {
+      names.push("other " + rest.length + " group" + (rest.length > 1 ? "s" : "") + " (sum)");
+      data.push(s.time.map(function (_, i) {
+        var sum = null;
+        rest.forEach(function (g) {
+          var v = s.lag[g][i];
+          if (v !== null && v !== undefined) { sum = (sum || 0) + v; }
+        });
+        return sum;
+      }));
+    }
+    if (!names.length) {
+      names = ["(no groups)"];
+      data = [s.time, s.time.map(function () { return null; })];
+    }
+    pickList(groups, shown);
+    return { names: names, data: data };
+  }
+
+  // One checkbox per group, most lag first, ticked when plotted; ticking picks by hand.
+  function pickList(groups, shown) {
+    var box = document.querySelector("#lag-pick .choices");
+    if (!box) { return; }
+    var wanted = groups.join("\n") + "|" + shown.join("\n");
+    if (box.dataset.state === wanted) { return; }
+    box.dataset.state = wanted;
+    box.textContent = "";
+    groups.forEach(function (g) {
+      var label = document.createElement("label");
+      var input = document.createElement("input");
+      input.type = "checkbox";
+      input.value = g;
+      input.checked = shown.indexOf(g) >= 0;
+      label.appendChild(input);
+      label.appendChild(document.createTextNode(" " + g));
+      box.appendChild(label);
+    });
+    var reset = document.createElement("button");
+    reset.type = "button";
+    reset.className = "top";
+    reset.textContent = "the " + LAG_TOP + " with the most lag";
+    box.appendChild(reset);
+  }
+
+  document.addEventListener("change", function (event) {
+    var box = event.target.closest && event.target.closest("#lag-pick .choices");
+    if (!box) { return; }
+    picked = new Set(Array.from(box.querySelectorAll("input:checked")).map(function (i) {
+      return i.value;
+    }));
+    refreshPlots();
+  });
+  document.addEventListener("click", function (event) {
+    if (!event.target.closest || !event.target.closest("#lag-pick button.top")) { return; }
+    picked = null;
+    refreshPlots();
+  });
 
   function refreshPlots() {
     if (!document.getElementById("rates-plot")) { return Promise.resolve(); }
@@ -76,11 +156,8 @@
       draw("rates-plot", "per second", ["records in", "bytes in", "bytes out"],
            [s.time, s.messages_in, s.bytes_in, s.bytes_out], ["records/s", "bytes/s"],
            ["records", "bytes", "bytes"]);
-      var groups = Object.keys(s.lag);
-      draw("lag-plot", "lag per group", groups.length ? groups : ["(no groups)"],
-           [s.time].concat(groups.length ? groups.map(function (g) { return s.lag[g]; })
-                                         : [s.time.map(function () { return null; })]),
-           "records");
+      var lag = lagSeries(s);
+      draw("lag-plot", "lag per group", lag.names, lag.data, "records");
     });
   }
 
