@@ -34,10 +34,10 @@ def test_cli_consume_interrupted_reports_records_printed(bootstrap: str,
             time.sleep(0.1)
         assert out_path.read_text().count("\n") == 2003
         os.kill(proc.pid, signal.SIGINT)  # Ctrl-C
-        _, err = proc.communicate(timeout=15)
+        _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait(10)
+            proc.communicate(timeout=10)  # reaped, and its stderr pipe closed
     assert proc.returncode == 0
     assert err == "Processed a total of 2003 messages\n"

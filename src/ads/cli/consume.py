@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 import uuid
@@ -200,6 +201,10 @@ def consume(args: argparse.Namespace) -> int:
     overrides = {} if args.group is None else {"group.id": args.group}
     consumer = make_client(Consumer, client_config(args, defaults, overrides))
     progress = _Progress()
+    # Ctrl-C sets a flag the loop checks between polls: a KeyboardInterrupt raised inside
+    # one of the client library's callbacks would be swallowed there, and the command would
+    # go on waiting for records (seen under load).
+    previous = signal.signal(signal.SIGINT, lambda _sig, _frame: progress.stop())
     try:
         partitions = _partitions(consumer, args)
         if args.group is None:
@@ -210,6 +215,7 @@ def consume(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        signal.signal(signal.SIGINT, previous)
         consumer.close()
     print(f"Processed a total of {progress.count} messages", file=sys.stderr)
     return 0
@@ -220,6 +226,10 @@ class _Progress:
     """Records written so far; kept outside the loop so Ctrl-C does not lose the count."""
 
     count: int = 0
+    stopped: bool = False  # Ctrl-C
+
+    def stop(self) -> None:
+        self.stopped = True
 
 
 def _partitions(consumer: Consumer, args: argparse.Namespace) -> list[int]:
@@ -246,7 +256,7 @@ def _loop(consumer: Consumer, args: argparse.Namespace, render: Renderer,
     idle_s = None if args.timeout_ms is None else args.timeout_ms / 1000
     out = sys.stdout
     last_record = time.monotonic()
-    while limit is None or progress.count < limit:
+    while (limit is None or progress.count < limit) and not progress.stopped:
         wait = _POLL_S if idle_s is None else max(0.0, min(_POLL_S, idle_s))
         want = _BATCH if limit is None else min(_BATCH, limit - progress.count)
         chunk: list[str] = []
