@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import ctypes
+import re
 import shutil
 import signal
 import subprocess
@@ -36,8 +37,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from ads.bench.processes import await_metadata, delete_topic, free_port
 from ads.bench.produce import CLIENT_LOG, BenchError
@@ -54,6 +55,10 @@ appender.out.name=out
 appender.out.layout.type=PatternLayout
 appender.out.layout.pattern=[%d] %p %m (%c)%n
 """
+# What the suite sets on top of server_properties: a deleted topic's files go at once
+# rather than a minute later, in the middle of whatever runs then (KafkaPeer.delete_topic
+# waits for them), and the task that deletes them runs from the start, not 30 s after it.
+BENCH_SETTINGS = {"log.segment.delete.delay.ms": "0", "log.initial.task.delay.ms": "0"}
 LOG_TAIL = 8000  # how much of the broker's log a failure quotes (its end)
 _PR_SET_PDEATHSIG = 1
 
@@ -174,13 +179,15 @@ class KafkaPeer:
         self.start_to_answer_s = time.monotonic() - launched
         return self
 
-    def create_topic(self, name: str, partitions: int, timeout_s: float = 60.0) -> None:
-        """CreateTopics, then waits until the broker's metadata lists every partition with
-        a leader: Kafka answers CreateTopics before its broker side has applied the new
-        topic, and a client that asks at once is told it does not exist."""
+    def create_topic(self, name: str, partitions: int, timeout_s: float = 120.0) -> None:
+        """CreateTopics, then waits until every partition answers ListOffsets.
+
+        Kafka answers CreateTopics, and lists the new leaders in its metadata, before its
+        broker side has made the partitions' logs (about 10 ms each on the 2-core machine);
+        until then a produce gets NOT_LEADER_OR_FOLLOWER and the client retries after a
+        backoff. Without this wait a 1,000-partition produce measures the log creation."""
         deadline = time.monotonic() + timeout_s
-        admin = AdminClient({"bootstrap.servers": self.bootstrap,
-                             "logger": CLIENT_LOG})  # type: ignore[dict-item]  # a Logger
+        admin = self._admin()
         future = admin.create_topics([NewTopic(name, num_partitions=partitions,
                                                replication_factor=1)],
                                      operation_timeout=timeout_s)[name]
@@ -188,20 +195,39 @@ class KafkaPeer:
             future.result(timeout=timeout_s)
         except KafkaException as exc:
             raise BenchError(f"Kafka did not create topic {name}: {exc.args[0].str()}") from exc
+        query = {TopicPartition(name, p): OffsetSpec.earliest() for p in range(partitions)}
         while True:
-            with contextlib.suppress(KafkaException):
-                found = admin.list_topics(name, timeout=5).topics.get(name)
-                if (found is not None and found.error is None
-                        and len(found.partitions) == partitions
-                        and all(p.leader >= 0 for p in found.partitions.values())):
-                    return
+            answers = admin.list_offsets(query, request_timeout=10)
+            pending = 0
+            for answer in answers.values():
+                try:
+                    answer.result()
+                except KafkaException:
+                    pending += 1
+            if not pending:
+                return
             if time.monotonic() > deadline:
-                raise BenchError(f"Kafka's metadata did not list topic {name} with "
-                                 f"{partitions} partitions within {timeout_s:g} s")
-            time.sleep(0.05)
+                raise BenchError(f"{pending} of {partitions} partitions of {name} were not "
+                                 f"ready within {timeout_s:g} s")
+            time.sleep(0.1)
 
-    def delete_topic(self, name: str) -> None:
+    def delete_topic(self, name: str, timeout_s: float = 120.0) -> None:
+        """DeleteTopics, then waits until the partitions' directories are gone from the log
+        directory (at once with BENCH_SETTINGS, else after `log.segment.delete.delay.ms`), so
+        that no deletion runs in the background of the next measurement; gives up after
+        `timeout_s`. Best effort, like ADS's."""
         delete_topic(self.bootstrap, name)
+        own = re.compile(re.escape(name) + r"-\d+($|\.)")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                if not any(own.match(entry.name) for entry in self.data_dir.iterdir()):
+                    return
+            time.sleep(0.1)
+
+    def _admin(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.bootstrap,
+                            "logger": CLIENT_LOG})  # type: ignore[dict-item]  # a Logger
 
     def log_tail(self) -> str:
         return self.log(LOG_TAIL)
