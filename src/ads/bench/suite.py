@@ -371,8 +371,8 @@ def _brokers(opts: SuiteOptions, run_dir: Path,
     CPU time and peak memory over the run, read just before each is stopped."""
     ads = AdsBrokerProcess(run_dir / "ads-data", run_dir / "ads-broker.log", opts.ads_sets)
     mock = MockBroker() if "mock" in opts.peers else None
-    kafka = (KafkaPeer(opts.kafka_jars or Path(), run_dir / "kafka", BENCH_SETTINGS)
-             if "kafka" in opts.peers else None)
+    kafka = (KafkaPeer(opts.kafka_jars, run_dir / "kafka", BENCH_SETTINGS)
+             if "kafka" in opts.peers and opts.kafka_jars is not None else None)
     targets: dict[str, _Target] = {}
     try:
         ads.start()
@@ -420,6 +420,8 @@ def run_suite(opts: SuiteOptions) -> tuple[dict[str, Any], Path]:
         raise BenchError(f"unknown workloads {', '.join(unknown)} (W1..W8)")
     if not opts.peers or any(p not in PEERS for p in opts.peers):
         raise BenchError(f"peers must be some of {', '.join(PEERS)}, not {opts.peers}")
+    if "kafka" in opts.peers and opts.kafka_jars is None:
+        raise BenchError("the peer kafka needs the directory of Kafka's jars (kafka_jars)")
     started = time.strftime("%Y-%m-%dT%H-%M-%S")
     run_dir = opts.output_dir / started
     run_dir.mkdir(parents=True, exist_ok=True)
