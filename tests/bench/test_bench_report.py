@@ -70,6 +70,35 @@ def test_bench_report_table_and_docs_block(tmp_path: Path) -> None:
     assert not report.update_docs(plain, text)
 
 
+def test_bench_report_has_a_column_and_ratio_per_peer(tmp_path: Path) -> None:
+    results = _results()
+    results["sides"] = ["ads", "mock", "kafka"]
+    results["brokers"] = {
+        "ads": {"start_to_answer_s": 0.61, "cpu_s": 12.0, "rss_peak_mb": 70.4},
+        "mock": {"start_to_answer_s": 0.2, "cpu_s": 3.0, "rss_peak_mb": 400.0},
+        "kafka": {"start_to_answer_s": 3.25, "format_s": 1.1, "cpu_s": 80.5,
+                  "rss_peak_mb": 1234.0},
+    }
+    wl = results["workloads"][0]
+    side = wl["summary"]["ads"]
+    wl["summary"]["kafka"] = {**side, "median": 400.0, "min": 390.0, "max": 410.0,
+                              "cpu_s": 3.5, "rss_max_mb": 900.0}
+    wl["summary"]["ratios"] = {"mock": 2.0, "kafka": 0.25}
+    wl["latency"]["kafka"] = {"p50": 0.5, "p99": 1.0}
+    text = report.results_markdown(results)
+    assert ("| ADS median (min–max) | mock median (min–max) | ADS / mock "
+            "| Kafka median (min–max) | ADS / Kafka | ADS CPU / max RSS (client CPU) "
+            "| mock CPU / max RSS (client CPU) | Kafka CPU / max RSS (client CPU) "
+            "| notes |") in text
+    assert "| 100 (90–110) | 50 (45–55) | 2.00× ↑ | 400 (390–410) | 0.25× ↑ |" in text
+    assert "| 3.5 s / 900 MB (client 2.2 s) | n |" in text
+    assert "alternating ADS, mock, Kafka, ADS, mock, Kafka, ..." in text
+    assert "| ADS | 0.61 s | 12.0 s | 70 MB |" in text
+    assert "| Kafka | 3.25 s (after 1.10 s of storage format) | 80.5 s | 1,234 MB |" in text
+    written = report.plot_results(results, tmp_path)
+    assert {p.name for p in written} == {"throughput.png", "latency.png"}
+
+
 def test_bench_report_plots_are_png(tmp_path: Path) -> None:
     written = report.plot_results(_results(), tmp_path)
     assert {p.name for p in written} == {"throughput.png", "latency.png"}

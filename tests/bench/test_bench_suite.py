@@ -1,5 +1,6 @@
-"""`ads bench suite --quick`: both brokers start, every workload runs against both, and the
-results, table and plots are written. A smoke test only; figures are not checked."""
+"""`ads bench suite --quick`: the brokers start, every workload runs against each, and the
+results, table and plots are written. Smoke tests only; figures are not checked, only that
+each broker's are there."""
 
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ def test_bench_suite_quick_writes_results(tmp_path: Path, capsys) -> None:  # ty
     assert status == 0, captured.err
     (run_dir,) = (tmp_path / "out").iterdir()
     results = json.loads((run_dir / "results.json").read_text())
+    assert results["sides"] == ["ads", "mock"]  # the default peer
+    assert set(results["brokers"]) == {"ads", "mock"}
+    assert results["brokers"]["mock"]["start_to_answer_s"] > 0
     assert [w["id"] for w in results["workloads"]] == [f"W{i}" for i in range(1, 9)]
     for wl in results["workloads"]:
         for side in ("ads", "mock"):
@@ -37,6 +41,65 @@ def test_bench_suite_quick_writes_results(tmp_path: Path, capsys) -> None:  # ty
     assert "| W1 produce 100 B" in captured.out
     # A quick run's figures mean nothing: the docs keep what they had.
     assert "old" in docs.read_text()
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text in cmdline.read_bytes().decode(errors="replace"):
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.kafka_reference
+@pytest.mark.timeout(180)
+def test_bench_suite_kafka_peer_reports_kafka_figures(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    status = main(["bench", "suite", "--quick", "--peer", "kafka", "--output-dir", str(out)])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    (run_dir,) = out.iterdir()
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["sides"] == ["ads", "kafka"]
+    assert [w["id"] for w in results["workloads"]] == [f"W{i}" for i in range(1, 9)]
+    for wl in results["workloads"]:
+        assert set(wl["runs"]) == {"ads", "kafka"}
+        (run,) = wl["runs"]["kafka"]
+        assert "error" not in run, (wl["id"], run)
+        assert run["broker"]["cpu_s"] >= 0 and run["broker"]["rss_max_mb"] > 0, wl["id"]
+        kafka = wl["summary"]["kafka"]
+        assert kafka["median"] > 0, wl["id"]
+        assert wl["summary"]["ratios"]["kafka"] == wl["summary"]["ads"]["median"] / kafka["median"]
+    assert results["workloads"][0]["latency"]["kafka"]["p99"] > 0
+    facts = results["brokers"]
+    assert set(facts) == {"ads", "kafka"}
+    for side in ("ads", "kafka"):
+        assert 0 < facts[side]["start_to_answer_s"] < 90, side
+        assert facts[side]["cpu_s"] > 0, side
+    assert facts["kafka"]["format_s"] > 0
+    assert facts["kafka"]["rss_peak_mb"] > 100  # a JVM, not the mock or ADS answering
+    table = (run_dir / "results.md").read_text()
+    assert "| ADS median (min–max) | Kafka median (min–max) | ADS / Kafka |" in table
+    assert "| Kafka CPU / max RSS (client CPU) |" in table
+    assert "| Kafka | " in table and "of storage format)" in table
+    assert "alternating ADS, Kafka, ADS, Kafka" in table
+    assert {p.name for p in run_dir.glob("*.png")} == {"throughput.png", "latency.png"}
+    # Kafka's broker ran from its own configuration in the run's directory, and is gone.
+    assert "log.dirs=" + str(run_dir / "kafka" / "data") in (
+        run_dir / "kafka" / "server.properties").read_text()
+    assert not (run_dir / "kafka" / "data").exists()
+    assert _processes_mentioning(str(run_dir)) == []
+
+
+def test_bench_suite_kafka_peer_without_jars_is_a_usage_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    status = main(["bench", "suite", "--peer", "both", "--kafka-jars", str(tmp_path / "none"),
+                   "--output-dir", str(tmp_path / "out")])
+    assert status == 2
+    assert "--kafka-jars" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 def test_bench_mock_creates_topics_with_partitions() -> None:

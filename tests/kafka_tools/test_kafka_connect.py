@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import ConfigResource
 
+from ads.bench.kafka import LOG4J
 from broker_process import MARKED_ENV, free_port
 from cluster_support import Cluster
-from kafka_reference import LOG4J
 
 pytestmark = pytest.mark.kafka_reference
 

@@ -6,8 +6,10 @@ Each test runs one client program (confluent-kafka's AdminClient) against a Kafk
 
 from __future__ import annotations
 
+import time
+
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
 from ads.testing import EmbeddedBroker
@@ -100,7 +102,18 @@ def _describe(bootstrap: str) -> dict[str, tuple[str | None | bool, ...]]:
     admin = _admin(bootstrap)
     assert _create_error(admin, NewTopic("described", 1, 1, config=OVERRIDES)) == "NO_ERROR"
     resource = ConfigResource(ConfigResource.Type.TOPIC, "described")
-    entries = admin.describe_configs([resource])[resource].result(timeout=15)
+    # Kafka answers CreateTopics before its own broker has the topic in its metadata: a
+    # describe at once may meet UNKNOWN_TOPIC_OR_PARTITION (seen under load); asked again.
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            entries = admin.describe_configs([resource])[resource].result(timeout=15)
+            break
+        except KafkaException as exc:
+            if (exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART
+                    or time.monotonic() > deadline):
+                raise
+            time.sleep(0.2)
     return {name: ((e.value,) if name in VALUE_ONLY
                    else (e.value, ConfigSource(e.source).name, e.is_default, e.is_read_only))
             for name, e in entries.items() if name in COMMON_CONFIGS}

@@ -22,8 +22,11 @@ import ctypes.util
 import importlib.util
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import TracebackType
+
+from ads.bench.processes import await_metadata
 
 _PRODUCER = 0
 _ERRSTR = 512
@@ -129,13 +132,15 @@ class MockBroker:
         self._num_brokers = num_brokers
         self._proc: subprocess.Popen[str] | None = None
         self.bootstrap = ""
+        self.start_to_answer_s: float | None = None
 
     @property
     def pid(self) -> int:
         assert self._proc is not None, "mock not started"
         return self._proc.pid
 
-    def start(self) -> MockBroker:
+    def start(self, timeout_s: float = 30.0) -> MockBroker:
+        launched = time.monotonic()
         self._proc = subprocess.Popen(  # noqa: S603 - our own module, fixed arguments
             [sys.executable, "-m", "ads.bench.mock", str(self._num_brokers)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
@@ -144,6 +149,12 @@ class MockBroker:
             self.stop()
             raise MockError(f"mock helper did not start: {' '.join(words)}")
         self.bootstrap = words[1]
+        try:
+            await_metadata(self.bootstrap, self._proc, launched + timeout_s, "mock")
+        except BaseException:
+            self.stop()
+            raise
+        self.start_to_answer_s = time.monotonic() - launched
         return self
 
     def _reply(self) -> str:

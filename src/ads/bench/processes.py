@@ -1,6 +1,7 @@
 """What the benchmark suite runs beside the workloads: the ADS broker under test in a
-subprocess, the py-spy profiler attached to it, and the facts about the machine the results
-are read against (the loopback bandwidth, CPU, memory, versions)."""
+subprocess, the wait until a broker answers, the py-spy profiler attached to it, and the
+facts about the machine the results are read against (the loopback bandwidth, CPU, memory,
+versions)."""
 
 from __future__ import annotations
 
@@ -14,19 +15,60 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import libversion
+from confluent_kafka import KafkaException, libversion
 from confluent_kafka.admin import AdminClient
 
 from ads.bench.produce import CLIENT_LOG, BenchError, ensure_topic
+from ads.bench.stats import cpu_seconds, peak_rss_mb
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def await_metadata(bootstrap: str, proc: subprocess.Popen[Any] | None, deadline: float,
+                   name: str, log_tail: Callable[[], str] = str) -> None:
+    """Returns once a Metadata request to `bootstrap` lists a broker: the first answered
+    request, the same test for every broker the suite starts. Fails if `proc` exits first
+    or at `deadline` (time.monotonic()), quoting `log_tail()`."""
+    admin = AdminClient({"bootstrap.servers": bootstrap,
+                         "logger": CLIENT_LOG})  # type: ignore[dict-item]  # see delete_topic
+    while True:
+        if proc is not None and proc.poll() is not None:
+            raise BenchError(f"{name} exited with {proc.returncode}\n{log_tail()}".rstrip())
+        try:
+            if admin.list_topics(timeout=0.5).brokers:
+                return
+        except KafkaException:
+            pass
+        if time.monotonic() > deadline:
+            raise BenchError(f"{name} did not answer Metadata in time\n{log_tail()}".rstrip())
+        time.sleep(0.05)
+
+
+def delete_topic(bootstrap: str, name: str) -> None:
+    """Best effort: frees the disk (and the page cache's dirty pages) between runs."""
+    # confluent-kafka takes a logging.Logger for "logger"; its type hints allow only
+    # str, int and float values.
+    admin = AdminClient({"bootstrap.servers": bootstrap,
+                         "logger": CLIENT_LOG})  # type: ignore[dict-item]  # see above
+    with contextlib.suppress(Exception):
+        admin.delete_topics([name], operation_timeout=30)[name].result(timeout=30)
+
+
+def lifetime_usage(pid: int) -> dict[str, float | None]:
+    """A process's CPU seconds since it started and its peak resident memory (VmHWM)."""
+    return {"cpu_s": _round(cpu_seconds(pid), 2), "rss_peak_mb": _round(peak_rss_mb(pid), 1)}
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 class AdsBrokerProcess:
@@ -35,9 +77,10 @@ class AdsBrokerProcess:
     def __init__(self, data_dir: Path, log_path: Path, sets: tuple[str, ...] = ()) -> None:
         self.data_dir = data_dir
         self.log_path = log_path
-        self.port = _free_port()
+        self.port = free_port()
         self.sets = sets
         self._proc: subprocess.Popen[bytes] | None = None
+        self.start_to_answer_s: float | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -54,30 +97,22 @@ class AdsBrokerProcess:
         for s in self.sets:
             args += ["--set", s]
         with self.log_path.open("ab") as log:
+            launched = time.monotonic()
             self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise BenchError(f"ADS broker exited with {self._proc.returncode}; "
-                                 f"see {self.log_path}")
-            with contextlib.suppress(OSError), \
-                    socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                return self
-            time.sleep(0.05)
-        self.stop()
-        raise BenchError(f"ADS broker did not listen within {timeout_s:g} s")
+        try:
+            await_metadata(self.bootstrap, self._proc, launched + timeout_s, "ADS broker",
+                           lambda: f"see {self.log_path}")
+        except BaseException:
+            self.stop()
+            raise
+        self.start_to_answer_s = time.monotonic() - launched
+        return self
 
     def create_topic(self, name: str, partitions: int) -> None:
         ensure_topic(self.bootstrap, name, partitions)
 
     def delete_topic(self, name: str) -> None:
-        """Best effort: frees the disk (and the page cache's dirty pages) between runs."""
-        # confluent-kafka takes a logging.Logger for "logger"; its type hints allow only
-        # str, int and float values.
-        admin = AdminClient({"bootstrap.servers": self.bootstrap,
-                             "logger": CLIENT_LOG})  # type: ignore[dict-item]  # see above
-        with contextlib.suppress(Exception):
-            admin.delete_topics([name], operation_timeout=30)[name].result(timeout=30)
+        delete_topic(self.bootstrap, name)
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None

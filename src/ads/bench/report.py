@@ -19,6 +19,24 @@ from typing import Any
 
 DOCS_BEGIN = "<!-- bench-suite:begin -->"
 DOCS_END = "<!-- bench-suite:end -->"
+NAMES = {"ads": "ADS", "mock": "mock", "kafka": "Kafka"}
+COLOURS = {"ads": "#2b6cb0", "mock": "#c05621", "kafka": "#2f855a"}
+
+
+def sides(results: dict[str, Any]) -> list[str]:
+    """ADS, then the peers it ran against (results written before peers: the mock)."""
+    return list(results.get("sides") or ("ads", "mock"))
+
+
+def _name(side: str) -> str:
+    return NAMES.get(side, side)
+
+
+def _ratios(summary: dict[str, Any], peers: list[str]) -> dict[str, float | None]:
+    ratios = summary.get("ratios")
+    if ratios is None:  # one peer, written before `ratios`
+        return {peers[0]: summary.get("ratio")} if peers else {}
+    return {peer: ratios.get(peer) for peer in peers}
 
 
 def _fmt(value: float | None, unit: str) -> str:
@@ -50,30 +68,55 @@ def _resources(summary: dict[str, Any] | None) -> str:
 
 
 def markdown_table(results: dict[str, Any]) -> str:
-    """One row per workload: medians (min–max) of both brokers, the ratio, the broker's CPU
-    time and memory, and the CPU time of the clients measuring it."""
-    lines = [
-        "| workload | metric | ADS median (min–max) | mock median (min–max) | ADS / mock "
-        "| ADS CPU / max RSS (client CPU) | mock CPU / max RSS (client CPU) | notes |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    """One row per workload: medians (min–max) of ADS and each peer with the ratio ADS /
+    peer, each broker's CPU time and memory, and the CPU time of the clients measuring it."""
+    all_sides = sides(results)
+    peers = all_sides[1:]
+    head = ["workload", "metric", "ADS median (min–max)"]
+    for peer in peers:
+        head += [f"{_name(peer)} median (min–max)", f"ADS / {_name(peer)}"]
+    head += [f"{_name(side)} CPU / max RSS (client CPU)" for side in all_sides]
+    head.append("notes")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for wl in results["workloads"]:
         s = wl["summary"]
-        ratio = s.get("ratio")
-        better = "" if ratio is None else (" ↑" if wl["higher_is_better"] else " ↓")
-        ratio_text = "-" if ratio is None else f"{ratio:.2f}×{better}"
-        lines.append(
-            f"| {wl['id']} {wl['title']} | {wl['metric_label']} "
-            f"| {_cell(s.get('ads'), wl['unit'])} | {_cell(s.get('mock'), wl['unit'])} "
-            f"| {ratio_text} | {_resources(s.get('ads'))} | {_resources(s.get('mock'))} "
-            f"| {wl.get('note', '')} |")
+        better = " ↑" if wl["higher_is_better"] else " ↓"
+        cells = [f"{wl['id']} {wl['title']}", wl["metric_label"], _cell(s.get("ads"), wl["unit"])]
+        for peer, ratio in _ratios(s, peers).items():
+            cells += [_cell(s.get(peer), wl["unit"]),
+                      "-" if ratio is None else f"{ratio:.2f}×{better}"]
+        cells += [_resources(s.get(side)) for side in all_sides]
+        cells.append(wl.get("note", ""))
+        lines.append("| " + " | ".join(cells) + " |")
         for extra in wl.get("extra_metrics", []):
             es = extra["summary"]
-            eratio = es.get("ratio")
-            lines.append(
-                f"| | {extra['label']} | {_cell(es.get('ads'), extra['unit'])} "
-                f"| {_cell(es.get('mock'), extra['unit'])} "
-                f"| {'-' if eratio is None else f'{eratio:.2f}×'} | | | |")
+            cells = ["", extra["label"], _cell(es.get("ads"), extra["unit"])]
+            for peer, ratio in _ratios(es, peers).items():
+                cells += [_cell(es.get(peer), extra["unit"]),
+                          "-" if ratio is None else f"{ratio:.2f}×"]
+            cells += [""] * (len(all_sides) + 1)
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def brokers_table(results: dict[str, Any]) -> str:
+    """Per broker: launch to the first answered request, CPU time and peak memory over the
+    whole run; empty for results that do not have them."""
+    brokers = results.get("brokers") or {}
+    rows = [side for side in sides(results) if side in brokers]
+    if not rows:
+        return ""
+    lines = ["| broker | process start to first answered request | CPU over the run "
+             "| peak RSS over the run |", "|---|---|---|---|"]
+    for side in rows:
+        facts = brokers[side]
+        start = facts.get("start_to_answer_s")
+        text = "-" if start is None else f"{start:.2f} s"
+        if facts.get("format_s") is not None:
+            text += f" (after {facts['format_s']:.2f} s of storage format)"
+        cpu, rss = facts.get("cpu_s"), facts.get("rss_peak_mb")
+        lines.append(f"| {_name(side)} | {text} | {'-' if cpu is None else f'{cpu:.1f} s'} "
+                     f"| {'-' if rss is None else f'{rss:,.0f} MB'} |")
     return "\n".join(lines)
 
 
@@ -85,11 +128,12 @@ def machine_line(machine: dict[str, Any]) -> str:
 
 def results_markdown(results: dict[str, Any]) -> str:
     loop = results.get("loopback_mb_per_s")
+    order = ", ".join(_name(side) for side in sides(results))
     parts = [
         f"Run {results['started']}: {machine_line(results['machine'])}.",
         "",
         f"Command: `{results['command']}` ({results['reps']} repetitions per broker, "
-        "alternating ADS, mock, ADS, mock, ...; ↑ higher is better, ↓ lower is better).",
+        f"alternating {order}, {order}, ...; ↑ higher is better, ↓ lower is better).",
         "",
     ]
     load = results.get("load_average")
@@ -101,6 +145,9 @@ def results_markdown(results: dict[str, Any]) -> str:
     if loop:
         parts += [f"Loopback bandwidth measured in the same run (one TCP socket, Python "
                   f"sender and receiver): {loop:,.0f} MB/s.", ""]
+    brokers = brokers_table(results)
+    if brokers:
+        parts += [brokers, ""]
     parts.append(markdown_table(results))
     return "\n".join(parts) + "\n"
 
@@ -121,25 +168,25 @@ def update_docs(path: Path, block: str) -> bool:
 # ----------------------------------------------------------------------------- plots
 
 def plot_results(results: dict[str, Any], out_dir: Path) -> list[Path]:
-    """throughput.png (both brokers per workload) and latency.png (percentiles)."""
+    """throughput.png (every broker per workload) and latency.png (percentiles)."""
     import matplotlib  # noqa: PLC0415 - optional dependency, needed only for plots
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     written: list[Path] = []
-    colours = {"ads": "#2b6cb0", "mock": "#c05621"}
+    all_sides = sides(results)
     rated = [w for w in results["workloads"] if w["higher_is_better"]]
     if rated:
         fig, axes = plt.subplots(1, len(rated), figsize=(2.6 * len(rated), 3.6), squeeze=False)
         for ax, wl in zip(axes[0], rated, strict=True):
-            for i, side in enumerate(("ads", "mock")):
+            for i, side in enumerate(all_sides):
                 s = wl["summary"].get(side)
                 if not s or s.get("median") is None:
                     continue
                 err = [[max(s["median"] - s["min"], 0)], [max(s["max"] - s["median"], 0)]]
-                ax.bar(i, s["median"], yerr=err, color=colours[side], capsize=4)
-            ax.set_xticks([0, 1], ["ADS", "mock"])
+                ax.bar(i, s["median"], yerr=err, color=COLOURS.get(side, "#718096"), capsize=4)
+            ax.set_xticks(list(range(len(all_sides))), [_name(side) for side in all_sides])
             ax.set_title(f"{wl['id']}", fontsize=10)
             ax.set_ylabel(wl["unit"], fontsize=8)
             ax.tick_params(labelsize=7)
@@ -154,13 +201,13 @@ def plot_results(results: dict[str, Any], out_dir: Path) -> list[Path]:
         fig, axes = plt.subplots(1, len(series), figsize=(3.6 * len(series), 3.6),
                                  squeeze=False)
         for ax, wl in zip(axes[0], series, strict=True):
-            for side in ("ads", "mock"):
+            for side in all_sides:
                 lat = wl["latency"].get(side)
                 if not lat:
                     continue
                 keys = [k for k in ("p50", "p95", "p99", "p99.9", "max") if lat.get(k)]
-                ax.plot(keys, [lat[k] for k in keys], marker="o", color=colours[side],
-                        label="ADS" if side == "ads" else "mock")
+                ax.plot(keys, [lat[k] for k in keys], marker="o",
+                        color=COLOURS.get(side, "#718096"), label=_name(side))
             ax.set_yscale("log")
             ax.set_title(f"{wl['id']} {wl['latency_label']}", fontsize=9)
             ax.set_ylabel("ms", fontsize=8)

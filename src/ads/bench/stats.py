@@ -101,7 +101,7 @@ class ResourceUsage:
                 "wall_s": round(self.wall_s, 3)}
 
 
-def _cpu_seconds(pid: int) -> float | None:
+def cpu_seconds(pid: int) -> float | None:
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -111,15 +111,24 @@ def _cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
-def _rss_mb(pid: int) -> float | None:
+def _status_mb(pid: int, field: str) -> float | None:
     try:
         with Path(f"/proc/{pid}/status").open() as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field):
                     return int(line.split()[1]) / 1024.0
     except OSError:
         return None
     return None
+
+
+def _rss_mb(pid: int) -> float | None:
+    return _status_mb(pid, "VmRSS:")
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    """The process's peak resident memory since it started (the kernel's VmHWM)."""
+    return _status_mb(pid, "VmHWM:")
 
 
 class ResourceSampler:
@@ -135,7 +144,7 @@ class ResourceSampler:
         self._t_start = 0.0
 
     def start(self) -> ResourceSampler:
-        self._cpu_start = _cpu_seconds(self._pid)
+        self._cpu_start = cpu_seconds(self._pid)
         self._t_start = time.monotonic()
         self._sample_rss()
         self._thread = threading.Thread(target=self._run, name="resource-sampler", daemon=True)
@@ -157,7 +166,7 @@ class ResourceSampler:
         if self._thread is not None:
             self._thread.join()
         wall = time.monotonic() - self._t_start
-        cpu_end = _cpu_seconds(self._pid)
+        cpu_end = cpu_seconds(self._pid)
         rss_end = self._sample_rss()
         if self._cpu_start is None or cpu_end is None or rss_end is None:
             return None

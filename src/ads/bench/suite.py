@@ -1,11 +1,15 @@
-"""`ads bench suite`: the same workloads against an ADS broker and librdkafka's mock broker.
+"""`ads bench suite`: the same workloads against an ADS broker and its peers: librdkafka's
+mock broker, Apache Kafka's broker, or both.
 
-Both brokers run as subprocesses of the suite: ADS from this checkout (`python -m
-ads.cli.main broker`, writing segments to a real data directory) and the mock in its helper
-(`ads.bench.mock`). Each workload runs against both, alternating ADS, mock, ADS, mock, ...
-for `reps` repetitions, each on a fresh topic; the suite reports medians, min-max and the
-ratio ADS / mock of each workload's main metric, with the broker's CPU time and peak
-resident memory sampled while the workload's measured part ran.
+Every broker runs as a subprocess of the suite: ADS from this checkout (`python -m
+ads.cli.main broker`, writing segments to a real data directory), the mock in its helper
+(`ads.bench.mock`), Kafka as one KRaft node from its jars (`ads.bench.kafka`, its log
+directory beside ADS's, on the same disk). Each workload runs against every side,
+alternating ADS, peer(s), ADS, peer(s), ... for `reps` repetitions, each on a fresh topic;
+the suite reports medians, min-max and the ratio ADS / peer of each workload's main metric,
+with each broker's CPU time and peak resident memory sampled while the workload's measured
+part ran. Per broker it also records the time from launching its process to the first
+answered Metadata request, and its CPU time and peak resident memory over the whole run.
 
 Workloads (sizes of a full run; `--quick` shrinks them to seconds):
 - W1-W3 produce (`ads bench produce`): 100 B on 1 partition, 1,000 B on 1, 100 B over 16;
@@ -38,12 +42,19 @@ from confluent_kafka import Producer
 from ads.bench import report
 from ads.bench.consume import ConsumeOptions, run_consume
 from ads.bench.e2e import E2EOptions, run_e2e
+from ads.bench.kafka import BENCH_SETTINGS, KafkaPeer
 from ads.bench.mock import MockBroker
-from ads.bench.processes import AdsBrokerProcess, Profiler, machine, measure_loopback
+from ads.bench.processes import (
+    AdsBrokerProcess,
+    Profiler,
+    lifetime_usage,
+    machine,
+    measure_loopback,
+)
 from ads.bench.produce import CLIENT_LOG, BenchError, ProduceOptions, run_produce
 from ads.bench.stats import ResourceSampler, median
 
-SIDES = ("ads", "mock")
+PEERS = ("mock", "kafka")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +71,15 @@ class Sizes:
     w8_partitions: int = 1000
     w8_records: int = 200_000
     loopback_bytes: int = 1 << 30
+    # produced and read back once per broker before the first workload, unmeasured: the
+    # JVM's JIT compiles Kafka's hot paths on it instead of in the first repetition
+    warmup_records: int = 500_000
 
 
 QUICK = Sizes(w1_records=3000, w2_records=1000, w3_records=3000, w4_last=1000, w4_rounds=2,
               w5_partitions=2, w5_per_partition=20, w5_rounds=1, e2e_records=300,
-              w8_partitions=20, w8_records=2000, loopback_bytes=16 << 20)
+              w8_partitions=20, w8_records=2000, loopback_bytes=16 << 20,
+              warmup_records=1000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +95,12 @@ class SuiteOptions:
     ads_sets: tuple[str, ...] = ()
     command: str = "ads bench suite"
     progress: bool = True
+    peers: tuple[str, ...] = ("mock",)  # of PEERS, in the order they run after ADS
+    kafka_jars: Path | None = None  # Kafka's jars, for the peer "kafka"
+
+    @property
+    def sides(self) -> tuple[str, ...]:
+        return ("ads", *self.peers)
 
 
 # -------------------------------------------------------------------------- brokers
@@ -290,7 +311,8 @@ WORKLOADS: dict[str, Workload] = {w.id: w for w in (
     Workload("W8", "1,000 partitions: metadata + produce", _w8,
              Metric("records/s", ("records_per_s",), "records/s", True),
              (Metric("Metadata ms", ("metadata_ms",), "ms", False),
-              Metric("CreateTopics s (mock: C API)", ("create_topic_s",), "s", False)),
+              Metric("topic creation s (mock: C API; Kafka: until its partitions answer)",
+                     ("create_topic_s",), "s", False)),
              note=lambda s: f"{s.w8_partitions:,} partitions, records spread round robin"),
 )}
 
@@ -307,8 +329,10 @@ def _value(result: dict[str, Any], path: tuple[str, ...]) -> float | None:
 
 
 def _summarize(runs: dict[str, list[dict[str, Any]]], metric: Metric) -> dict[str, Any]:
+    """Per side its median, min-max and resources; `ratios` ADS / each peer (and `ratio`
+    ADS / the first peer)."""
     out: dict[str, Any] = {}
-    for side in SIDES:
+    for side in runs:
         ok = [r for r in runs[side] if "error" not in r]
         values = [v for v in (_value(r, metric.path) for r in ok) if v is not None]
         if not values:
@@ -321,8 +345,12 @@ def _summarize(runs: dict[str, list[dict[str, Any]]], metric: Metric) -> dict[st
                      "n": len(values), "cpu_s": median(cpu) if cpu else None,
                      "rss_max_mb": max(rss) if rss else None,
                      "client_cpu_s": median(client) if client else None}
-    a, b = out.get("ads"), out.get("mock")
-    out["ratio"] = (a["median"] / b["median"] if a and b and b["median"] else None)
+    a = out.get("ads")
+    out["ratios"] = {}
+    for peer in (side for side in runs if side != "ads"):
+        b = out.get(peer)
+        out["ratios"][peer] = a["median"] / b["median"] if a and b and b["median"] else None
+    out["ratio"] = next(iter(out["ratios"].values()), None)
     return out
 
 
@@ -336,22 +364,48 @@ def _median_run(runs: list[dict[str, Any]], metric: Metric) -> dict[str, Any] | 
 
 
 @contextlib.contextmanager
-def _brokers(opts: SuiteOptions, run_dir: Path) -> Iterator[dict[str, _Target]]:
+def _brokers(opts: SuiteOptions, run_dir: Path,
+             facts: dict[str, dict[str, Any]]) -> Iterator[dict[str, _Target]]:
+    """Starts ADS and the peers one after the other (so none starts beside another's
+    start-up work), yields them as targets, and fills `facts` per side: start-up time, and
+    CPU time and peak memory over the run, read just before each is stopped."""
     ads = AdsBrokerProcess(run_dir / "ads-data", run_dir / "ads-broker.log", opts.ads_sets)
-    mock = MockBroker()
+    mock = MockBroker() if "mock" in opts.peers else None
+    kafka = (KafkaPeer(opts.kafka_jars, run_dir / "kafka", BENCH_SETTINGS)
+             if "kafka" in opts.peers and opts.kafka_jars is not None else None)
+    targets: dict[str, _Target] = {}
     try:
         ads.start()
-        mock.start()
-        yield {"ads": _Target("ads", ads.bootstrap, ads.pid, ads.create_topic,
-                              ads.delete_topic),
-               # The mock keeps 5 MiB per partition in memory: nothing to free.
-               "mock": _Target("mock", mock.bootstrap, mock.pid, mock.create_topic,
-                               lambda _name: None)}
+        targets["ads"] = _Target("ads", ads.bootstrap, ads.pid, ads.create_topic,
+                                 ads.delete_topic)
+        facts["ads"] = {"start_to_answer_s": ads.start_to_answer_s}
+        if mock is not None:
+            mock.start()
+            # The mock keeps 5 MiB per partition in memory: nothing to free.
+            targets["mock"] = _Target("mock", mock.bootstrap, mock.pid, mock.create_topic,
+                                      lambda _name: None)
+            facts["mock"] = {"start_to_answer_s": mock.start_to_answer_s}
+        if kafka is not None:
+            _say(opts, "starting Kafka")
+            kafka.start()
+            targets["kafka"] = _Target("kafka", kafka.bootstrap, kafka.pid, kafka.create_topic,
+                                       kafka.delete_topic)
+            facts["kafka"] = {"start_to_answer_s": kafka.start_to_answer_s,
+                              "format_s": kafka.format_s}
+        _say(opts, "started: " + ", ".join(
+            f"{side} answered after {f['start_to_answer_s']:.2f} s" for side, f in facts.items()))
+        yield {side: targets[side] for side in opts.sides}
     finally:
-        mock.stop()
+        for side, target in targets.items():
+            facts[side].update(lifetime_usage(target.pid))
+        if kafka is not None:
+            kafka.stop()
+        if mock is not None:
+            mock.stop()
         ads.stop()
         if not opts.keep_data:
             shutil.rmtree(run_dir / "ads-data", ignore_errors=True)
+            shutil.rmtree(run_dir / "kafka" / "data", ignore_errors=True)
 
 
 def _say(opts: SuiteOptions, text: str) -> None:
@@ -364,12 +418,17 @@ def run_suite(opts: SuiteOptions) -> tuple[dict[str, Any], Path]:
     unknown = [w for w in opts.workloads if w not in WORKLOADS]
     if unknown:
         raise BenchError(f"unknown workloads {', '.join(unknown)} (W1..W8)")
+    if not opts.peers or any(p not in PEERS for p in opts.peers):
+        raise BenchError(f"peers must be some of {', '.join(PEERS)}, not {opts.peers}")
+    if "kafka" in opts.peers and opts.kafka_jars is None:
+        raise BenchError("the peer kafka needs the directory of Kafka's jars (kafka_jars)")
     started = time.strftime("%Y-%m-%dT%H-%M-%S")
     run_dir = opts.output_dir / started
     run_dir.mkdir(parents=True, exist_ok=True)
     ctx = _Context(opts, run_dir)
     results: dict[str, Any] = {"started": started, "machine": machine(),
                                "command": opts.command, "reps": opts.reps,
+                               "sides": list(opts.sides), "brokers": {},
                                "quick": opts.quick, "profile": opts.profile,
                                "sizes": {k: getattr(opts.sizes, k)
                                          for k in Sizes.__dataclass_fields__},
@@ -379,12 +438,14 @@ def run_suite(opts: SuiteOptions) -> tuple[dict[str, Any], Path]:
         ctx.loopback_mb_per_s = median(samples)
         results["loopback_mb_per_s"] = round(ctx.loopback_mb_per_s, 1)
         _say(opts, f"loopback: {ctx.loopback_mb_per_s:,.0f} MB/s")
-    with _brokers(opts, run_dir) as targets:
+    with _brokers(opts, run_dir, results["brokers"]) as targets:
+        for side in opts.sides:
+            _warm_up(ctx, targets[side])
         for wid in opts.workloads:
             wl = WORKLOADS[wid]
-            runs: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
+            runs: dict[str, list[dict[str, Any]]] = {side: [] for side in opts.sides}
             for rep in range(opts.reps):
-                for side in SIDES:
+                for side in opts.sides:
                     try:
                         result = wl.run(ctx, targets[side], rep)
                     except Exception as exc:  # noqa: BLE001 - one failed run is reported
@@ -395,12 +456,26 @@ def run_suite(opts: SuiteOptions) -> tuple[dict[str, Any], Path]:
                                f"{result.get('error') or f'{value:,.2f} {wl.metric.unit}'}")
             results["workloads"].append(_workload_result(wl, runs, opts.sizes))
     results["finished"] = time.strftime("%Y-%m-%dT%H-%M-%S")
-    loads = [r["load_average"] for w in results["workloads"] for side in SIDES
-             for r in w["runs"][side] if "load_average" in r]
+    loads = [r["load_average"] for w in results["workloads"] for side_runs in w["runs"].values()
+             for r in side_runs if "load_average" in r]
     if loads:
         results["load_average"] = {"min": min(loads), "max": max(loads)}
     _write_outputs(ctx, results)
     return results, run_dir
+
+
+def _warm_up(ctx: _Context, target: _Target) -> None:
+    """Produces W1's kind of records and reads the last of them back, measuring nothing."""
+    n = ctx.opts.sizes.warmup_records
+    if n <= 0:
+        return
+    _say(ctx.opts, f"warming up {target.side}: {n:,} records produced and read")
+    target.create_topic("warmup", 1)
+    _check_complete(run_produce(_produce_opts(target, "warmup", n)), f"{target.side} warm-up")
+    last = min(n, ctx.opts.sizes.w4_last)  # what the mock keeps, as in W4
+    run_consume(ConsumeOptions(bootstrap=target.bootstrap, topic="warmup", num_records=last,
+                               last=last))
+    target.delete_topic("warmup")
 
 
 def _workload_result(wl: Workload, runs: dict[str, list[dict[str, Any]]],
@@ -417,7 +492,7 @@ def _workload_result(wl: Workload, runs: dict[str, list[dict[str, Any]]],
     if wl.latency_path is not None:
         entry["latency_label"] = wl.latency_label
         entry["latency"] = {}
-        for side in SIDES:
+        for side in runs:
             run = _median_run(runs[side], wl.metric)
             lat = run
             for key in wl.latency_path:

@@ -82,8 +82,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                     help="create the topic with N partitions if it is missing")
     pe.set_defaults(func=run_command("bench e2e", _e2e))
 
-    ps = tools.add_parser("suite", help="ADS versus librdkafka's mock broker, side by side "
-                                        "(W1-W8; takes minutes)")
+    ps = tools.add_parser("suite", help="ADS versus librdkafka's mock broker or Apache "
+                                        "Kafka, side by side (W1-W8; takes minutes)")
     ps.add_argument("--output-dir", default="bench-results", metavar="DIR",
                     help="results go to DIR/<timestamp>/ (default bench-results)")
     ps.add_argument("--workloads", default="W1,W2,W3,W4,W5,W6,W7,W8", metavar="W1,W2,...")
@@ -99,6 +99,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     ps.add_argument("--keep-data", action="store_true", help="keep the ADS data directory")
     ps.add_argument("--ads-set", action="append", default=[], metavar="KEY=VALUE",
                     help="broker config for the ADS broker (repeatable)")
+    ps.add_argument("--peer", choices=["mock", "kafka", "both"], default="mock",
+                    help="what ADS is measured against: librdkafka's mock broker (default), "
+                         "Apache Kafka's broker (one KRaft node from --kafka-jars), or both")
+    ps.add_argument("--kafka-jars", metavar="DIR",
+                    help="Kafka's broker jar and its dependencies, for --peer kafka|both "
+                         "(default tests/kafka_reference/target/jars of this checkout, "
+                         "which `make test-deps` fills)")
     ps.add_argument("--json", action="store_true", help="print the results as JSON")
     ps.set_defaults(func=run_command("bench suite", _suite))
 
@@ -182,8 +189,11 @@ def _suite(args: argparse.Namespace) -> int:
 
     _positive(args.reps, "--reps")
     workloads = tuple(w.strip().upper() for w in args.workloads.split(",") if w.strip())
+    peers = ("mock", "kafka") if args.peer == "both" else (args.peer,)
+    jars = _kafka_jars(args.kafka_jars) if "kafka" in peers else None
     opts = suite.SuiteOptions(
         output_dir=Path(args.output_dir), workloads=workloads, reps=args.reps,
+        peers=peers, kafka_jars=jars,
         profile=args.profile, keep_data=args.keep_data, ads_sets=tuple(args.ads_set),
         docs=None if args.no_docs or args.quick else Path(args.docs),
         command="ads " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["bench"]
@@ -199,6 +209,25 @@ def _suite(args: argparse.Namespace) -> int:
         print(markdown_table(results))
         print(f"results in {run_dir}")
     return 0
+
+
+def _kafka_jars(flag: str | None) -> Path:
+    """The --kafka-jars directory, or this checkout's copy of Kafka's jars."""
+    from ads.bench.kafka import kafka_jars_problem  # noqa: PLC0415 - only for the suite
+
+    if flag is not None:
+        jars = Path(flag)
+    else:
+        # src/ads/cli/bench.py: the checkout is three folders up from the package
+        checkout = Path(__file__).resolve().parents[3]
+        jars = checkout / "tests" / "kafka_reference" / "target" / "jars"
+        if not jars.is_dir():
+            raise UsageError(f"--peer kafka needs Kafka's jars: {jars} does not exist "
+                             "(`make test-deps` fills it) and no --kafka-jars DIR was given")
+    problem = kafka_jars_problem(jars)
+    if problem is not None:
+        raise UsageError(f"--kafka-jars: {problem}")
+    return jars
 
 
 def _guarded(fn: Any, opts: Any) -> Any:
