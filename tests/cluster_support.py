@@ -7,13 +7,29 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 
 from ads.testing.zookeeper import ZooKeeperServer
-from broker_process import BrokerProcess, free_port
+from broker_process import MARKED_ENV, BrokerProcess, free_port
 
 SESSION_TIMEOUT_MS = 4000
+
+
+def wait_until(check: Callable[[], bool], what: str, timeout_s: float,
+               logs: Callable[[], str]) -> None:
+    """Until `check()` holds (an exception counts as not yet: a process may be starting or
+    restarting); past `timeout_s`, an AssertionError quoting `logs()`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except Exception:  # noqa: BLE001, S110 - not ready yet
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}\n{logs()}")
 
 
 class Cluster:
@@ -57,6 +73,18 @@ class Cluster:
             raise
         return self
 
+    @contextmanager
+    def running(self) -> Iterator[Cluster]:
+        """Started, and stopped whatever happens: for a fixture, where the broker_process
+        marker's variable (set per test function, after module fixtures) is not set yet."""
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv(MARKED_ENV, "1")
+            self.start()
+        try:
+            yield self
+        finally:
+            self.stop()
+
     def _every_broker_sees_all(self) -> bool:
         return all(len(self.admin(node).list_topics(timeout=5).brokers) == len(self.brokers)
                    for node in self.brokers)
@@ -93,13 +121,5 @@ class Cluster:
         return AdminClient({"bootstrap.servers": bootstrap, **self.client_config})
 
     def wait_for(self, check: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                if check():
-                    return
-            except Exception:  # noqa: BLE001, S110 - a broker may be restarting meanwhile
-                pass
-            time.sleep(0.2)
-        logs = "\n".join(f"--- broker {n}\n{b.log()[-3000:]}" for n, b in self.brokers.items())
-        raise AssertionError(f"timed out waiting for {what}\n{logs}")
+        wait_until(check, what, timeout_s, lambda: "\n".join(
+            f"--- broker {n}\n{b.log()[-3000:]}" for n, b in self.brokers.items()))

@@ -99,23 +99,29 @@ def _broker_process_marker(request: pytest.FixtureRequest,
 
 
 @pytest.fixture
-def zk(tmp_path: Path) -> Iterator[KazooClient]:
-    """A ZooKeeper server with Kafka's persistent paths, and a client connected to it."""
+def zookeeper_server(tmp_path: Path) -> Iterator[ZooKeeperServer]:
+    """A ZooKeeper server of the test's own (Debian's package), stopped after it."""
     if not zookeeper_available():
         pytest.skip("the zookeeper package is not installed (make system-deps)")
     server = ZooKeeperServer(tmp_path / "zk", free_port()).start()
     try:
-        client = KazooClient(hosts=server.connect)
-        client.start(timeout=30)
-        try:
-            for path in zl.PERSISTENT_PATHS:
-                client.ensure_path(path)
-            yield client
-        finally:
-            client.stop()
-            client.close()
+        yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def zk(zookeeper_server: ZooKeeperServer) -> Iterator[KazooClient]:
+    """A ZooKeeper server with Kafka's persistent paths, and a client connected to it."""
+    client = KazooClient(hosts=zookeeper_server.connect)
+    client.start(timeout=30)
+    try:
+        for path in zl.PERSISTENT_PATHS:
+            client.ensure_path(path)
+        yield client
+    finally:
+        client.stop()
+        client.close()
 
 
 @pytest.fixture

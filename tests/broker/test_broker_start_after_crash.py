@@ -6,7 +6,6 @@ is refused at once."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,23 +13,12 @@ from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 
 from ads.metadata import zk_layout as zl
-from ads.testing.zookeeper import ZooKeeperServer, zookeeper_available
-from broker_process import BrokerProcess, free_port
+from ads.testing.zookeeper import ZooKeeperServer
+from broker_process import BrokerProcess
 
 pytestmark = pytest.mark.broker_process
 
 SESSION_TIMEOUT_MS = 6000
-
-
-@pytest.fixture
-def zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
-    if not zookeeper_available():
-        pytest.skip("the zookeeper package is not installed (make system-deps)")
-    server = ZooKeeperServer(tmp_path / "zk", free_port()).start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _owner(zk: KazooClient, node: int) -> int | None:
@@ -48,7 +36,8 @@ def _wait(check: object, what: str, timeout_s: float) -> None:
 
 
 def test_broker_restarted_after_kill_registers_once_old_session_expires(
-        tmp_path: Path, zookeeper: ZooKeeperServer) -> None:
+        tmp_path: Path, zookeeper_server: ZooKeeperServer) -> None:
+    zookeeper = zookeeper_server
     sets = ("node.id=1", f"zookeeper.connect={zookeeper.connect}",
             f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}")
     zk = KazooClient(hosts=zookeeper.connect)

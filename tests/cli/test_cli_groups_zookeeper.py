@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,22 +12,15 @@ from kazoo.client import KazooClient
 
 from ads.cli.main import main
 from ads.testing import EmbeddedBroker
-from ads.testing.zookeeper import ZooKeeperServer, zookeeper_available
-from broker_process import free_port
+from ads.testing.zookeeper import ZooKeeperServer
 from conftest import create_topic
 
 Cap = pytest.CaptureFixture[str]
 
 
 @pytest.fixture
-def zookeeper(tmp_path: Path) -> Iterator[str]:
-    if not zookeeper_available():
-        pytest.skip("the zookeeper package is not installed (make system-deps)")
-    server = ZooKeeperServer(tmp_path / "zk", free_port()).start()
-    try:
-        yield server.connect
-    finally:
-        server.stop()
+def zookeeper(zookeeper_server: ZooKeeperServer) -> str:
+    return zookeeper_server.connect
 
 
 def write_old_consumer_offsets(hosts: str) -> None:

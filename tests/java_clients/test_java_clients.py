@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 
 from ads.testing.zookeeper import zookeeper_available
-from broker_process import MARKED_ENV
 from cluster_support import Cluster
 
 pytestmark = [pytest.mark.broker_process, pytest.mark.timeout(240)]
@@ -77,16 +76,8 @@ def java_command(version: str, scenario: str, bootstrap: str, *args: str) -> lis
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     if not zookeeper_available():
         pytest.skip("the zookeeper package is not installed (make system-deps)")
-    c = Cluster(tmp_path_factory.mktemp("java-clients"), 3, *CLUSTER_SETTINGS)
-    try:
-        # The broker_process marker's variable is set per test function, after module
-        # fixtures, so set it for this start too.
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv(MARKED_ENV, "1")
-            c.start()
+    with Cluster(tmp_path_factory.mktemp("java-clients"), 3, *CLUSTER_SETTINGS).running() as c:
         yield c
-    finally:
-        c.stop()
 
 
 def broker_logs(c: Cluster) -> str:

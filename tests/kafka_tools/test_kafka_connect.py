@@ -12,18 +12,17 @@ import json
 import os
 import signal
 import subprocess
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import ConfigResource
 
 from ads.bench.kafka import LOG4J
-from broker_process import MARKED_ENV, free_port
-from cluster_support import Cluster
+from broker_process import free_port
+from cluster_support import Cluster, wait_until
 
 pytestmark = pytest.mark.kafka_reference
 
@@ -90,30 +89,17 @@ class Worker:
             raise AssertionError(f"{path}: {exc.code} {exc.read()!r}\n{self.log()}") from exc
 
 
-def wait_for(check: object, what: str, workers: list[Worker], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if check():  # type: ignore[operator]
-                return
-        except Exception:  # noqa: BLE001, S110 - a worker still starting or rebalancing
-            pass
-        time.sleep(0.5)
-    logs = "\n".join(f"--- {w.root.name}\n{w.log()}" for w in workers)
-    raise AssertionError(f"timed out waiting for {what}\n{logs}")
+def wait_for(check: Callable[[], bool], what: str, workers: list[Worker],
+             timeout_s: float) -> None:
+    wait_until(check, what, timeout_s,
+               lambda: "\n".join(f"--- {w.root.name}\n{w.log()}" for w in workers))
 
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     assert JARS.is_dir(), f"Kafka's jars are fetched by `make test` into {JARS}"
-    c = Cluster(tmp_path / "ads", 3, "group.initial.rebalance.delay.ms=0")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(MARKED_ENV, "1")
-        c.start()
-    try:
+    with Cluster(tmp_path / "ads", 3, "group.initial.rebalance.delay.ms=0").running() as c:
         yield c
-    finally:
-        c.stop()
 
 
 def _task_worker(worker: Worker, connector: str) -> str:
@@ -137,7 +123,7 @@ def test_kafka_connect_distributed_file_connectors_survive_a_worker_kill(
     try:
         for w in workers:
             w.start()
-        wait_for(lambda: all(len(w.rest("/connectors")) == 0 for w in workers),  # type: ignore[arg-type]
+        wait_for(lambda: all(w.rest("/connectors") == [] for w in workers),
                  "both workers serving their REST API", workers, WORKER_DEADLINE_S)
         workers[0].rest("/connectors", {"name": "file-in", "config": {
             "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from broker_process import MARKED_ENV
 from cluster_support import Cluster
 from kafka_reference import JARS
 
@@ -41,15 +40,9 @@ TOOL_TIMEOUT_S = 90
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     assert JARS.is_dir(), f"Kafka's jars are fetched by `make test` into {JARS}"
-    c = Cluster(tmp_path_factory.mktemp("kafka-tools"), 3,
-                "group.initial.rebalance.delay.ms=0")
-    try:
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv(MARKED_ENV, "1")
-            c.start()
+    with Cluster(tmp_path_factory.mktemp("kafka-tools"), 3,
+                 "group.initial.rebalance.delay.ms=0").running() as c:
         yield c
-    finally:
-        c.stop()
 
 
 def run(tool: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

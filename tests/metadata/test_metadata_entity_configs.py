@@ -4,7 +4,8 @@ embedded store across restarts and shared by every broker through ZooKeeper."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,7 @@ from ads.metadata.entity_config import entity_path, parse_entity_path, sanitize
 from ads.metadata.model import BrokerEndpoint
 from ads.metadata.store import TopicExistsError
 from ads.metadata.zookeeper import ZkMetadataStore
-from ads.testing.zookeeper import ZooKeeperServer, zookeeper_available
-from conftest import free_port
+from ads.testing.zookeeper import ZooKeeperServer
 
 
 def test_paths_are_kafkas_with_names_sanitized() -> None:
@@ -52,14 +52,21 @@ def test_embedded_store_keeps_entity_configs_across_restarts(tmp_path: Path) -> 
 
 
 @pytest.fixture
-def zk_connect(tmp_path: Path) -> Iterator[str]:
-    if not zookeeper_available():
-        pytest.skip("the zookeeper package is not installed (make system-deps)")
-    server = ZooKeeperServer(tmp_path / "zk", free_port()).start()
+def zk_connect(zookeeper_server: ZooKeeperServer) -> str:
+    return zookeeper_server.connect
+
+
+@asynccontextmanager
+async def _brokers(zk_connect: str) -> AsyncIterator[list[ZkMetadataStore]]:
+    """Brokers 1 and 2's stores, registered; closed after (with any a test appends)."""
+    stores: list[ZkMetadataStore] = []
     try:
-        yield server.connect
+        for node in (1, 2):
+            stores.append(await _registered(zk_connect, node))
+        yield stores
     finally:
-        server.stop()
+        for store in stores:
+            store.close()
 
 
 async def _registered(zk_connect: str, node: int) -> ZkMetadataStore:
@@ -72,10 +79,7 @@ async def _registered(zk_connect: str, node: int) -> ZkMetadataStore:
 
 def test_zookeeper_entity_configs_reach_every_broker(zk_connect: str) -> None:
     async def run() -> None:
-        stores = []
-        try:
-            for node in (1, 2):
-                stores.append(await _registered(zk_connect, node))
+        async with _brokers(zk_connect) as stores:
             one, two = stores
             changed: list[str] = []
             two.add_entity_listener(changed.append)
@@ -108,9 +112,6 @@ def test_zookeeper_entity_configs_reach_every_broker(zk_connect: str) -> None:
             late = await _registered(zk_connect, 3)
             stores.append(late)
             assert await late.wait(lambda: late.entity_configs == expected, 10.0)
-        finally:
-            for store in stores:
-                store.close()
 
     asyncio.run(run())
 
@@ -122,10 +123,7 @@ def test_zookeeper_entity_configs_read_through_see_every_write_at_once(
     is there on another without waiting for its watch, and so is a znode written by a tool
     that sends no change notification."""
     async def run() -> None:
-        stores = []
-        try:
-            for node in (1, 2):
-                stores.append(await _registered(zk_connect, node))
+        async with _brokers(zk_connect) as stores:
             one, two = stores
             for n in range(20):
                 await one.alter_entity_configs(f"users/u{n}", {"producer_byte_rate": str(n)})
@@ -143,9 +141,6 @@ def test_zookeeper_entity_configs_read_through_see_every_write_at_once(
                 "request_percentage": "5"}
             await one.alter_entity_configs("users/u0", {"producer_byte_rate": None})
             assert "users/u0" not in await two.read_entity_configs()
-        finally:
-            for store in stores:
-                store.close()
 
     asyncio.run(run())
 
@@ -154,17 +149,11 @@ def test_zookeeper_topic_created_twice_is_topic_exists(zk_connect: str) -> None:
     # Two brokers creating the same internal topic at once: the second one's write finds
     # the config and the topic there, and must say the topic exists, not fail otherwise.
     async def run() -> None:
-        stores = []
-        try:
-            for node in (1, 2):
-                stores.append(await _registered(zk_connect, node))
+        async with _brokers(zk_connect) as stores:
             one, two = stores
             await one.create_topic("t", {"cleanup.policy": "compact"}, {0: [1]})
             with pytest.raises(TopicExistsError):
                 await two.create_topic("t", {"cleanup.policy": "compact"}, {0: [2]})
-        finally:
-            for store in stores:
-                store.close()
 
     asyncio.run(run())
 
@@ -174,10 +163,7 @@ def test_zookeeper_new_topic_is_never_seen_without_its_configs(zk_connect: str) 
     of is never one with the topic and without them (DescribeConfigs would then answer
     the defaults, e.g. a compacted topic's `cleanup.policy=delete`)."""
     async def run() -> None:
-        stores = []
-        try:
-            for node in (1, 2):
-                stores.append(await _registered(zk_connect, node))
+        async with _brokers(zk_connect) as stores:
             one, two = stores
             first_seen: dict[str, dict[str, str]] = {}
 
@@ -192,8 +178,5 @@ def test_zookeeper_new_topic_is_never_seen_without_its_configs(zk_connect: str) 
                 await one.create_topic(name, {"cleanup.policy": "compact"}, {0: [1, 2]})
             assert await two.wait(lambda: all(n in first_seen for n in names), 20)
             assert first_seen == dict.fromkeys(names, {"cleanup.policy": "compact"})
-        finally:
-            for store in stores:
-                store.close()
 
     asyncio.run(run())

@@ -580,7 +580,8 @@ class ReplicaManager:
                 error = True
                 continue
             hw, lso, start = part.high_watermark, part.last_stable_offset, part.log_start_offset
-            if params.client_rack and part.is_leader and self.replica_selector is not None:
+            # One attribute test per partition when no selector is set (the default).
+            if self.replica_selector is not None and params.client_rack and part.is_leader:
                 preferred = self.replica_selector.select(part, params.client_rack,
                                                          t.fetch_offset)
                 if preferred != self.node_id:  # answered at once, without records
