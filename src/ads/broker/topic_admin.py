@@ -222,7 +222,15 @@ class TopicAdmin:
         todo = [p for p in topic.partitions if self.node_id in p.replicas
                 and self.replica_manager.get(name, p.partition) is None]
         if todo:
-            await asyncio.to_thread(self._make_logs, name, todo, self.log_config(topic))
+            making = asyncio.ensure_future(
+                asyncio.to_thread(self._make_logs, name, todo, self.log_config(topic)))
+            try:
+                await asyncio.shield(making)
+            except asyncio.CancelledError:
+                # A worker thread cannot be stopped: a stopping broker waits for the files
+                # it makes, so nothing writes into the log dirs after stop() returns.
+                await asyncio.wait([making])
+                raise
         topic = self.metadata.topics.get(name)  # the newest state: it may have moved on
         if topic is not None:
             self._open_partitions(topic)
