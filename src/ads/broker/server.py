@@ -122,8 +122,9 @@ class Broker:
                                    config.get_int("quota.window.size.seconds"))
         self.metadata.add_entity_listener(self._entity_configs_changed)
         self.connection_limits = _connection_limits(config)
-        self.dispatcher = Dispatcher(self, all_handlers(config.zookeeper_connect is not None),
-                                     self.metrics)
+        self.dispatcher = Dispatcher(
+            self, all_handlers(config.zookeeper_connect is not None, len(self.log_dirs)),
+            self.metrics)
         self.group_coordinator = coordinators.create_group_coordinator(self)
         self.txn_requests: TxnRequests = BrokerMarkerWriter(self)
         self.transaction_coordinator = coordinators.create_transaction_coordinator(self)

@@ -28,11 +28,14 @@ from ads.broker.handlers import (
 )
 
 
-def all_handlers(cluster: bool = False) -> list[ApiHandler[Any, Any]]:
+def all_handlers(cluster: bool = False, log_dir_count: int = 1
+                 ) -> list[ApiHandler[Any, Any]]:
     """`cluster`: the broker runs on ZooKeeper, and also takes the controller's requests
-    from other brokers."""
+    from other brokers; `log_dir_count`: how many directories it keeps partitions in."""
     modules = [api_versions, metadata, produce, fetch, offsets, topics, configs, producer_id,
                groups, group_offsets, consumer_groups, leadership, transactions, acls,
                client_quotas, sasl, scram_users, log_dirs]
     extra = [*leadership.CLUSTER_HANDLERS, *reassignments.CLUSTER_HANDLERS] if cluster else []
+    if log_dir_count == 1:  # replicas do not move between directories (docs/storage.md)
+        extra += log_dirs.HANDLERS_ONE_LOG_DIR
     return [h for module in modules for h in module.HANDLERS] + extra
