@@ -58,14 +58,13 @@ def _group_state(b: EmbeddedBroker) -> dict[str, Any]:
 
 
 def _txn_state(b: EmbeddedBroker) -> dict[str, Any]:
-    """Every field of every transactional id the coordinator holds (no transition may be
-    pending when it is asked)."""
+    """Every field of every transactional id the coordinator holds, and whether a
+    transition of it is on its way (a reload starts with none)."""
     assert b.broker is not None
     shard = b.broker.transaction_coordinator.runtime.shard(0)
     assert shard is not None
-    assert all(meta.pending is None for meta in shard.txns.values())
-    return {tid: {"state": meta.state.name, "producer_id": meta.producer_id,
-                  "producer_epoch": meta.producer_epoch,
+    return {tid: {"state": meta.state.name, "pending": meta.pending is not None,
+                  "producer_id": meta.producer_id, "producer_epoch": meta.producer_epoch,
                   "last_producer_epoch": meta.last_producer_epoch,
                   "partitions": sorted(meta.partitions), "timeout_ms": meta.timeout_ms,
                   "start_ms": meta.start_ms, "last_update_ms": meta.last_update_ms}
@@ -145,6 +144,7 @@ def test_coordinator_replay_state_equals_live_state(broker: EmbeddedBroker) -> N
     open_tx.flush(10)
     group.close()
 
+    _wait_states(broker, {"replay-tx": "COMPLETE_ABORT", "open-tx": "ONGOING"})
     live_groups = broker.call(_group_state, broker)
     live_txns = broker.call(_txn_state, broker)
     # The scenario reached every kind of state compared.
@@ -161,14 +161,17 @@ def test_coordinator_replay_state_equals_live_state(broker: EmbeddedBroker) -> N
     assert broker.call(_txn_state, broker) == live_txns
 
 
-def _wait_state(b: EmbeddedBroker, txn_id: str, state: str) -> None:
+def _wait_states(b: EmbeddedBroker, states: dict[str, str]) -> None:
+    """Waits until each id is in its state with nothing on its way (a commit is answered
+    once PREPARE_COMMIT is written; COMPLETE_COMMIT follows its markers)."""
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
-        found = b.call(_txn_state, b).get(txn_id, {}).get("state")
-        if found == state:
+        found = b.call(_txn_state, b)
+        if all(found.get(t, {}).get("state") == s and not found[t]["pending"]
+               for t, s in states.items()):
             return
         time.sleep(0.05)
-    raise AssertionError(f"{txn_id} is {found}, not {state}")
+    raise AssertionError(f"{found} is not {states}")
 
 
 def _txn_producer(bootstrap: str, txn_id: str, timeout_ms: int = 30000) -> Producer:
@@ -219,7 +222,7 @@ def test_coordinator_replay_transactions_every_field(broker: EmbeddedBroker) -> 
     timed_out.begin_transaction()
     timed_out.produce("b", value=b"late", partition=0)
     timed_out.flush(10)
-    _wait_state(broker, "timeout-tx", "COMPLETE_ABORT")  # aborted by the coordinator
+    _wait_states(broker, {"timeout-tx": "COMPLETE_ABORT"})  # aborted by the coordinator
 
     open_tx = _txn_producer(bs, "open-tx")
     open_tx.begin_transaction()
@@ -227,11 +230,12 @@ def test_coordinator_replay_transactions_every_field(broker: EmbeddedBroker) -> 
     open_tx.produce("b", value=b"open", partition=0)
     open_tx.flush(10)
 
+    states = {"commit-tx": "COMPLETE_COMMIT", "abort-tx": "COMPLETE_ABORT",
+              "bump-tx": "COMPLETE_COMMIT", "fence-tx": "EMPTY",
+              "timeout-tx": "COMPLETE_ABORT", "open-tx": "ONGOING"}
+    _wait_states(broker, states)
     live = broker.call(_txn_state, broker)
-    assert {t: s["state"] for t, s in live.items()} == {
-        "commit-tx": "COMPLETE_COMMIT", "abort-tx": "COMPLETE_ABORT",
-        "bump-tx": "COMPLETE_COMMIT", "fence-tx": "EMPTY",
-        "timeout-tx": "COMPLETE_ABORT", "open-tx": "ONGOING"}
+    assert {t: s["state"] for t, s in live.items()} == states
     assert live["bump-tx"]["producer_epoch"] == 1
     assert live["fence-tx"]["producer_epoch"] == 2  # one bump to fence, one to hand out
     assert live["timeout-tx"]["producer_epoch"] == 1  # bumped by the timeout's abort
@@ -250,8 +254,7 @@ def test_coordinator_replay_transactions_every_field(broker: EmbeddedBroker) -> 
             producer_epoch=0))
     assert (init.error_code, init.producer_id, init.producer_epoch) == (ErrorCode.NONE, pid, 2)
     _one_transaction(successor, True, ("b", 0))
+    _wait_states(broker, {"timeout-tx": "EMPTY", "fence-tx": "COMPLETE_COMMIT"})
     after = broker.call(_txn_state, broker)
-    assert after["timeout-tx"]["state"] == "EMPTY"
-    assert after["fence-tx"]["state"] == "COMPLETE_COMMIT"
     _reload(broker)
     assert broker.call(_txn_state, broker) == after
