@@ -54,6 +54,9 @@ def feed(bootstrap: str, topic: str, partitions: int, first: int, count: int, *,
                              partition=i % partitions)
             pending.append((i % partitions, record))
         if abort_every and n % abort_every == abort_every - 1:
+            # Sent first: aborting purges what the client has not sent yet, and the
+            # aborted records must be in the log for the readers to skip them.
+            assert producer.flush(30) == 0
             producer.abort_transaction(30)
         else:
             producer.commit_transaction(30)
