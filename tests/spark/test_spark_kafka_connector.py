@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 from test_spark_copy import Record, feed, read_committed
-from test_spark_read import produce
+from test_spark_read import TS, produce
 
 from ads.testing.zookeeper import zookeeper_available
 from cluster_support import Cluster, wait_until
@@ -120,13 +121,52 @@ def test_spark_kafka_connector_read_committed_skips_aborted(spark: SparkSession,
     create(cluster, "sk-txn", 2, 3)
     committed = feed(cluster.bootstrap, "sk-txn", 2, 0, 240, txn_size=20, abort_every=3)
     assert sum(map(len, committed.values())) == 160
-    df = kafka_reader(spark, cluster.bootstrap, subscribe="sk-txn", includeHeaders="true",
-                      **{"kafka.isolation.level": "read_committed"})
-    assert per_partition(df) == committed
-    # read_uncommitted shows the aborted records too, never a transaction marker.
-    df = kafka_reader(spark, cluster.bootstrap, subscribe="sk-txn")
-    assert sorted(bytes(r["value"]) for r in df.select("value").collect()) == [
-        b"r%06d" % i for i in range(240)]
+    # A transaction left open: its records are past the last stable offset, where a
+    # read_committed read ends (the connector asks ListOffsets for it).
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "sk-open"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(4):
+        producer.produce("sk-txn", value=b"open-%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+    try:
+        df = kafka_reader(spark, cluster.bootstrap, subscribe="sk-txn", includeHeaders="true",
+                          **{"kafka.isolation.level": "read_committed"})
+        assert per_partition(df) == committed
+        # read_uncommitted shows the aborted and open records too, never a marker.
+        df = kafka_reader(spark, cluster.bootstrap, subscribe="sk-txn")
+        assert sorted(bytes(r["value"]) for r in df.select("value").collect()) == [
+            b"open-%d" % i for i in range(4)] + [b"r%06d" % i for i in range(240)]
+    finally:
+        producer.abort_transaction(30)
+
+
+def test_spark_kafka_connector_timestamps_and_deleted_records(spark: SparkSession,
+                                                              cluster: Cluster) -> None:
+    create(cluster, "sk-times", 2, 3)
+    produce(cluster.bootstrap, "sk-times", 40, 2)  # record i at TS + i s, partition i % 2
+
+    def offsets(df: DataFrame) -> list[tuple[int, int]]:
+        return sorted((r["partition"], r["offset"]) for r in df.collect())
+
+    # By timestamp (ListOffsets with a timestamp): the first offset at or after it.
+    by_time = json.dumps({"sk-times": {"0": TS + 10_000, "1": TS + 15_000}})
+    df = kafka_reader(spark, cluster.bootstrap, subscribe="sk-times",
+                      startingOffsetsByTimestamp=by_time, endingTimestamp=str(TS + 30_000))
+    assert offsets(df) == [(0, k) for k in range(5, 15)] + [(1, k) for k in range(7, 15)]
+
+    # Records deleted below offset 6 of partition 0 (DeleteRecords): a start below the
+    # log start offset is lost data, an error unless failOnDataLoss=false.
+    admin = cluster.admin()
+    for future in admin.delete_records([KafkaTopicPartition("sk-times", 0, 6)]).values():
+        future.result(30)
+    start = json.dumps({"sk-times": {"0": 2, "1": 18}})
+    df = kafka_reader(spark, cluster.bootstrap, subscribe="sk-times", startingOffsets=start,
+                      failOnDataLoss="false")
+    assert offsets(df) == [(0, k) for k in range(6, 20)] + [(1, 18), (1, 19)]
+    with pytest.raises(Py4JJavaError, match="Some data may have been lost"):
+        kafka_reader(spark, cluster.bootstrap, subscribe="sk-times",
+                     startingOffsets=start).collect()
 
 
 def test_spark_kafka_connector_sink(spark: SparkSession, cluster: Cluster) -> None:
