@@ -100,6 +100,7 @@ def options(bootstrap: str, source: str, target: str, checkpoint: Path,
                        checkpoint=checkpoint, **more)
 
 
+@pytest.mark.timeout(300)  # two copies, one of several micro-batches: 45 s on busy cores
 def test_spark_copy_transform_keeps_order_and_skips_aborted(
         spark: SparkSession, broker: EmbeddedBroker, tmp_path: Path) -> None:
     bootstrap = broker.bootstrap_servers
