@@ -166,8 +166,17 @@ def test_share_groups_release_reject_and_delivery_limit(bs: str) -> None:
                 c.acknowledge(msg, kind)
             c.commit_sync(10)
         later = [msg.offset() for msg in poll(c, 1.0)]
+        described = describe(bs, "sg-acks")
+        with RawConnection(bs) as conn:
+            listed = conn.request(K.LIST_GROUPS, 5, m.ListGroupsRequest(types_filter=["share"]))
     finally:
         c.close()
+    assert ("sg-acks", "share", "Stable") in [
+        (g.group_id, g.group_type, g.group_state) for g in listed.groups]
+    assert (described.group_state, described.assignor_name) == ("Stable", "simple")
+    [member] = described.members
+    assert [(a.topic_name, a.partitions) for a in member.assignment.topic_partitions] == [
+        ("sg-acks", [0])]
     assert counts == {0: [1, 2, 3], 1: [1], 2: [1]}
     assert later == []  # 0 is archived at the limit, 1 when rejected, 2 is done
 
