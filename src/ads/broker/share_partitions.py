@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from ads.common.clock import Clock
 from ads.common.partitions import TopicPartition
 from ads.protocol.errors import ErrorCode
+from ads.replication.partition import PartitionError
 from ads.replication.purgatory import DelayedFetch
 from ads.replication.replica_manager import FetchParams, FetchPartition, ReplicaManager
 from ads.replication.share_partition import AcquiredRecords, ShareConfig, SharePartition
@@ -59,9 +60,10 @@ class SharePartitionManager:
 
     def _share_partition(self, group_id: str, tp: TopicPartition
                          ) -> SharePartition | ErrorCode:
-        part = self.replicas.get(tp.topic, tp.partition)
-        if part is None or not part.is_leader:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        try:
+            part = self.replicas.partition(tp.topic, tp.partition)
+        except PartitionError as exc:
+            return exc.code
         sp = self.partitions.get((group_id, tp))
         if sp is None:
             start = (part.log_start_offset if self.auto_offset_reset == "earliest"
@@ -71,13 +73,6 @@ class SharePartitionManager:
         else:
             sp.move_start(part.log_start_offset)
         return sp
-
-    def leader_epoch(self, tp: TopicPartition) -> tuple[int, int]:
-        """(leader id, leader epoch) of a partition led here; (-1, -1) otherwise."""
-        part = self.replicas.get(tp.topic, tp.partition)
-        if part is None or not part.is_leader:
-            return -1, -1
-        return self.replicas.node_id, part.leader_epoch
 
     def leadership_changed(self, topic: str, index: int, leader: bool) -> None:
         """A partition no longer led here takes its share-partitions with it."""

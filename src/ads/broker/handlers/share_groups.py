@@ -23,6 +23,7 @@ from collections.abc import Awaitable
 from ads.broker import permissions as P
 from ads.broker.authorized_operations import NOT_REQUESTED, ResourceType
 from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.broker.handlers.current_leader import LeaderEndpoints
 from ads.broker.handlers.groups import client_host
 from ads.broker.share_partitions import AckBatch, ShareRead
 from ads.broker.share_sessions import FINAL_EPOCH, INITIAL_EPOCH, SessionPartition, ShareSession
@@ -138,14 +139,6 @@ def _ack_batches(batches: list[FQ.FetchTopic.FetchPartition.AcknowledgementBatch
     return [(b.first_offset, b.last_offset, b.acknowledge_types) for b in batches]
 
 
-_Leader = FR.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch
-
-
-def _leader(ctx: RequestContext, tp: TopicPartition) -> _Leader:
-    leader_id, epoch = ctx.broker.share_partitions.leader_epoch(tp)
-    return _Leader(leader_id=leader_id, leader_epoch=epoch)
-
-
 def _close(ctx: RequestContext, session: ShareSession,
            names: dict[uuid.UUID, str | ErrorCode]) -> None:
     """A final request: the session goes, the member's acquired records with it."""
@@ -220,6 +213,8 @@ def _fetch_response(ctx: RequestContext, reads: dict[SessionPartition, ShareRead
     Part = FR.ShareFetchableTopicResponse.PartitionData  # noqa: N806
     Acquired = Part.AcquiredRecords  # noqa: N806
     topics: dict[uuid.UUID, list[FR.ShareFetchableTopicResponse.PartitionData]] = {}
+    leaders = LeaderEndpoints(ctx.broker.metadata, ctx.connection.listener_name)
+    moved = False
     for key in dict.fromkeys([*reads, *ack_errors]):
         read = reads.get(key, ShareRead())
         ack = ack_errors.get(key)
@@ -232,11 +227,15 @@ def _fetch_response(ctx: RequestContext, reads: dict[SessionPartition, ShareRead
                     acquired_records=[Acquired(first_offset=a[0], last_offset=a[1],
                                                delivery_count=a[2]) for a in read.acquired])
         if isinstance(name, str):
-            part.current_leader = _leader(ctx, TopicPartition(name, key[1]))
+            leader_id, epoch = leaders.leader(name, key[1])
+            part.current_leader = Part.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=epoch)
+            moved |= read.error is ErrorCode.NOT_LEADER_OR_FOLLOWER
         topics.setdefault(key[0], []).append(part)
+    # The leaders' endpoints, so that a client goes to a partition's new leader at once.
+    endpoints = leaders.endpoints(FR.NodeEndpoint) if moved else []
     return FR(error_code=ErrorCode.NONE, acquisition_lock_timeout_ms=lock_ms,
               responses=[FR.ShareFetchableTopicResponse(topic_id=t, partitions=parts)
-                         for t, parts in topics.items()])
+                         for t, parts in topics.items()], node_endpoints=endpoints)
 
 
 # -- ShareAcknowledge ----------------------------------------------------------------------
@@ -260,11 +259,20 @@ def handle_acknowledge(ctx: RequestContext, req: m.ShareAcknowledgeRequest
         _close(ctx, session, names)
     Part = AR.ShareAcknowledgeTopicResponse.PartitionData  # noqa: N806
     topics: dict[uuid.UUID, list[AR.ShareAcknowledgeTopicResponse.PartitionData]] = {}
+    leaders = LeaderEndpoints(ctx.broker.metadata, ctx.connection.listener_name)
+    moved = False
     for (topic_id, index), error in errors.items():
-        topics.setdefault(topic_id, []).append(Part(partition_index=index, error_code=error))
+        part = Part(partition_index=index, error_code=error)
+        name = names[topic_id]
+        if error is ErrorCode.NOT_LEADER_OR_FOLLOWER and isinstance(name, str):
+            leader_id, epoch = leaders.leader(name, index)
+            part.current_leader = Part.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=epoch)
+            moved = True
+        topics.setdefault(topic_id, []).append(part)
     return AR(error_code=ErrorCode.NONE, responses=[
         AR.ShareAcknowledgeTopicResponse(topic_id=t, partitions=parts)
-        for t, parts in topics.items()])
+        for t, parts in topics.items()],
+        node_endpoints=leaders.endpoints(AR.NodeEndpoint) if moved else [])
 
 
 HANDLERS = [
