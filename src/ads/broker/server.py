@@ -141,7 +141,8 @@ class Broker:
         self.acl_store: AclStore | None = None
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots"))
-        self.share_sessions = ShareSessionCache()
+        self.share_sessions = ShareSessionCache(
+            self.clock, config.get_int("group.share.session.timeout.ms"))
         self.share_partitions = SharePartitionManager(
             self.replica_manager, share_config(config),
             str(config.get("group.share.auto.offset.reset")), self.clock)

@@ -13,8 +13,10 @@ session is (`fetch_sessions.py`) but chosen by the client:
     ShareAcknowledge       n > 0 or -1 as above; epoch 0 is INVALID_SHARE_SESSION_EPOCH.
 
 After each accepted request the expected epoch moves to n + 1 (past int32 max: 1).
-Sessions are in memory; a broker restart forgets them and clients open new ones. Used from
-the broker's event loop only.
+A session unused for `idle_ms` (the share group session timeout: its member is gone from
+the group by then) is dropped when another session opens, so that consumers that died
+without closing theirs do not accumulate. Sessions are in memory; a broker restart forgets
+them and clients open new ones. Used from the broker's event loop only.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ads.common.clock import Clock
 from ads.protocol.errors import ErrorCode
 
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
@@ -38,10 +41,13 @@ class ShareSession:
     member_id: str
     epoch: int = 1  # the epoch the next request must carry
     partitions: dict[SessionPartition, None] = field(default_factory=dict)  # ordered set
+    last_used_ms: int = 0
 
 
 class ShareSessionCache:
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock, idle_ms: int) -> None:
+        self.clock = clock
+        self.idle_ms = idle_ms
         self.sessions: dict[tuple[str, str], ShareSession] = {}
 
     def fetch(self, group_id: str, member_id: str, epoch: int,
@@ -49,7 +55,9 @@ class ShareSessionCache:
               ) -> ShareSession | ErrorCode:
         """The session of a ShareFetch, opened or moved to its next epoch."""
         if epoch == INITIAL_EPOCH:
-            session = ShareSession(group_id, member_id)
+            now = self.clock.time_ms()
+            self._drop_idle(now)
+            session = ShareSession(group_id, member_id, last_used_ms=now)
             self.sessions[(group_id, member_id)] = session
         else:
             found = self._checked(group_id, member_id, epoch)
@@ -78,7 +86,13 @@ class ShareSessionCache:
         if epoch != session.epoch:
             return ErrorCode.INVALID_SHARE_SESSION_EPOCH
         session.epoch = 1 if epoch >= _MAX_EPOCH else epoch + 1
+        session.last_used_ms = self.clock.time_ms()
         return session
+
+    def _drop_idle(self, now: int) -> None:
+        idle = [key for key, s in self.sessions.items() if now - s.last_used_ms > self.idle_ms]
+        for key in idle:
+            del self.sessions[key]
 
     def close(self, session: ShareSession) -> None:
         if self.sessions.get((session.group_id, session.member_id)) is session:
