@@ -7,6 +7,7 @@ TEST_STAMP := $(VENV)/.ads-test-installed
 JS_STAMP := tests/js/node_modules/.ads-installed
 KAFKA_REF_STAMP := tests/kafka_reference/target/.ads-installed
 KAFKA_CONNECT_STAMP := tests/kafka_connect/target/.ads-installed
+SPARK_KAFKA_STAMP := tests/spark_kafka/target/.ads-installed
 JAVA_STAMP := tests/java/target/.ads-built
 JAVA_SOURCES := $(wildcard tests/java/src/main/java/ads/javaclients/*.java)
 
@@ -26,7 +27,7 @@ run: install
 	  --set http.listener=127.0.0.1:9644
 
 test-deps: install $(TEST_STAMP) system-deps $(JS_STAMP) $(KAFKA_REF_STAMP) \
-  $(KAFKA_CONNECT_STAMP) $(JAVA_STAMP)
+  $(KAFKA_CONNECT_STAMP) $(SPARK_KAFKA_STAMP) $(JAVA_STAMP)
 
 $(TEST_STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
@@ -52,6 +53,15 @@ $(KAFKA_REF_STAMP): tests/kafka_reference/pom.xml | system-deps
 $(KAFKA_CONNECT_STAMP): tests/kafka_connect/pom.xml | system-deps
 	rm -rf tests/kafka_connect/target/jars
 	cd tests/kafka_connect && mvn -q -B dependency:copy-dependencies \
+	  -DincludeScope=runtime -DoutputDirectory=target/jars
+	touch $@
+
+# Spark's own Kafka connector (spark-sql-kafka-0-10) with kafka-clients and the rest of what
+# it needs beside pyspark's jars (tests/spark_kafka/pom.xml), the same way: the Spark tests
+# pass them to their sessions with spark.jars (docs/spark.md).
+$(SPARK_KAFKA_STAMP): tests/spark_kafka/pom.xml | system-deps
+	rm -rf tests/spark_kafka/target/jars
+	cd tests/spark_kafka && mvn -q -B dependency:copy-dependencies \
 	  -DincludeScope=runtime -DoutputDirectory=target/jars
 	touch $@
 
@@ -130,4 +140,5 @@ chaos: test-deps
 
 clean:
 	rm -rf $(VENV) data bench-results chaos-results tests/js/node_modules \
-	  tests/kafka_reference/target tests/kafka_connect/target tests/java/target
+	  tests/kafka_reference/target tests/kafka_connect/target tests/spark_kafka/target \
+	  tests/java/target

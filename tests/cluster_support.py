@@ -61,17 +61,22 @@ class Cluster:
         other; stops whatever it started if that fails."""
         try:
             self.zookeeper.start()
-            for broker in self.brokers.values():
-                broker.start()
-            self.wait_for(lambda: len(self.zk_children("/brokers/ids")) == len(self.brokers),
-                          "every broker registered")
-            # A broker learns of the others from ZooKeeper a moment after they register; a
-            # topic created meanwhile through it would find too few brokers for its replicas.
-            self.wait_for(self._every_broker_sees_all, "every broker's metadata naming them all")
+            self.start_brokers()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def start_brokers(self) -> None:
+        """Starts the brokers (ZooKeeper running) and returns once every broker knows every
+        other."""
+        for broker in self.brokers.values():
+            broker.start()
+        self.wait_for(lambda: len(self.zk_children("/brokers/ids")) == len(self.brokers),
+                      "every broker registered")
+        # A broker learns of the others from ZooKeeper a moment after they register; a
+        # topic created meanwhile through it would find too few brokers for its replicas.
+        self.wait_for(self._every_broker_sees_all, "every broker's metadata naming them all")
 
     @contextmanager
     def running(self) -> Iterator[Cluster]:

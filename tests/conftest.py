@@ -23,6 +23,13 @@ if TYPE_CHECKING:
     from kafka_reference import KafkaReference
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+# Spark's own Kafka connector and its dependencies, copied by `make test-deps` from
+# tests/spark_kafka/pom.xml; every Spark session of the tests has them on its class path.
+SPARK_KAFKA_JARS = Path(__file__).parent / "spark_kafka" / "target" / "jars"
+
+
+def spark_kafka_jars() -> list[str]:
+    return sorted(str(p) for p in SPARK_KAFKA_JARS.glob("*.jar"))
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, **configs: str) -> None:
@@ -83,7 +90,7 @@ def ads(broker: EmbeddedBroker) -> EmbeddedBroker:
 def spark():  # type: ignore[no-untyped-def]
     from ads.spark.testing import local_session  # noqa: PLC0415 - pyspark only when used
 
-    return local_session()
+    return local_session(spark_kafka_jars())
 
 
 @pytest.fixture(autouse=True)

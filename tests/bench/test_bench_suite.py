@@ -25,20 +25,29 @@ def test_bench_suite_quick_writes_results(tmp_path: Path, capsys) -> None:  # ty
     (run_dir,) = (tmp_path / "out").iterdir()
     results = json.loads((run_dir / "results.json").read_text())
     assert results["sides"] == ["ads", "mock"]  # the default peer
-    assert set(results["brokers"]) == {"ads", "mock"}
+    assert set(results["brokers"]) == {"ads", "mock", "ads-3"}
     assert results["brokers"]["mock"]["start_to_answer_s"] > 0
-    assert [w["id"] for w in results["workloads"]] == [f"W{i}" for i in range(1, 9)]
-    for wl in results["workloads"]:
+    assert [w["id"] for w in results["workloads"]] == [f"W{i}" for i in range(1, 11)]
+    for wl in results["workloads"][:8]:
         for side in ("ads", "mock"):
             (run,) = wl["runs"][side]
             assert "error" not in run, (wl["id"], side, run)
         assert wl["summary"]["ratio"] is not None, wl["id"]
+    for wl in results["workloads"][8:]:  # replicated: the mock has no replication
+        assert set(wl["runs"]) == {"ads"}, wl["id"]
+        (run,) = wl["runs"]["ads"]
+        assert "error" not in run, (wl["id"], run)
+        assert wl["summary"]["ads"]["median"] > 0 and wl["summary"]["ratio"] is None
+    # the three brokers' sums: more memory than the single broker's
+    assert results["brokers"]["ads-3"]["rss_peak_mb"] > results["brokers"]["ads"]["rss_peak_mb"]
+    assert results["w9_over_w1"] > 0
     assert results["machine"]["cores"]
     assert results["loopback_mb_per_s"] > 0
     assert (run_dir / "results.md").read_text().startswith("Run ")
     assert {p.name for p in run_dir.glob("*.png")} == {"throughput.png", "latency.png"}
-    assert not (run_dir / "ads-data").exists()
+    assert not (run_dir / "ads-data").exists() and not (run_dir / "ads-cluster").exists()
     assert "| W1 produce 100 B" in captured.out
+    assert "| ADS, 3 brokers (W9, W10) |" in (run_dir / "results.md").read_text()
     # A quick run's figures mean nothing: the docs keep what they had.
     assert "old" in docs.read_text()
 
@@ -55,7 +64,7 @@ def _processes_mentioning(text: str) -> list[int]:
 
 
 @pytest.mark.kafka_reference
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(300)
 def test_bench_suite_kafka_peer_reports_kafka_figures(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
     status = main(["bench", "suite", "--quick", "--peer", "kafka", "--output-dir", str(out)])
@@ -64,7 +73,7 @@ def test_bench_suite_kafka_peer_reports_kafka_figures(tmp_path: Path, capsys) ->
     (run_dir,) = out.iterdir()
     results = json.loads((run_dir / "results.json").read_text())
     assert results["sides"] == ["ads", "kafka"]
-    assert [w["id"] for w in results["workloads"]] == [f"W{i}" for i in range(1, 9)]
+    assert [w["id"] for w in results["workloads"]] == [f"W{i}" for i in range(1, 11)]
     for wl in results["workloads"]:
         assert set(wl["runs"]) == {"ads", "kafka"}
         (run,) = wl["runs"]["kafka"]
@@ -75,12 +84,13 @@ def test_bench_suite_kafka_peer_reports_kafka_figures(tmp_path: Path, capsys) ->
         assert wl["summary"]["ratios"]["kafka"] == wl["summary"]["ads"]["median"] / kafka["median"]
     assert results["workloads"][0]["latency"]["kafka"]["p99"] > 0
     facts = results["brokers"]
-    assert set(facts) == {"ads", "kafka"}
-    for side in ("ads", "kafka"):
-        assert 0 < facts[side]["start_to_answer_s"] < 90, side
+    assert set(facts) == {"ads", "kafka", "ads-3", "kafka-3"}
+    for side in facts:
+        assert 0 < facts[side]["start_to_answer_s"] < 120, side
         assert facts[side]["cpu_s"] > 0, side
-    assert facts["kafka"]["format_s"] > 0
+    assert facts["kafka"]["format_s"] > 0 and facts["kafka-3"]["format_s"] > 0
     assert facts["kafka"]["rss_peak_mb"] > 100  # a JVM, not the mock or ADS answering
+    assert facts["kafka-3"]["rss_peak_mb"] > 2 * facts["kafka"]["rss_peak_mb"]  # three JVMs
     table = (run_dir / "results.md").read_text()
     assert "| ADS median (min–max) | Kafka median (min–max) | ADS / Kafka |" in table
     assert "| Kafka CPU / max RSS (client CPU) |" in table
@@ -91,6 +101,12 @@ def test_bench_suite_kafka_peer_reports_kafka_figures(tmp_path: Path, capsys) ->
     assert "log.dirs=" + str(run_dir / "kafka" / "data") in (
         run_dir / "kafka" / "server.properties").read_text()
     assert not (run_dir / "kafka" / "data").exists()
+    # The cluster: one quorum of its three nodes, each formatted with one cluster id.
+    nodes = [run_dir / "kafka-cluster" / f"node-{n}" for n in (1, 2, 3)]
+    voters = {line for node in nodes for line in (node / "server.properties").read_text()
+              .splitlines() if line.startswith("controller.quorum.voters=")}
+    assert len(voters) == 1 and voters.pop().count("@127.0.0.1:") == 3
+    assert all(not (node / "data").exists() for node in nodes)
     assert _processes_mentioning(str(run_dir)) == []
 
 

@@ -255,6 +255,17 @@ def _log_dirs(bs: str, admin: bool) -> int:
     return int(r.error_code)
 
 
+def _alter_log_dirs(bs: str, admin: bool) -> int:
+    """Into the directory the replica is in: NONE when allowed, nothing moves."""
+    here = raw(bs, K.DESCRIBE_LOG_DIRS, 4, m.DescribeLogDirsRequest(topics=None), True)
+    req = m.AlterReplicaLogDirsRequest(dirs=[m.AlterReplicaLogDirsRequest.AlterReplicaLogDir(
+        path=here.results[0].log_dir, topics=[
+            m.AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic(
+                name="ok-a", partitions=[0])])])
+    r = raw(bs, K.ALTER_REPLICA_LOG_DIRS, 2, req, admin)
+    return int(r.results[0].partitions[0].error_code)
+
+
 def _incremental_alter(bs: str, topic: str) -> int:
     res = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[ConfigEntry(
         "retention.ms", "86400000", incremental_operation=AlterConfigOpType.SET)])
@@ -557,6 +568,10 @@ TABLE: list[Row] = [
     (K.DESCRIBE_LOG_DIRS, ALLOWED, "DESCRIBE on the cluster", lambda bs: _log_dirs(bs, True),
      None),
     (K.DESCRIBE_LOG_DIRS, DENIED, "whole request", lambda bs: _log_dirs(bs, False),
+     CLUSTER_DENIED),
+    (K.ALTER_REPLICA_LOG_DIRS, ALLOWED, "ALTER on the cluster",
+     lambda bs: _alter_log_dirs(bs, True), None),
+    (K.ALTER_REPLICA_LOG_DIRS, DENIED, "whole request", lambda bs: _alter_log_dirs(bs, False),
      CLUSTER_DENIED),
     (K.DESCRIBE_CONFIGS, ALLOWED, "ALTER_CONFIGS implies DESCRIBE_CONFIGS",
      lambda bs: _describe_configs(bs, TYPE_TOPIC, "ok-a"), None),

@@ -95,3 +95,16 @@ def test_log_dirs_report_the_volume_from_v4(broker: tuple[str, list[Path]]) -> N
     for x in r.results:
         assert x.total_bytes == vfs.f_blocks * vfs.f_frsize
         assert 0 < x.usable_bytes <= x.total_bytes
+
+
+def test_log_dirs_alter_replica_log_dirs_not_advertised_with_several_dirs(
+        broker: tuple[str, list[Path]]) -> None:
+    # Replicas do not move between directories: a broker with two does not offer the move
+    # (one with a single directory serves it: tests/reference/test_reference_log_dirs.py).
+    bootstrap, _ = broker
+    with RawConnection(bootstrap) as conn:
+        versions = conn.request(m.ApiKey.API_VERSIONS, 3, m.ApiVersionsRequest(
+            client_software_name="t", client_software_version="1"))
+    keys = {k.api_key for k in versions.api_keys}
+    assert m.ApiKey.DESCRIBE_LOG_DIRS in keys
+    assert m.ApiKey.ALTER_REPLICA_LOG_DIRS not in keys

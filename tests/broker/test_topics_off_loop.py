@@ -102,6 +102,32 @@ def test_topics_offsets_topic_is_finished_after_the_asker_disconnects(
         assert resp.error_code == ErrorCode.NONE and resp.node_id == broker.node_id
 
 
+def test_topics_stopping_waits_for_the_partition_files_being_made(
+        held: tuple[EmbeddedBroker, threading.Event]) -> None:
+    # The worker thread cannot be cancelled: a broker that returned from stop() while it
+    # still made files raced the removal of its data dir (the embedded broker's temporary
+    # folders were left behind, half deleted).
+    embedded, release = held
+    with RawConnection(embedded.bootstrap_servers) as asker:
+        asker.send_raw(codec.encode_request(
+            m.ApiKey.FIND_COORDINATOR, 3, 5, "off-loop",
+            m.FindCoordinatorRequest(key="g", key_type=0)))
+        time.sleep(0.2)
+    stopped = threading.Event()
+    stopper = threading.Thread(target=lambda: (embedded.stop(), stopped.set()))
+    stopper.start()
+    try:
+        assert not stopped.wait(0.5), "stop() returned while partition files were being made"
+    finally:
+        release.set()
+        stopper.join(30)
+    assert stopped.is_set()
+    made = sorted(embedded.data_dir.glob("__consumer_offsets-*"))
+    assert len(made) == 50  # the worker finished before stop() returned
+    time.sleep(0.2)
+    assert sorted(embedded.data_dir.glob("__consumer_offsets-*")) == made
+
+
 def test_topics_metadata_follows_changes_to_a_topic(tmp_path: Path) -> None:
     # Metadata keeps built topic entries between requests: every change must show.
     with EmbeddedBroker(data_dir=tmp_path / "data") as embedded, \

@@ -62,9 +62,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         # function, after module fixtures, so set it for this start too.
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv(MARKED_ENV, "1")
-            for broker in c.brokers.values():
-                broker.start()
-        c.wait_for(lambda: len(c.zk_children("/brokers/ids")) == 2, "every broker registered")
+            c.start_brokers()
         yield c
     finally:
         c.stop()

@@ -7,21 +7,28 @@ and one left open. Then each coordinator's partition is unloaded and loaded agai
 `__consumer_offsets` and `__transaction_state` (as on a move of leadership), and what it
 holds is compared with what it held: committed offsets, offsets pending in open
 transactions, each group's state, generation, protocol, leader and members, and each
-transactional id's state, producer id and epoch, partitions and timeout. A live change
-not written to the log, or written differently from how it is replayed, shows here.
+transactional id's every field. A live change not written to the log, or written
+differently from how it is replayed, shows here. A second test takes transactional
+producers through every transition of the transaction coordinator (commit, abort, epoch
+bump, a fenced instance, a timeout) and compares every field of every id before and after
+a reload, twice.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from ads.protocol import messages as m
+from ads.protocol.errors import ErrorCode
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
+from kafka_wire import RawConnection
 
 CONFIG = {"offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "1",
           "group.initial.rebalance.delay.ms": "0"}
@@ -51,11 +58,16 @@ def _group_state(b: EmbeddedBroker) -> dict[str, Any]:
 
 
 def _txn_state(b: EmbeddedBroker) -> dict[str, Any]:
+    """Every field of every transactional id the coordinator holds, and whether a
+    transition of it is on its way (a reload starts with none)."""
     assert b.broker is not None
     shard = b.broker.transaction_coordinator.runtime.shard(0)
     assert shard is not None
-    return {tid: (meta.state.name, meta.producer_id, meta.producer_epoch,
-                  sorted(meta.partitions), meta.timeout_ms)
+    return {tid: {"state": meta.state.name, "pending": meta.pending is not None,
+                  "producer_id": meta.producer_id, "producer_epoch": meta.producer_epoch,
+                  "last_producer_epoch": meta.last_producer_epoch,
+                  "partitions": sorted(meta.partitions), "timeout_ms": meta.timeout_ms,
+                  "start_ms": meta.start_ms, "last_update_ms": meta.last_update_ms}
             for tid, meta in shard.txns.items()}
 
 
@@ -132,6 +144,7 @@ def test_coordinator_replay_state_equals_live_state(broker: EmbeddedBroker) -> N
     open_tx.flush(10)
     group.close()
 
+    _wait_states(broker, {"replay-tx": "COMPLETE_ABORT", "open-tx": "ONGOING"})
     live_groups = broker.call(_group_state, broker)
     live_txns = broker.call(_txn_state, broker)
     # The scenario reached every kind of state compared.
@@ -140,9 +153,108 @@ def test_coordinator_replay_state_equals_live_state(broker: EmbeddedBroker) -> N
     assert any(live_groups["pending"].values())
     assert live_groups["groups"]["static"][0] == "STABLE"
     assert len(live_groups["groups"]["static"][5]) == 2
-    assert {t: s[0] for t, s in live_txns.items()} == {"replay-tx": "COMPLETE_ABORT",
-                                                        "open-tx": "ONGOING"}
+    assert {t: s["state"] for t, s in live_txns.items()} == {"replay-tx": "COMPLETE_ABORT",
+                                                              "open-tx": "ONGOING"}
 
     _reload(broker)
     assert broker.call(_group_state, broker) == live_groups
     assert broker.call(_txn_state, broker) == live_txns
+
+
+def _wait_states(b: EmbeddedBroker, states: dict[str, str]) -> None:
+    """Waits until each id is in its state with nothing on its way (a commit is answered
+    once PREPARE_COMMIT is written; COMPLETE_COMMIT follows its markers)."""
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        found = b.call(_txn_state, b)
+        if all(found.get(t, {}).get("state") == s and not found[t]["pending"]
+               for t, s in states.items()):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{found} is not {states}")
+
+
+def _txn_producer(bootstrap: str, txn_id: str, timeout_ms: int = 30000) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
+                  "transaction.timeout.ms": timeout_ms})
+    p.init_transactions(15)
+    return p
+
+
+def _one_transaction(p: Producer, commit: bool, *partitions: tuple[str, int]) -> None:
+    p.begin_transaction()
+    for topic, partition in partitions:
+        p.produce(topic, value=b"v", partition=partition)
+    p.flush(10)
+    if commit:
+        p.commit_transaction(15)
+    else:
+        p.abort_transaction(15)
+
+
+def test_coordinator_replay_transactions_every_field(broker: EmbeddedBroker) -> None:
+    """Real transactional producers through every transition the coordinator makes: begin
+    and add partitions, commit, abort, an epoch bump, a fenced instance, a timeout; every
+    field of every id is the same after the partition is loaded again, and a producer whose
+    transaction timed out may still go on after the reload (KIP-360: it names the epoch it
+    had, which the coordinator knows as the one before its last bump)."""
+    bs = broker.bootstrap_servers
+    create_topic(bs, "a", 2)
+    create_topic(bs, "b", 1)
+
+    committed = _txn_producer(bs, "commit-tx")
+    _one_transaction(committed, True, ("a", 0), ("a", 1), ("b", 0))
+    aborted = _txn_producer(bs, "abort-tx")
+    _one_transaction(aborted, False, ("a", 1))
+    _txn_producer(bs, "bump-tx")
+    bumped = _txn_producer(bs, "bump-tx")  # epoch 1: EMPTY after a bump
+    _one_transaction(bumped, True, ("b", 0))
+
+    zombie = _txn_producer(bs, "fence-tx")
+    zombie.begin_transaction()
+    zombie.produce("a", value=b"zombie", partition=0)
+    zombie.flush(10)
+    successor = _txn_producer(bs, "fence-tx")  # fences the zombie, aborts what it left open
+    with pytest.raises(KafkaException):
+        _one_transaction(zombie, True, ("a", 1))
+
+    timed_out = _txn_producer(bs, "timeout-tx", timeout_ms=1000)
+    timed_out.begin_transaction()
+    timed_out.produce("b", value=b"late", partition=0)
+    timed_out.flush(10)
+    _wait_states(broker, {"timeout-tx": "COMPLETE_ABORT"})  # aborted by the coordinator
+
+    open_tx = _txn_producer(bs, "open-tx")
+    open_tx.begin_transaction()
+    open_tx.produce("a", value=b"open", partition=1)
+    open_tx.produce("b", value=b"open", partition=0)
+    open_tx.flush(10)
+
+    states = {"commit-tx": "COMPLETE_COMMIT", "abort-tx": "COMPLETE_ABORT",
+              "bump-tx": "COMPLETE_COMMIT", "fence-tx": "EMPTY",
+              "timeout-tx": "COMPLETE_ABORT", "open-tx": "ONGOING"}
+    _wait_states(broker, states)
+    live = broker.call(_txn_state, broker)
+    assert {t: s["state"] for t, s in live.items()} == states
+    assert live["bump-tx"]["producer_epoch"] == 1
+    assert live["fence-tx"]["producer_epoch"] == 2  # one bump to fence, one to hand out
+    assert live["timeout-tx"]["producer_epoch"] == 1  # bumped by the timeout's abort
+    assert live["open-tx"]["partitions"] == [("a", 1), ("b", 0)]
+
+    _reload(broker)
+    assert broker.call(_txn_state, broker) == live
+
+    # After the reload, the producer whose transaction timed out asks for the next epoch
+    # naming the one it had (KIP-360, as the Java client does after a timeout; librdkafka
+    # treats the fencing as fatal): the epoch before the coordinator's bump.
+    pid = live["timeout-tx"]["producer_id"]
+    with RawConnection(bs) as conn:
+        init = conn.request(m.ApiKey.INIT_PRODUCER_ID, 4, m.InitProducerIdRequest(
+            transactional_id="timeout-tx", transaction_timeout_ms=30000, producer_id=pid,
+            producer_epoch=0))
+    assert (init.error_code, init.producer_id, init.producer_epoch) == (ErrorCode.NONE, pid, 2)
+    _one_transaction(successor, True, ("b", 0))
+    _wait_states(broker, {"timeout-tx": "EMPTY", "fence-tx": "COMPLETE_COMMIT"})
+    after = broker.call(_txn_state, broker)
+    _reload(broker)
+    assert broker.call(_txn_state, broker) == after

@@ -257,3 +257,43 @@ async def test_coordinator_txn_completion_retried_until_written() -> None:
             break
         await asyncio.sleep(0.02)
     assert state(coord, "t1") == "CompleteCommit"
+
+
+async def test_coordinator_txn_failed_first_write_leaves_no_id() -> None:
+    """A new id's first record that is not written leaves nothing behind: a reload would
+    not know the id, so the live state must not either."""
+    coord, mlog, _, _ = await make()
+    mlog.fail_with = ErrorCode.NOT_ENOUGH_REPLICAS
+    assert (await coord.init_producer_id("t1", 60_000)).error is (
+        ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    assert coord.describe("t1").error is ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+    mlog.fail_with = None
+    init = await coord.init_producer_id("t1", 60_000)
+    assert (init.error, init.producer_epoch) == (ErrorCode.NONE, 0)
+
+
+async def test_coordinator_txn_end_rechecked_when_its_record_commits() -> None:
+    """EndTxn's record enters the state by replay once committed, and the request is checked
+    again then: when the partition was loaded again in between (a leadership move and back,
+    Kafka's coordinator epoch check), it is answered NOT_COORDINATOR and this request sends
+    no marker; the new load sends them, from the PREPARE_COMMIT it reads."""
+    coord, mlog, _, markers = await make()
+    await coord.init_producer_id("t1", 60_000)
+    await coord.add_partitions("t1", 1000, 0, [("t", 0)])
+    partition = coord.partition_of("t1")
+    mlog.hold = True
+    ending = asyncio.ensure_future(coord.end_txn("t1", 1000, 0, commit=True))
+    await settle()
+    mlog.gate = asyncio.Event()
+    coord.runtime.become_follower(partition, 1)
+    coord.runtime.become_leader(partition, 2)
+    mlog.commit_held()
+    assert (await ending).error is ErrorCode.NOT_COORDINATOR
+    await settle()
+    assert markers.written == []
+    mlog.hold = False
+    mlog.gate.set()
+    await coord.runtime.until_loaded(partition)
+    await settle()
+    assert markers.written == [(1000, 0, True, frozenset({("t", 0)}))]
+    assert state(coord, "t1") == "CompleteCommit"

@@ -17,17 +17,21 @@ import queue
 import subprocess
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from ads.testing.zookeeper import zookeeper_available
 from cluster_support import Cluster
+from java_support import (
+    CLIENT_VERSIONS,
+    PROCESS_TIMEOUT_S,
+    check_passed,
+    java_command,
+    run_scenario,
+)
 
 pytestmark = [pytest.mark.broker_process, pytest.mark.timeout(240)]
 
-JAVA_DIR = Path(__file__).parents[1] / "java"
-CLIENT_VERSIONS = ["4.4.0", "3.9.1"]
 CONSUMER_PROTOCOL_SESSION_MS = 6000
 CLUSTER_SETTINGS = (
     "default.replication.factor=3",
@@ -38,10 +42,6 @@ CLUSTER_SETTINGS = (
     "group.consumer.heartbeat.interval.ms=1000",
     f"group.consumer.session.timeout.ms={CONSUMER_PROTOCOL_SESSION_MS}",
 )
-# Every scenario's own deadline (the program halts itself past it) and pytest's, above it.
-SCENARIO_DEADLINE_S = 100
-PROCESS_TIMEOUT_S = SCENARIO_DEADLINE_S + 20
-
 # Each scenario with the arguments it takes.
 SCENARIOS: dict[str, tuple[str, ...]] = {name: () for name in [
     "produce-codecs",
@@ -61,33 +61,12 @@ SCENARIOS: dict[str, tuple[str, ...]] = {name: () for name in [
 ]} | {"group-consumer-protocol-crash": (f"session.ms={CONSUMER_PROTOCOL_SESSION_MS}",)}
 
 
-def java_command(version: str, scenario: str, bootstrap: str, *args: str) -> list[str]:
-    build = JAVA_DIR / "target" / f"kafka-{version}"
-    assert (build / "classes").is_dir() and (build / "lib").is_dir(), (
-        f"the Java programs are built by `make test` (Maven, {JAVA_DIR}/pom.xml): "
-        f"{build} is missing")
-    classpath = f"{build / 'classes'}:{build / 'lib'}/*"
-    return ["java", "-Xss1m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            "-cp", classpath, "ads.javaclients.Main", scenario, bootstrap,
-            f"deadline.s={SCENARIO_DEADLINE_S}", *args]
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     if not zookeeper_available():
         pytest.skip("the zookeeper package is not installed (make system-deps)")
     with Cluster(tmp_path_factory.mktemp("java-clients"), 3, *CLUSTER_SETTINGS).running() as c:
         yield c
-
-
-def broker_logs(c: Cluster) -> str:
-    return "\n".join(f"--- broker {n}\n{b.log()[-3000:]}" for n, b in c.brokers.items())
-
-
-def check_passed(c: Cluster, scenario: str, returncode: int, output: str) -> None:
-    print(output)  # what the program saw, shown by `pytest -rP`
-    assert returncode == 0 and f"PASS {scenario}" in output.splitlines(), (
-        f"scenario {scenario} exited {returncode}:\n{output}\n{broker_logs(c)}")
 
 
 # Scenarios of API the 3.x client does not have: the coordinator's regular expressions
@@ -100,13 +79,7 @@ CASES = [pytest.param(s, v, id=f"{s}-{v}") for s in SCENARIOS for v in CLIENT_VE
 @pytest.mark.parametrize(("scenario", "version"), CASES)
 def test_java_client_scenario(cluster: Cluster, scenario: str, version: str) -> None:
     args = SCENARIOS[scenario] if scenario in SCENARIOS else SCENARIOS_4X[scenario]
-    command = java_command(version, scenario, cluster.bootstrap, *args)
-    done = subprocess.run(command,  # noqa: S603
-                          capture_output=True, text=True, timeout=PROCESS_TIMEOUT_S,
-                          check=False)
-    output = done.stdout + done.stderr
-    check_passed(cluster, scenario, done.returncode, output)
-    assert f"kafka-clients {version}," in output
+    run_scenario(cluster, version, scenario, cluster.bootstrap, *args)
 
 
 def _lines(stream: Iterator[str], into: queue.Queue[str | None]) -> None:

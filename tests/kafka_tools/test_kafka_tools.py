@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,26 +15,9 @@ import pytest
 
 from cluster_support import Cluster
 from kafka_reference import JARS
+from kafka_tool_support import ok, run
 
 pytestmark = pytest.mark.kafka_reference
-
-TOOLS = {
-    "kafka-topics": "org.apache.kafka.tools.TopicCommand",
-    "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
-    "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-    "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
-    "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
-    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
-    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
-    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
-    "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
-    "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
-    "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
-    "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
-    "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
-}
-TOOL_TIMEOUT_S = 90
-
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
@@ -43,20 +25,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with Cluster(tmp_path_factory.mktemp("kafka-tools"), 3,
                  "group.initial.rebalance.delay.ms=0").running() as c:
         yield c
-
-
-def run(tool: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """One tool, as its script would run it (a small heap, its log to stderr)."""
-    command = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-               "-cp", f"{JARS}/*", TOOLS[tool], *args]
-    return subprocess.run(command, input=stdin, capture_output=True, text=True,  # noqa: S603
-                          timeout=TOOL_TIMEOUT_S, check=False)
-
-
-def ok(tool: str, *args: str, stdin: str | None = None) -> str:
-    done = run(tool, *args, stdin=stdin)
-    assert done.returncode == 0, (tool, args, done.stdout, done.stderr[-3000:])
-    return done.stdout
 
 
 def test_kafka_topics(cluster: Cluster) -> None:

@@ -1,7 +1,8 @@
 """The replica manager and its purgatories, driven directly on an event loop with real logs:
 lookups and their error codes, leadership changes and epoch fencing, delayed produce
 (completion when the high watermark passes, NOT_ENOUGH_REPLICAS_AFTER_APPEND, timeout) and
-delayed fetch (woken by an append, by its deadline, by a leadership change)."""
+delayed fetch (woken by an append, by its deadline, by a leadership change); metadata
+changes applied in one batch (`apply_delta`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ads.common.clock import ManualClock
+from ads.metadata.model import PartitionState, TopicState
 from ads.protocol.errors import ErrorCode
 from ads.records.batch import build_batch
 from ads.replication.partition import Partition, PartitionError
@@ -19,6 +21,7 @@ from ads.replication.replica_manager import (
     FetchParams,
     FetchPartition,
     FetchResult,
+    MetadataDelta,
     ReplicaManager,
 )
 from ads.storage.config import LogConfig
@@ -243,3 +246,66 @@ async def test_purgatory_cancelled_fetch_leaves_nothing_behind(
         await task
     await asyncio.sleep(0)
     assert rm.fetch_purgatory.watched() == 0
+
+
+class _Logs:
+    """A log store making real logs under a directory, remembering what it deleted."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.deleted: list[tuple[str, int]] = []
+
+    def create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        return Log.open(self.root / f"{topic}-{partition}", topic, partition,
+                        config or LogConfig(), clock=ManualClock(T0), recovery_point=0,
+                        log_start_offset=0, clean_shutdown=True)
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        self.deleted.append((topic, partition))
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        return [self.root]
+
+
+async def test_replica_manager_apply_delta_opens_leads_follows_and_drops(
+        tmp_path: Path) -> None:
+    """One batch of metadata changes: replicas new here are opened and lead or follow as
+    their state says, one moved away is dropped with its log, a deleted topic goes; the
+    leadership listeners hear every change."""
+    rm = ReplicaManager(NODE)
+    logs = _Logs(tmp_path)
+    rm.logs = logs
+    heard: list[tuple[str, int, bool, int | None]] = []
+    rm.add_leadership_listener(lambda *change: heard.append(change))
+    cfg = LogConfig()
+
+    def topic(name: str, *parts: PartitionState) -> TopicState:
+        return TopicState(name, uuid.UUID(int=len(name)), list(parts))
+
+    a = topic("a", PartitionState(0, NODE, 3, [NODE, OTHER], [NODE, OTHER]),
+              PartitionState(1, OTHER, 5, [OTHER, NODE], [OTHER, NODE]),
+              PartitionState(2, OTHER, 0, [OTHER], [OTHER]))
+    b = topic("b", PartitionState(0, NODE, 0, [NODE], [NODE]))
+    rm.apply_delta(MetadataDelta([(a, cfg), (b, cfg)]))
+    assert rm.partition("a", 0).leader_epoch == 3
+    assert rm.replica("a", 1).leader_id == OTHER and not rm.replica("a", 1).is_leader
+    assert rm.get("a", 2) is None
+    assert sorted(heard) == [("a", 0, True, 3), ("a", 1, False, 5), ("b", 0, True, 0)]
+
+    heard.clear()
+    moved = topic("a", PartitionState(0, OTHER, 4, [OTHER, NODE], [OTHER, NODE]),
+                  PartitionState(1, OTHER, 5, [OTHER], [OTHER]))
+    rm.apply_delta(MetadataDelta([(moved, cfg)], deleted=["b"]))
+    assert rm.replica("a", 0).leader_id == OTHER and not rm.replica("a", 0).is_leader
+    assert rm.get("a", 1) is None and rm.get("b", 0) is None
+    assert sorted(logs.deleted) == [("a", 1), ("b", 0)]
+    assert sorted(heard) == [("a", 0, False, 4), ("a", 1, False, None), ("b", 0, False, None)]
+
+    # A fenced broker (its registration lost) leads nothing and follows nobody.
+    heard.clear()
+    led = topic("a", PartitionState(0, NODE, 6, [OTHER, NODE], [OTHER, NODE]))
+    rm.apply_delta(MetadataDelta([(led, cfg)], fenced=True))
+    assert rm.replica("a", 0).leader_id == -1 and not rm.replica("a", 0).is_leader
+    for part in rm:
+        part.log.close()

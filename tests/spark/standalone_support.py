@@ -45,6 +45,18 @@ class StandaloneCluster:
                     # No REST submission server: it would take the fixed port 6066.
                     SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false")
 
+    def application_conf(self, events: Path) -> dict[str, str]:
+        """An application's Spark settings: an executor of one core on each worker, tasks
+        only once all have registered (so each worker gets some), and an uncompressed
+        event log in `events` that says which executor ran which task."""
+        return {"spark.executor.memory": "512m", "spark.executor.cores": "1",
+                "spark.cores.max": str(self.workers),
+                "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+                "spark.scheduler.maxRegisteredResourcesWaitingTime": "60s",
+                "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+                "spark.ui.enabled": "false", "spark.eventLog.enabled": "true",
+                "spark.eventLog.dir": str(events), "spark.eventLog.compress": "false"}
+
     def _spawn(self, name: str, *args: str) -> None:
         with (self.workdir / f"{name}.log").open("wb") as log:
             process = subprocess.Popen([str(SPARK_CLASS), *args], stdout=log,

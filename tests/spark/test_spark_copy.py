@@ -54,6 +54,9 @@ def feed(bootstrap: str, topic: str, partitions: int, first: int, count: int, *,
                              partition=i % partitions)
             pending.append((i % partitions, record))
         if abort_every and n % abort_every == abort_every - 1:
+            # Sent first: aborting purges what the client has not sent yet, and the
+            # aborted records must be in the log for the readers to skip them.
+            assert producer.flush(30) == 0
             producer.abort_transaction(30)
         else:
             producer.commit_transaction(30)
@@ -97,6 +100,7 @@ def options(bootstrap: str, source: str, target: str, checkpoint: Path,
                        checkpoint=checkpoint, **more)
 
 
+@pytest.mark.timeout(300)  # two copies, one of several micro-batches: 45 s on busy cores
 def test_spark_copy_transform_keeps_order_and_skips_aborted(
         spark: SparkSession, broker: EmbeddedBroker, tmp_path: Path) -> None:
     bootstrap = broker.bootstrap_servers

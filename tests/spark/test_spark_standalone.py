@@ -1,7 +1,8 @@
 """`ads pipeline load` and `ads pipeline copy` with `--master spark://...` on a Spark
 standalone cluster of one master and two workers (separate JVMs on loopback, started from
 the pyspark package's own scripts): the results are those of local mode, and executors on
-both workers ran tasks of each job."""
+both workers ran tasks of each job. Spark's own Kafka connector runs there too: a streaming
+query whose driver is killed and started again (test_spark_kafka_connector.py)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,22 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 import pytest
+from pyspark.sql import SparkSession
 from standalone_support import StandaloneCluster
 from test_spark_copy import PREFIX, read_committed
+from test_spark_kafka_connector import (
+    STREAM_PARTITIONS,
+    STREAM_TOPIC,
+    TXN_TOPIC,
+    stream_input,
+    stream_killed_and_restarted,
+)
 from test_spark_pipeline import dataset_rows
 from test_spark_read import produce
 
@@ -28,17 +38,9 @@ HERE = Path(__file__).parent
 
 
 def pipeline(cluster: StandaloneCluster, events: Path, *args: str) -> str:
-    conf = {"spark.executor.memory": "512m", "spark.executor.cores": "1",
-            "spark.cores.max": str(cluster.workers),
-            # Tasks start once both executors are up, so each worker can get some.
-            "spark.scheduler.minRegisteredResourcesRatio": "1.0",
-            "spark.scheduler.maxRegisteredResourcesWaitingTime": "60s",
-            "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
-            "spark.ui.enabled": "false", "spark.eventLog.enabled": "true",
-            "spark.eventLog.dir": str(events), "spark.eventLog.compress": "false"}
     command = [sys.executable, "-m", "ads.cli.main", "pipeline", *args,
                "--master", cluster.url]
-    for key, value in conf.items():
+    for key, value in cluster.application_conf(events).items():
         command += ["--spark-conf", f"{key}={value}"]
     # The driver finds the transform module here; the executors only through the job.
     env = dict(cluster.env(), PYSPARK_PYTHON=sys.executable,
@@ -94,36 +96,68 @@ def assert_both_workers_ran(cluster: StandaloneCluster, events: Path, name: str)
         assert any(e["appid"] == app_id for e in ran), worker
 
 
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    """One cluster for the module's tests; each application's event log goes to
+    `events(cluster)`."""
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("standalone") / "spark")
+    events(cluster).mkdir(parents=True)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+    assert cluster.alive_groups() == []  # no JVM of the cluster is left, executors included
+
+
+def events(cluster: StandaloneCluster) -> Path:
+    return cluster.workdir.parent / "events"
+
+
 @pytest.mark.timeout(720)  # about 1.5 to 2 minutes; more when other work shares the cores
 def test_spark_standalone_pipeline_load_and_copy(broker: EmbeddedBroker,
+                                                 standalone: StandaloneCluster,
                                                  tmp_path: Path) -> None:
     bootstrap = broker.bootstrap_servers
     create_topic(bootstrap, "sa-in", 4)
     create_topic(bootstrap, "sa-out", 4)
     produced = produce(bootstrap, "sa-in", 800, 4)
-    events = tmp_path / "events"
-    events.mkdir()
-    cluster = StandaloneCluster(tmp_path / "spark").start()
-    try:
-        out = tmp_path / "lake"
-        printed = pipeline(cluster, events, "load", "--bootstrap-server", bootstrap,
-                           "--topic", "sa-in", "--output", str(out), "--trigger", "once")
-        assert "loaded 800 records in 1 batches" in printed
-        assert dataset_rows(out) == sorted(("sa-in", p, o) for p in range(4)
-                                           for o in range(200))
-        assert_both_workers_ran(cluster, events, "ads pipeline load")
+    out = tmp_path / "lake"
+    printed = pipeline(standalone, events(standalone), "load", "--bootstrap-server", bootstrap,
+                       "--topic", "sa-in", "--output", str(out), "--trigger", "once")
+    assert "loaded 800 records in 1 batches" in printed
+    assert dataset_rows(out) == sorted(("sa-in", p, o) for p in range(4)
+                                       for o in range(200))
+    assert_both_workers_ran(standalone, events(standalone), "ads pipeline load")
 
-        printed = pipeline(cluster, events, "copy", "--bootstrap-server", bootstrap,
-                           "--from-topic", "sa-in", "--to-topic", "sa-out",
-                           "--transform", "copy_transforms:tag",
-                           "--checkpoint", str(tmp_path / "checkpoint"))
-        assert "copied 800 records" in printed
-        expected = {p: [(r["key"], PREFIX + r["value"],
-                         [(h["key"], h["value"]) for h in r["headers"]] if r["headers"]
-                         else None) for r in produced if r["partition"] == p]
-                    for p in range(4)}
-        assert read_committed(bootstrap, "sa-out", 4, 800) == expected
-        assert_both_workers_ran(cluster, events, "ads pipeline copy")
-    finally:
-        cluster.stop()
-    assert cluster.alive_groups() == []  # no JVM of the cluster is left, executors included
+    printed = pipeline(standalone, events(standalone), "copy", "--bootstrap-server", bootstrap,
+                       "--from-topic", "sa-in", "--to-topic", "sa-out",
+                       "--transform", "copy_transforms:tag",
+                       "--checkpoint", str(tmp_path / "checkpoint"))
+    assert "copied 800 records" in printed
+    expected = {p: [(r["key"], PREFIX + r["value"],
+                     [(h["key"], h["value"]) for h in r["headers"]] if r["headers"]
+                     else None) for r in produced if r["partition"] == p]
+                for p in range(4)}
+    assert read_committed(bootstrap, "sa-out", 4, 800) == expected
+    assert_both_workers_ran(standalone, events(standalone), "ads pipeline copy")
+
+
+@pytest.mark.timeout(600)
+def test_spark_standalone_kafka_connector_stream_killed(spark: SparkSession,
+                                                        broker: EmbeddedBroker,
+                                                        standalone: StandaloneCluster,
+                                                        tmp_path: Path) -> None:
+    """Spark's own Kafka connector on the cluster (the scenario of
+    test_spark_kafka_connector.py's killed stream): the driver killed with SIGKILL,
+    restarted on its checkpoint, its reads and its Kafka sink on both workers."""
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, STREAM_TOPIC, STREAM_PARTITIONS)
+    create_topic(bootstrap, TXN_TOPIC, 2)
+    create_topic(bootstrap, "sa-copied", 2)
+    given = stream_input(bootstrap)
+    conf = standalone.application_conf(events(standalone)) | {
+        "spark.app.name": "kafka connector"}
+    stream_killed_and_restarted(spark, bootstrap, tmp_path, standalone.url, "sa-copied",
+                                given, conf)
+    assert_both_workers_ran(standalone, events(standalone), "kafka connector")

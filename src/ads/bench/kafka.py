@@ -19,6 +19,11 @@ Start, in the directory it is given (`work_dir`):
 SIGKILL if it has not exited by the deadline; on Linux the JVM also gets SIGKILL when the
 thread that started it ends, so a suite killed before its teardown leaves no broker running.
 Both JVMs write to `work_dir/kafka.log`, quoted (its end) in every failure. Not thread-safe.
+
+`KafkaCluster` runs three such nodes (heaps of 512 MiB) as one cluster for the replicated
+workloads: every node is broker and controller, the quorum is all three
+(`controller.quorum.voters`), all are formatted with one cluster id, and internal topics
+have three replicas.
 """
 
 from __future__ import annotations
@@ -88,22 +93,24 @@ def _die_with_parent() -> Callable[[], None] | None:
 
 
 def server_properties(data_dir: Path, port: int, controller_port: int,
-                      overrides: Mapping[str, str]) -> str:
-    """One node with both roles on loopback; internal topics with one replica (the only
-    broker), everything else at Kafka's defaults unless `overrides` says otherwise."""
+                      overrides: Mapping[str, str], node_id: int = 1,
+                      voters: str | None = None, replicas: int = 1) -> str:
+    """A node with both roles on loopback: alone, or node `node_id` of the quorum `voters`
+    (`id@host:port,...`); internal topics with `replicas` replicas (every broker),
+    everything else at Kafka's defaults unless `overrides` says otherwise."""
     props = {
         "process.roles": "broker,controller",
-        "node.id": "1",
-        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+        "node.id": str(node_id),
+        "controller.quorum.voters": voters or f"{node_id}@127.0.0.1:{controller_port}",
         "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "log.dirs": str(data_dir),
-        "offsets.topic.replication.factor": "1",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
+        "offsets.topic.replication.factor": str(replicas),
+        "transaction.state.log.replication.factor": str(replicas),
+        "transaction.state.log.min.isr": str(min(replicas, 2)),
         "group.initial.rebalance.delay.ms": "0",
         **overrides,
     }
@@ -114,13 +121,19 @@ class KafkaPeer:
     """One Apache Kafka broker (KRaft, combined roles, one node) in a subprocess."""
 
     def __init__(self, jars: Path, work_dir: Path, overrides: Mapping[str, str] | None = None,
-                 jvm_options: tuple[str, ...] = BENCH_JVM_OPTIONS) -> None:
+                 jvm_options: tuple[str, ...] = BENCH_JVM_OPTIONS, node_id: int = 1) -> None:
         """`jars`: Kafka's jars; `work_dir`: an empty directory for the data, the configs
-        and the log; `overrides`: server.properties keys set on top of the defaults."""
+        and the log; `overrides`: server.properties keys set on top of the defaults.
+        A node of a cluster (`KafkaCluster`) also gets its quorum's `voters`, the
+        `cluster_id` every node is formatted with, and the `replicas` of internal topics."""
         self.jars = jars
         self.work_dir = work_dir
         self.overrides = dict(overrides or {})
         self.jvm_options = jvm_options
+        self.node_id = node_id
+        self.voters: str | None = None
+        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        self.replicas = 1
         self.port = free_port()
         self.controller_port = free_port()
         while self.controller_port == self.port:
@@ -160,17 +173,8 @@ class KafkaPeer:
 
     def start(self, timeout_s: float = 90.0) -> KafkaPeer:
         deadline = time.monotonic() + timeout_s
-        self.work_dir.mkdir(parents=True, exist_ok=True)
-        config = self.work_dir / "server.properties"
-        config.write_text(server_properties(self.data_dir, self.port, self.controller_port,
-                                            self.overrides))
-        (self.work_dir / "log4j2.properties").write_text(LOG4J)
-        self._format(config, deadline)
-        with self.log_path.open("ab") as log:
-            launched = time.monotonic()
-            self.proc = subprocess.Popen(  # noqa: S603 - our own command line
-                self._java("kafka.Kafka", str(config)), stdout=log, stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent())  # noqa: PLW1509 - prctl only, no locks
+        self.prepare(deadline)
+        launched = self.launch()
         try:
             await_metadata(self.bootstrap, self.proc, deadline, "Kafka", self.log_tail)
         except BaseException:
@@ -179,7 +183,28 @@ class KafkaPeer:
         self.start_to_answer_s = time.monotonic() - launched
         return self
 
-    def create_topic(self, name: str, partitions: int, timeout_s: float = 120.0) -> None:
+    def prepare(self, deadline: float) -> None:
+        """Writes the configs and formats the log directory (steps 1 and 2)."""
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        (self.work_dir / "server.properties").write_text(server_properties(
+            self.data_dir, self.port, self.controller_port, self.overrides, self.node_id,
+            self.voters, self.replicas))
+        (self.work_dir / "log4j2.properties").write_text(LOG4J)
+        self._format(self.work_dir / "server.properties", deadline)
+
+    def launch(self) -> float:
+        """Starts the broker's JVM (step 3) without waiting; returns when (monotonic)."""
+        with self.log_path.open("ab") as log:
+            launched = time.monotonic()
+            self.proc = subprocess.Popen(  # noqa: S603 - our own command line
+                self._java("kafka.Kafka", str(self.work_dir / "server.properties")),
+                stdout=log, stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent())  # noqa: PLW1509 - prctl only, no locks
+        return launched
+
+    def create_topic(self, name: str, partitions: int, timeout_s: float = 120.0,
+                     replication_factor: int = 1, config: Mapping[str, str] | None = None
+                     ) -> None:
         """CreateTopics, then waits until every partition answers ListOffsets.
 
         Kafka answers CreateTopics, and lists the new leaders in its metadata, before its
@@ -189,7 +214,8 @@ class KafkaPeer:
         deadline = time.monotonic() + timeout_s
         admin = self._admin()
         future = admin.create_topics([NewTopic(name, num_partitions=partitions,
-                                               replication_factor=1)],
+                                               replication_factor=replication_factor,
+                                               config=dict(config or {}))],
                                      operation_timeout=timeout_s)[name]
         try:
             future.result(timeout=timeout_s)
@@ -217,8 +243,11 @@ class KafkaPeer:
         that no deletion runs in the background of the next measurement; gives up after
         `timeout_s`. Best effort, like ADS's."""
         delete_topic(self.bootstrap, name)
+        self.await_deleted(name, time.monotonic() + timeout_s)
+
+    def await_deleted(self, name: str, deadline: float) -> None:
+        """Waits until no directory of topic `name` is left in the log directory."""
         own = re.compile(re.escape(name) + r"-\d+($|\.)")
-        deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError):
                 if not any(own.match(entry.name) for entry in self.data_dir.iterdir()):
@@ -233,7 +262,7 @@ class KafkaPeer:
         return self.log(LOG_TAIL)
 
     def _format(self, config: Path, deadline: float) -> None:
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster_id = self.cluster_id
         started = time.monotonic()
         with self.log_path.open("ab") as log:
             try:
@@ -270,3 +299,77 @@ class KafkaPeer:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+
+# The replicated workloads' heaps: three JVMs share the machine with three ADS brokers.
+CLUSTER_JVM_OPTIONS = ("-Xmx512m", "-Xms512m", *BENCH_JVM_OPTIONS[2:])
+
+
+class KafkaCluster:
+    """`size` Kafka nodes in KRaft mode, each broker and controller, the controller quorum
+    made of all of them, for the replicated workloads; topics are created with a replica
+    on every node and `topic_config` (REPLICATED_TOPIC in the suite)."""
+
+    def __init__(self, jars: Path, work_dir: Path, size: int = 3,
+                 overrides: Mapping[str, str] | None = None,
+                 topic_config: Mapping[str, str] | None = None) -> None:
+        self.work_dir = work_dir
+        self.topic_config = dict(topic_config or {})
+        self.nodes = [KafkaPeer(jars, work_dir / f"node-{n}", overrides, CLUSTER_JVM_OPTIONS,
+                                node_id=n) for n in range(1, size + 1)]
+        voters = ",".join(f"{node.node_id}@127.0.0.1:{node.controller_port}"
+                          for node in self.nodes)
+        for node in self.nodes:
+            node.voters = voters
+            node.cluster_id = self.nodes[0].cluster_id
+            node.replicas = size
+        self.format_s: float | None = None
+        self.start_to_answer_s: float | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.bootstrap for node in self.nodes)
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        return tuple(node.pid for node in self.nodes)
+
+    def log_tail(self) -> str:
+        return "\n".join(f"node {node.node_id}:\n{node.log(LOG_TAIL // len(self.nodes))}"
+                         for node in self.nodes)
+
+    def start(self, timeout_s: float = 120.0) -> KafkaCluster:
+        """Formats every node, launches them all (a quorum forms only once a majority
+        runs), and returns once Metadata lists every broker; `start_to_answer_s` counts
+        from the first launch."""
+        deadline = time.monotonic() + timeout_s
+        try:
+            for node in self.nodes:
+                node.prepare(deadline)
+            self.format_s = sum(node.format_s or 0.0 for node in self.nodes)
+            launched = min(node.launch() for node in self.nodes)
+            await_metadata(self.bootstrap, None, deadline, "the Kafka cluster", self.log_tail,
+                           len(self.nodes))
+        except BaseException:
+            self.stop()
+            raise
+        self.start_to_answer_s = time.monotonic() - launched
+        return self
+
+    def create_topic(self, name: str, partitions: int, timeout_s: float = 120.0) -> None:
+        self.nodes[0].create_topic(name, partitions, timeout_s, len(self.nodes),
+                                   self.topic_config)
+
+    def delete_topic(self, name: str, timeout_s: float = 120.0) -> None:
+        delete_topic(self.bootstrap, name)
+        deadline = time.monotonic() + timeout_s
+        for node in self.nodes:
+            node.await_deleted(name, deadline)
+
+    def stop(self) -> None:
+        for node in self.nodes:  # SIGTERM to all first: each stops while the quorum lives
+            if node.proc is not None and node.proc.poll() is None:
+                node.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 30.0
+        for node in self.nodes:
+            node.stop(max(deadline - time.monotonic(), 1.0))

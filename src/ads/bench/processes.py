@@ -23,7 +23,8 @@ from confluent_kafka import KafkaException, libversion
 from confluent_kafka.admin import AdminClient
 
 from ads.bench.produce import CLIENT_LOG, BenchError, ensure_topic
-from ads.bench.stats import cpu_seconds, peak_rss_mb
+from ads.bench.stats import cpu_seconds, peak_rss_mb, total
+from ads.testing.zookeeper import ZooKeeperMissingError, ZooKeeperServer
 
 
 def free_port() -> int:
@@ -33,17 +34,18 @@ def free_port() -> int:
 
 
 def await_metadata(bootstrap: str, proc: subprocess.Popen[Any] | None, deadline: float,
-                   name: str, log_tail: Callable[[], str] = str) -> None:
-    """Returns once a Metadata request to `bootstrap` lists a broker: the first answered
-    request, the same test for every broker the suite starts. Fails if `proc` exits first
-    or at `deadline` (time.monotonic()), quoting `log_tail()`."""
+                   name: str, log_tail: Callable[[], str] = str, brokers: int = 1) -> None:
+    """Returns once a Metadata request to `bootstrap` lists `brokers` brokers: the first
+    answered request, the same test for every broker the suite starts (a cluster's: all of
+    its brokers). Fails if `proc` exits first or at `deadline` (time.monotonic()), quoting
+    `log_tail()`."""
     admin = AdminClient({"bootstrap.servers": bootstrap,
                          "logger": CLIENT_LOG})  # type: ignore[dict-item]  # see delete_topic
     while True:
         if proc is not None and proc.poll() is not None:
             raise BenchError(f"{name} exited with {proc.returncode}\n{log_tail()}".rstrip())
         try:
-            if admin.list_topics(timeout=0.5).brokers:
+            if len(admin.list_topics(timeout=0.5).brokers) >= brokers:
                 return
         except KafkaException:
             pass
@@ -62,9 +64,11 @@ def delete_topic(bootstrap: str, name: str) -> None:
         admin.delete_topics([name], operation_timeout=30)[name].result(timeout=30)
 
 
-def lifetime_usage(pid: int) -> dict[str, float | None]:
-    """A process's CPU seconds since it started and its peak resident memory (VmHWM)."""
-    return {"cpu_s": _round(cpu_seconds(pid), 2), "rss_peak_mb": _round(peak_rss_mb(pid), 1)}
+def lifetime_usage(*pids: int) -> dict[str, float | None]:
+    """CPU seconds since start and peak resident memory (VmHWM) of a broker's processes
+    (a cluster's: their sums)."""
+    return {"cpu_s": _round(total(cpu_seconds(pid) for pid in pids), 2),
+            "rss_peak_mb": _round(total(peak_rss_mb(pid) for pid in pids), 1)}
 
 
 def _round(value: float | None, digits: int) -> float | None:
@@ -72,13 +76,17 @@ def _round(value: float | None, digits: int) -> float | None:
 
 
 class AdsBrokerProcess:
-    """`ads broker` from this checkout, in a subprocess, on a free loopback port."""
+    """`ads broker` from this checkout, in a subprocess, on a free loopback port: alone
+    (embedded metadata), or broker `node_id` of a cluster on the ZooKeeper `zookeeper`."""
 
-    def __init__(self, data_dir: Path, log_path: Path, sets: tuple[str, ...] = ()) -> None:
+    def __init__(self, data_dir: Path, log_path: Path, sets: tuple[str, ...] = (),
+                 node_id: int | None = None, zookeeper: str | None = None) -> None:
         self.data_dir = data_dir
         self.log_path = log_path
         self.port = free_port()
         self.sets = sets
+        self.node_id = node_id
+        self.zookeeper = zookeeper
         self._proc: subprocess.Popen[bytes] | None = None
         self.start_to_answer_s: float | None = None
 
@@ -94,6 +102,10 @@ class AdsBrokerProcess:
     def start(self, timeout_s: float = 30.0) -> AdsBrokerProcess:
         args = [sys.executable, "-m", "ads.cli.main", "broker", "--data-dir",
                 str(self.data_dir), "--host", "127.0.0.1", "--port", str(self.port)]
+        if self.node_id is not None:
+            args += ["--node-id", str(self.node_id)]
+        if self.zookeeper is not None:
+            args += ["--zookeeper", self.zookeeper]
         for s in self.sets:
             args += ["--set", s]
         with self.log_path.open("ab") as log:
@@ -114,16 +126,84 @@ class AdsBrokerProcess:
     def delete_topic(self, name: str) -> None:
         delete_topic(self.bootstrap, name)
 
+    def terminate(self) -> None:
+        """Asks the broker to stop (SIGTERM) without waiting; `stop` waits."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+
     def stop(self) -> None:
+        self.terminate()
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(30)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+
+
+# The replicated workloads' topics: acks=all waits for two of the three replicas.
+REPLICATED_TOPIC = {"min.insync.replicas": "2"}
+
+
+class AdsCluster:
+    """`size` `ads broker` processes on a ZooKeeper server of their own (Debian's
+    `zookeeper`), for the replicated workloads; topics are created with a replica on every
+    broker and REPLICATED_TOPIC's settings."""
+
+    def __init__(self, work_dir: Path, size: int = 3, sets: tuple[str, ...] = ()) -> None:
+        self.work_dir = work_dir
+        self.zookeeper = ZooKeeperServer(work_dir / "zookeeper", free_port())
+        # A cluster stopped whole: a broker whose partitions cannot move asks the controller
+        # once, not three times 5 s apart.
+        sets = ("controlled.shutdown.max.retries=1", *sets)
+        self.brokers = [AdsBrokerProcess(work_dir / f"broker-{n}", work_dir / f"broker-{n}.log",
+                                         sets, node_id=n, zookeeper=self.zookeeper.connect)
+                        for n in range(1, size + 1)]
+        self.start_to_answer_s: float | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(broker.bootstrap for broker in self.brokers)
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        return tuple(broker.pid for broker in self.brokers)
+
+    def start(self, timeout_s: float = 60.0) -> AdsCluster:
+        """ZooKeeper, then the brokers one after the other; returns once Metadata lists
+        every broker. `start_to_answer_s` counts from the first broker's launch."""
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.zookeeper.start()
+        except (ZooKeeperMissingError, RuntimeError, TimeoutError) as exc:
+            raise BenchError(f"cannot start ZooKeeper for the ADS cluster: {exc}") from exc
+        launched = time.monotonic()
+        try:
+            for broker in self.brokers:
+                broker.start(timeout_s)
+            await_metadata(self.bootstrap, None, launched + timeout_s, "the ADS cluster",
+                           lambda: f"see {self.work_dir}/broker-*.log", len(self.brokers))
+        except BaseException:
+            self.stop()
+            raise
+        self.start_to_answer_s = time.monotonic() - launched
+        return self
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        ensure_topic(self.bootstrap, name, partitions, replication_factor=len(self.brokers),
+                     topic_config=REPLICATED_TOPIC)
+
+    def delete_topic(self, name: str) -> None:
+        delete_topic(self.bootstrap, name)
+
+    def stop(self) -> None:
+        for broker in self.brokers:  # all at once: each waits only for its own shutdown
+            broker.terminate()
+        for broker in self.brokers:
+            broker.stop()
+        self.zookeeper.stop()
 
 
 class Profiler:

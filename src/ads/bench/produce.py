@@ -66,8 +66,10 @@ def random_payload(size: int, seed: int = 0) -> bytes:
 
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int | None,
-                 config: dict[str, str] | None = None) -> int:
+                 config: dict[str, str] | None = None, replication_factor: int = 1,
+                 topic_config: dict[str, str] | None = None) -> int:
     """Creates the topic when it is missing and `partitions` is given; returns its count.
+    `config`: the admin client's extra properties; `topic_config`: the new topic's.
 
     Creation comes first: asking for the metadata of a missing topic may auto-create it with
     the broker's default partition count.
@@ -77,7 +79,8 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int | None,
     admin = AdminClient(conf)
     if partitions is not None:
         futures = admin.create_topics([NewTopic(topic, num_partitions=partitions,
-                                                replication_factor=1)],
+                                                replication_factor=replication_factor,
+                                                config=topic_config or {})],
                                       operation_timeout=_TIMEOUT_S)
         try:
             futures[topic].result(timeout=_TIMEOUT_S)

@@ -19,7 +19,8 @@ from typing import Any
 
 DOCS_BEGIN = "<!-- bench-suite:begin -->"
 DOCS_END = "<!-- bench-suite:end -->"
-NAMES = {"ads": "ADS", "mock": "mock", "kafka": "Kafka"}
+NAMES = {"ads": "ADS", "mock": "mock", "kafka": "Kafka",
+         "ads-3": "ADS, 3 brokers (W9, W10)", "kafka-3": "Kafka, 3 KRaft nodes (W9, W10)"}
 COLOURS = {"ads": "#2b6cb0", "mock": "#c05621", "kafka": "#2f855a"}
 
 
@@ -104,6 +105,7 @@ def brokers_table(results: dict[str, Any]) -> str:
     whole run; empty for results that do not have them."""
     brokers = results.get("brokers") or {}
     rows = [side for side in sides(results) if side in brokers]
+    rows += [f"{side}-3" for side in sides(results) if f"{side}-3" in brokers]
     if not rows:
         return ""
     lines = ["| broker | process start to first answered request | CPU over the run "
@@ -149,6 +151,9 @@ def results_markdown(results: dict[str, Any]) -> str:
     if brokers:
         parts += [brokers, ""]
     parts.append(markdown_table(results))
+    if results.get("w9_over_w1") is not None:
+        parts += ["", f"ADS replicated (W9, RF=3, acks=all) / ADS alone (W1, acks=1): "
+                      f"{results['w9_over_w1']:.2f}×."]
     return "\n".join(parts) + "\n"
 
 

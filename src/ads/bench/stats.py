@@ -12,7 +12,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,11 +131,23 @@ def peak_rss_mb(pid: int) -> float | None:
     return _status_mb(pid, "VmHWM:")
 
 
-class ResourceSampler:
-    """Samples one process's CPU time and resident memory while a workload runs."""
+def total(values: Iterable[float | None]) -> float | None:
+    """The sum of per-process figures, or None if any process could not be read (gone,
+    or not Linux)."""
+    summed = 0.0
+    for value in values:
+        if value is None:
+            return None
+        summed += value
+    return summed
 
-    def __init__(self, pid: int, interval_s: float = 0.1) -> None:
-        self._pid = pid
+
+class ResourceSampler:
+    """Samples the CPU time and resident memory of a broker's processes while a workload
+    runs: one process, or every process of a cluster (their sums)."""
+
+    def __init__(self, *pids: int, interval_s: float = 0.1) -> None:
+        self._pids = pids
         self._interval = interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -144,15 +156,18 @@ class ResourceSampler:
         self._t_start = 0.0
 
     def start(self) -> ResourceSampler:
-        self._cpu_start = cpu_seconds(self._pid)
+        self._cpu_start = self._cpu()
         self._t_start = time.monotonic()
         self._sample_rss()
         self._thread = threading.Thread(target=self._run, name="resource-sampler", daemon=True)
         self._thread.start()
         return self
 
+    def _cpu(self) -> float | None:
+        return total(cpu_seconds(pid) for pid in self._pids)
+
     def _sample_rss(self) -> float | None:
-        rss = _rss_mb(self._pid)
+        rss = total(_rss_mb(pid) for pid in self._pids)
         if rss is not None and rss > self._rss_max:
             self._rss_max = rss
         return rss
@@ -166,7 +181,7 @@ class ResourceSampler:
         if self._thread is not None:
             self._thread.join()
         wall = time.monotonic() - self._t_start
-        cpu_end = cpu_seconds(self._pid)
+        cpu_end = self._cpu()
         rss_end = self._sample_rss()
         if self._cpu_start is None or cpu_end is None or rss_end is None:
             return None

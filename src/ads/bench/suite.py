@@ -21,6 +21,12 @@ Workloads (sizes of a full run; `--quick` shrinks them to seconds):
 - W6 end-to-end latency at 10,000 records/s with linger.ms=5; W7 the same with linger.ms=0
   and one record per request (`batch.num.messages=1`).
 - W8 a 1,000-partition topic: Metadata latency, then produce spread over every partition.
+- W9 and W10, replicated: three ADS brokers on a ZooKeeper server of their own against three
+  Kafka nodes in KRaft mode (`ads.bench.kafka.KafkaCluster`), started after the single
+  brokers have stopped; a topic with a replica on every broker and min.insync.replicas=2,
+  an idempotent acks=all producer of 100 B records: W9 produce on 1 partition, W10
+  end-to-end latency at 10,000 records/s. The mock has no replication: it sits them out.
+  Each side's CPU time and memory are its three brokers' sums (ADS's ZooKeeper aside).
 """
 
 from __future__ import annotations
@@ -42,10 +48,12 @@ from confluent_kafka import Producer
 from ads.bench import report
 from ads.bench.consume import ConsumeOptions, run_consume
 from ads.bench.e2e import E2EOptions, run_e2e
-from ads.bench.kafka import BENCH_SETTINGS, KafkaPeer
+from ads.bench.kafka import BENCH_SETTINGS, KafkaCluster, KafkaPeer
 from ads.bench.mock import MockBroker
 from ads.bench.processes import (
+    REPLICATED_TOPIC,
     AdsBrokerProcess,
+    AdsCluster,
     Profiler,
     lifetime_usage,
     machine,
@@ -70,6 +78,7 @@ class Sizes:
     e2e_records: int = 30_000
     w8_partitions: int = 1000
     w8_records: int = 200_000
+    w9_records: int = 500_000
     loopback_bytes: int = 1 << 30
     # produced and read back once per broker before the first workload, unmeasured: the
     # JVM's JIT compiles Kafka's hot paths on it instead of in the first repetition
@@ -78,14 +87,15 @@ class Sizes:
 
 QUICK = Sizes(w1_records=3000, w2_records=1000, w3_records=3000, w4_last=1000, w4_rounds=2,
               w5_partitions=2, w5_per_partition=20, w5_rounds=1, e2e_records=300,
-              w8_partitions=20, w8_records=2000, loopback_bytes=16 << 20,
+              w8_partitions=20, w8_records=2000, w9_records=3000, loopback_bytes=16 << 20,
               warmup_records=1000)
 
 
 @dataclass(frozen=True, slots=True)
 class SuiteOptions:
     output_dir: Path = Path("bench-results")
-    workloads: tuple[str, ...] = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8")
+    workloads: tuple[str, ...] = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9",
+                                  "W10")
     reps: int = 3
     sizes: Sizes = field(default_factory=Sizes)
     quick: bool = False
@@ -111,7 +121,7 @@ class SuiteOptions:
 class _Target:
     side: str
     bootstrap: str
-    pid: int
+    pids: tuple[int, ...]  # the broker's process, or a cluster's brokers'
     create_topic: Callable[[str, int], None]
     delete_topic: Callable[[str], None]
 
@@ -130,9 +140,9 @@ class _Context:
         if self.opts.profile and target.side == "ads":
             out = self.run_dir / "profiles" / f"{workload}-r{rep}.txt"
             out.parent.mkdir(exist_ok=True)
-            profiler = Profiler(target.pid, out)
+            profiler = Profiler(target.pids[0], out)
         load = os.getloadavg()[0]
-        sampler = ResourceSampler(target.pid).start()
+        sampler = ResourceSampler(*target.pids).start()
         # The clients run in this process (librdkafka's threads included): their CPU time
         # shows when a workload is bound by the client rather than by the broker.
         client_cpu = time.process_time()
@@ -170,21 +180,27 @@ class Workload:
     latency_path: tuple[str, ...] | None = None  # percentiles to plot
     latency_label: str = ""
     note: Callable[[Sizes], str] = lambda _s: ""
+    replicated: bool = False  # runs on the three-broker clusters, not the single brokers
 
 
-def _produce_opts(target: _Target, topic: str, n: int, size: int = 100,
+# What the replicated workloads' producers set: exactly what a user asks for durability.
+IDEMPOTENT = {"enable.idempotence": "true"}
+
+
+def _produce_opts(target: _Target, topic: str, n: int, size: int = 100, acks: str = "1",
                   **kw: Any) -> ProduceOptions:
     return ProduceOptions(bootstrap=target.bootstrap, topic=topic, num_records=n,
-                          record_size=size, acks="1", linger_ms=5.0, **kw)
+                          record_size=size, acks=acks, linger_ms=5.0, **kw)
 
 
-def _produce_workload(wl: str, size: int, partitions: int,
-                      count: Callable[[Sizes], int]) -> Callable[[_Context, _Target, int],
-                                                                dict[str, Any]]:
+def _produce_workload(wl: str, size: int, partitions: int, count: Callable[[Sizes], int],
+                      acks: str = "1", config: dict[str, str] | None = None
+                      ) -> Callable[[_Context, _Target, int], dict[str, Any]]:
     def run(ctx: _Context, target: _Target, rep: int) -> dict[str, Any]:
         topic = f"{wl.lower()}-r{rep}"
         target.create_topic(topic, partitions)
-        opts = _produce_opts(target, topic, count(ctx.opts.sizes), size)
+        opts = _produce_opts(target, topic, count(ctx.opts.sizes), size, acks,
+                             config=dict(config or {}))
         result = ctx.measure(target, wl, rep, lambda: run_produce(opts))
         if wl == "W1":  # W4 reads it
             ctx.topics.add((target.side, topic))
@@ -230,15 +246,14 @@ def _w5(ctx: _Context, target: _Target, rep: int) -> dict[str, Any]:
     return result
 
 
-def _e2e_workload(wl: str, linger_ms: float,
-                  producer_config: dict[str, str]) -> Callable[[_Context, _Target, int],
-                                                               dict[str, Any]]:
+def _e2e_workload(wl: str, linger_ms: float, producer_config: dict[str, str],
+                  acks: str = "1") -> Callable[[_Context, _Target, int], dict[str, Any]]:
     def run(ctx: _Context, target: _Target, rep: int) -> dict[str, Any]:
         topic = f"{wl.lower()}-r{rep}"
         target.create_topic(topic, 1)
         opts = E2EOptions(bootstrap=target.bootstrap, topic=topic,
                           num_records=ctx.opts.sizes.e2e_records, rate=10_000.0,
-                          linger_ms=linger_ms, producer_config=producer_config)
+                          linger_ms=linger_ms, producer_config=producer_config, acks=acks)
         return ctx.measure(target, wl, rep, lambda: run_e2e(opts))
 
     return run
@@ -314,6 +329,14 @@ WORKLOADS: dict[str, Workload] = {w.id: w for w in (
               Metric("topic creation s (mock: C API; Kafka: until its partitions answer)",
                      ("create_topic_s",), "s", False)),
              note=lambda s: f"{s.w8_partitions:,} partitions, records spread round robin"),
+    Workload("W9", "3 brokers, RF=3: produce 100 B acks=all, idempotent", _produce_workload(
+        "W9", 100, 1, lambda s: s.w9_records, "all", IDEMPOTENT), _P_MAIN, _P_EXTRA,
+        ("latency_ms",), "ack latency", replicated=True,
+        note=lambda _s: "min.insync.replicas=2; the mock sits it out (no replication)"),
+    Workload("W10", "3 brokers, RF=3: e2e at 10k records/s, acks=all",
+             _e2e_workload("W10", 5.0, IDEMPOTENT, "all"), _E2E_P99, (_E2E_P50,),
+             ("latency_ms",), "end-to-end", replicated=True,
+             note=lambda _s: "idempotent, linger.ms=5, min.insync.replicas=2"),
 )}
 
 
@@ -376,20 +399,20 @@ def _brokers(opts: SuiteOptions, run_dir: Path,
     targets: dict[str, _Target] = {}
     try:
         ads.start()
-        targets["ads"] = _Target("ads", ads.bootstrap, ads.pid, ads.create_topic,
+        targets["ads"] = _Target("ads", ads.bootstrap, (ads.pid,), ads.create_topic,
                                  ads.delete_topic)
         facts["ads"] = {"start_to_answer_s": ads.start_to_answer_s}
         if mock is not None:
             mock.start()
             # The mock keeps 5 MiB per partition in memory: nothing to free.
-            targets["mock"] = _Target("mock", mock.bootstrap, mock.pid, mock.create_topic,
+            targets["mock"] = _Target("mock", mock.bootstrap, (mock.pid,), mock.create_topic,
                                       lambda _name: None)
             facts["mock"] = {"start_to_answer_s": mock.start_to_answer_s}
         if kafka is not None:
             _say(opts, "starting Kafka")
             kafka.start()
-            targets["kafka"] = _Target("kafka", kafka.bootstrap, kafka.pid, kafka.create_topic,
-                                       kafka.delete_topic)
+            targets["kafka"] = _Target("kafka", kafka.bootstrap, (kafka.pid,),
+                                       kafka.create_topic, kafka.delete_topic)
             facts["kafka"] = {"start_to_answer_s": kafka.start_to_answer_s,
                               "format_s": kafka.format_s}
         _say(opts, "started: " + ", ".join(
@@ -397,7 +420,7 @@ def _brokers(opts: SuiteOptions, run_dir: Path,
         yield {side: targets[side] for side in opts.sides}
     finally:
         for side, target in targets.items():
-            facts[side].update(lifetime_usage(target.pid))
+            facts[side].update(lifetime_usage(*target.pids))
         if kafka is not None:
             kafka.stop()
         if mock is not None:
@@ -406,6 +429,51 @@ def _brokers(opts: SuiteOptions, run_dir: Path,
         if not opts.keep_data:
             shutil.rmtree(run_dir / "ads-data", ignore_errors=True)
             shutil.rmtree(run_dir / "kafka" / "data", ignore_errors=True)
+
+
+CLUSTER_SIZE = 3
+
+
+def cluster_sides(opts: SuiteOptions) -> tuple[str, ...]:
+    """The sides of the replicated workloads: ADS, and Kafka if it is a peer."""
+    return tuple(side for side in opts.sides if side in ("ads", "kafka"))
+
+
+@contextlib.contextmanager
+def _clusters(opts: SuiteOptions, run_dir: Path,
+              facts: dict[str, dict[str, Any]]) -> Iterator[dict[str, _Target]]:
+    """As `_brokers`, for the three-broker clusters: ADS on ZooKeeper, Kafka in KRaft mode.
+    Their facts are kept under "ads-3" and "kafka-3"."""
+    ads = AdsCluster(run_dir / "ads-cluster", CLUSTER_SIZE, opts.ads_sets)
+    kafka = (KafkaCluster(opts.kafka_jars, run_dir / "kafka-cluster", CLUSTER_SIZE,
+                          BENCH_SETTINGS, REPLICATED_TOPIC)
+             if "kafka" in opts.peers and opts.kafka_jars is not None else None)
+    targets: dict[str, _Target] = {}
+    try:
+        _say(opts, "starting the ADS cluster")
+        ads.start()
+        targets["ads"] = _Target("ads", ads.bootstrap, ads.pids, ads.create_topic,
+                                 ads.delete_topic)
+        facts["ads-3"] = {"start_to_answer_s": ads.start_to_answer_s}
+        if kafka is not None:
+            _say(opts, "starting the Kafka cluster")
+            kafka.start()
+            targets["kafka"] = _Target("kafka", kafka.bootstrap, kafka.pids, kafka.create_topic,
+                                       kafka.delete_topic)
+            facts["kafka-3"] = {"start_to_answer_s": kafka.start_to_answer_s,
+                                "format_s": kafka.format_s}
+        yield targets
+    finally:
+        for side, target in targets.items():
+            facts[f"{side}-3"].update(lifetime_usage(*target.pids))
+        if kafka is not None:
+            kafka.stop()
+        ads.stop()
+        if not opts.keep_data:
+            shutil.rmtree(run_dir / "ads-cluster", ignore_errors=True)
+            for n in range(1, CLUSTER_SIZE + 1):
+                shutil.rmtree(run_dir / "kafka-cluster" / f"node-{n}" / "data",
+                              ignore_errors=True)
 
 
 def _say(opts: SuiteOptions, text: str) -> None:
@@ -417,7 +485,7 @@ def run_suite(opts: SuiteOptions) -> tuple[dict[str, Any], Path]:
     """Runs the suite; returns the results and the directory holding them."""
     unknown = [w for w in opts.workloads if w not in WORKLOADS]
     if unknown:
-        raise BenchError(f"unknown workloads {', '.join(unknown)} (W1..W8)")
+        raise BenchError(f"unknown workloads {', '.join(unknown)} (W1..W10)")
     if not opts.peers or any(p not in PEERS for p in opts.peers):
         raise BenchError(f"peers must be some of {', '.join(PEERS)}, not {opts.peers}")
     if "kafka" in opts.peers and opts.kafka_jars is None:
@@ -438,23 +506,17 @@ def run_suite(opts: SuiteOptions) -> tuple[dict[str, Any], Path]:
         ctx.loopback_mb_per_s = median(samples)
         results["loopback_mb_per_s"] = round(ctx.loopback_mb_per_s, 1)
         _say(opts, f"loopback: {ctx.loopback_mb_per_s:,.0f} MB/s")
-    with _brokers(opts, run_dir, results["brokers"]) as targets:
-        for side in opts.sides:
-            _warm_up(ctx, targets[side])
-        for wid in opts.workloads:
-            wl = WORKLOADS[wid]
-            runs: dict[str, list[dict[str, Any]]] = {side: [] for side in opts.sides}
-            for rep in range(opts.reps):
-                for side in opts.sides:
-                    try:
-                        result = wl.run(ctx, targets[side], rep)
-                    except Exception as exc:  # noqa: BLE001 - one failed run is reported
-                        result = {"error": f"{type(exc).__name__}: {exc}"}
-                    runs[side].append(result)
-                    value = _value(result, wl.metric.path)
-                    _say(opts, f"{wid} rep {rep + 1} {side}: "
-                               f"{result.get('error') or f'{value:,.2f} {wl.metric.unit}'}")
-            results["workloads"].append(_workload_result(wl, runs, opts.sizes))
+    single = [WORKLOADS[w] for w in opts.workloads if not WORKLOADS[w].replicated]
+    replicated = [WORKLOADS[w] for w in opts.workloads if WORKLOADS[w].replicated]
+    if single:
+        with _brokers(opts, run_dir, results["brokers"]) as targets:
+            _run_workloads(ctx, single, targets, results)
+    if replicated:
+        with _clusters(opts, run_dir, results["brokers"]) as targets:
+            _run_workloads(ctx, replicated, targets, results)
+    w1, w9 = (_ads_median(results, wid) for wid in ("W1", "W9"))
+    if w1 and w9:
+        results["w9_over_w1"] = round(w9 / w1, 3)
     results["finished"] = time.strftime("%Y-%m-%dT%H-%M-%S")
     loads = [r["load_average"] for w in results["workloads"] for side_runs in w["runs"].values()
              for r in side_runs if "load_average" in r]
@@ -462,6 +524,35 @@ def run_suite(opts: SuiteOptions) -> tuple[dict[str, Any], Path]:
         results["load_average"] = {"min": min(loads), "max": max(loads)}
     _write_outputs(ctx, results)
     return results, run_dir
+
+
+def _run_workloads(ctx: _Context, workloads: list[Workload], targets: dict[str, _Target],
+                   results: dict[str, Any]) -> None:
+    """Warms every target up, then runs each workload alternating the targets."""
+    opts = ctx.opts
+    for target in targets.values():
+        _warm_up(ctx, target)
+    for wl in workloads:
+        runs: dict[str, list[dict[str, Any]]] = {side: [] for side in targets}
+        for rep in range(opts.reps):
+            for side, target in targets.items():
+                try:
+                    result = wl.run(ctx, target, rep)
+                except Exception as exc:  # noqa: BLE001 - one failed run is reported
+                    result = {"error": f"{type(exc).__name__}: {exc}"}
+                runs[side].append(result)
+                value = _value(result, wl.metric.path)
+                _say(opts, f"{wl.id} rep {rep + 1} {side}: "
+                           f"{result.get('error') or f'{value:,.2f} {wl.metric.unit}'}")
+        results["workloads"].append(_workload_result(wl, runs, opts.sizes))
+
+
+def _ads_median(results: dict[str, Any], wid: str) -> float | None:
+    for wl in results["workloads"]:
+        if wl["id"] == wid:
+            ads = wl["summary"].get("ads")
+            return ads["median"] if ads else None
+    return None
 
 
 def _warm_up(ctx: _Context, target: _Target) -> None:

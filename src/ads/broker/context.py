@@ -7,7 +7,7 @@ close an import circle, and a handler's needs stay visible in one place.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Protocol
 
 from ads.broker.authentication import Authenticator
@@ -27,7 +27,6 @@ from ads.coordinator.group.coordinator import GroupCoordinator
 from ads.coordinator.transaction.coordinator import MarkerWriter, TransactionCoordinator
 from ads.metadata.acl import AclStore
 from ads.metadata.cache import TopicCache
-from ads.metadata.model import BrokerEndpoint
 from ads.metadata.store import MetadataStore
 from ads.protocol.errors import ErrorCode
 from ads.protocol.messages import MetadataResponse
@@ -46,7 +45,6 @@ class BrokerContext(Protocol):
     settings: RequestSettings
     clock: Clock
     node_id: int
-    endpoint: BrokerEndpoint
     metadata: MetadataStore
     # The controller candidate in cluster mode (None without ZooKeeper).
     controller: Controller | None
@@ -79,8 +77,6 @@ class BrokerContext(Protocol):
     async def next_producer_id(self) -> int: ...
 
     # -- background work, cancelled when the broker stops --------------------------------
-    def spawn(self, work: Coroutine[object, object, None], what: str = ...) -> None: ...
-
     def schedule(self, name: str, interval_ms: int, job: Callable[[], object],
                  off_loop: bool = False) -> None: ...
 

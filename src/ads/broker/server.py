@@ -126,7 +126,7 @@ class Broker:
         self.metadata.add_entity_listener(self._entity_configs_changed)
         self.connection_limits = _connection_limits(config)
         self.dispatcher = Dispatcher(
-            self, all_handlers(config.zookeeper_connect is not None,
+            self, all_handlers(config.zookeeper_connect is not None, len(self.log_dirs),
                                share=config.get_bool("group.share.enable")),
             self.metrics)
         self.group_coordinator = coordinators.create_group_coordinator(self)

@@ -6,7 +6,7 @@ metadata (`metadata_changed`, the store's listener). A topic is first recorded i
 metadata (CreateTopics, CreatePartitions, an internal topic's first use); every broker then
 learns of it and makes its own replicas' files in a worker thread (`open_new` awaits that,
 `open_in_background` does not), and serves them through the replica manager
-(`ReplicaManager.apply_topic`, the one place leadership and followers are set). Making a
+(`ReplicaManager.apply_delta`, the one place leadership and followers are set). Making a
 partition costs a directory and checkpoint fsyncs (a 1,000-partition topic took seconds),
 and the event loop must not wait on disks (DESIGN rule 6); meanwhile the topic is in the
 metadata and its unserved partitions answer LEADER_NOT_AVAILABLE in Metadata, as a new
@@ -29,7 +29,7 @@ from ads.broker.settings import log_config_from
 from ads.metadata.assignment import assign_replicas
 from ads.metadata.model import PartitionState, TopicState
 from ads.metadata.store import MetadataStore
-from ads.replication.replica_manager import ReplicaManager
+from ads.replication.replica_manager import MetadataDelta, ReplicaManager
 from ads.storage.config import LogConfig
 from ads.storage.manager import LogManager
 
@@ -77,27 +77,41 @@ class TopicAdmin:
 
     def serve_all(self) -> None:
         """At start: serves the replicas of every topic the metadata names."""
-        for topic in self.metadata.topics.values():
-            self._open_partitions(topic)
+        self._apply(list(self.metadata.topics.values()), [])
 
     def metadata_changed(self, name: str | None) -> None:
         """The store's listener (event loop): serve what the metadata says this broker
-        holds, in the role it says, and drop what it no longer holds."""
+        holds, in the role it says, and drop what it no longer holds; topics with replicas
+        new here are served once their files are made (`open_in_background`)."""
         if not self.active:
             return
         names = [name] if name is not None else [*self.metadata.topics, *self._served_topics()]
+        served: list[TopicState] = []
+        deleted: list[str] = []
         for topic_name in dict.fromkeys(names):
             topic = self.metadata.topics.get(topic_name)
             if topic is None:
-                self._drop_topic(topic_name)
+                deleted.append(topic_name)
             elif any(self.replica_manager.get(topic_name, p.partition) is None
                      and self.node_id in p.replicas for p in topic.partitions):
                 self.open_in_background(topic)
             else:
-                self._open_partitions(topic)
+                served.append(topic)
+        self._apply(served, deleted)
+        for topic_name in dict.fromkeys(names):
+            topic = self.metadata.topics.get(topic_name)
             if topic is not None and self._applied_configs.get(topic_name) != topic.configs:
                 self._applied_configs[topic_name] = dict(topic.configs)
                 self.apply_config(topic_name)
+
+    def _apply(self, topics: list[TopicState], deleted: list[str]) -> None:
+        """Hands the replica manager one batch of changes."""
+        self.replica_manager.apply_delta(MetadataDelta(
+            [(t, self.log_config(t)) for t in topics], deleted, self.metadata.fenced))
+        for name in deleted:
+            self._metrics.forget_topic(name)
+            self._deprecated_warned = {w for w in self._deprecated_warned if w[0] != name}
+            log.info("deleted topic %s", name)
 
     def apply_config(self, name: str) -> None:
         """Hands the topic's logs its effective configuration."""
@@ -111,12 +125,6 @@ class TopicAdmin:
     def _served_topics(self) -> set[str]:
         return {part.topic for part in self.replica_manager}
 
-    def _drop_topic(self, name: str) -> None:
-        self.replica_manager.drop_topic(name)
-        self._metrics.forget_topic(name)
-        self._deprecated_warned = {w for w in self._deprecated_warned if w[0] != name}
-        log.info("deleted topic %s", name)
-
     def _warn_deprecated(self, topic: TopicState) -> None:
         """Once per topic and key: a deprecated key Kafka 3.x ignores is set."""
         for key, reason in DEPRECATED_TOPIC_KEYS.items():
@@ -125,9 +133,6 @@ class TopicAdmin:
                 log.warning("Topic configuration %s with value `%s` is ignored for `%s`: %s. "
                             "This configuration is deprecated (Kafka 4.0 removed it).",
                             key, topic.configs[key], topic.name, reason)
-
-    def _open_partitions(self, topic: TopicState) -> None:
-        self.replica_manager.apply_topic(topic, self.log_config(topic), self.metadata.fenced)
 
     # -- changes asked for -----------------------------------------------------------------
     async def record_topic(self, name: str, num_partitions: int, configs: dict[str, str],
@@ -222,10 +227,18 @@ class TopicAdmin:
         todo = [p for p in topic.partitions if self.node_id in p.replicas
                 and self.replica_manager.get(name, p.partition) is None]
         if todo:
-            await asyncio.to_thread(self._make_logs, name, todo, self.log_config(topic))
+            making = asyncio.ensure_future(
+                asyncio.to_thread(self._make_logs, name, todo, self.log_config(topic)))
+            try:
+                await asyncio.shield(making)
+            except asyncio.CancelledError:
+                # A worker thread cannot be stopped: a stopping broker waits for the files
+                # it makes, so nothing writes into the log dirs after stop() returns.
+                await asyncio.wait([making])
+                raise
         topic = self.metadata.topics.get(name)  # the newest state: it may have moved on
         if topic is not None:
-            self._open_partitions(topic)
+            self._apply([topic], [])
         else:  # deleted while its files were made
             for p in todo:
                 self.log_manager.delete_log(name, p.partition)

@@ -83,10 +83,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     pe.set_defaults(func=run_command("bench e2e", _e2e))
 
     ps = tools.add_parser("suite", help="ADS versus librdkafka's mock broker or Apache "
-                                        "Kafka, side by side (W1-W8; takes minutes)")
+                                        "Kafka, side by side (W1-W10; takes minutes)")
     ps.add_argument("--output-dir", default="bench-results", metavar="DIR",
                     help="results go to DIR/<timestamp>/ (default bench-results)")
-    ps.add_argument("--workloads", default="W1,W2,W3,W4,W5,W6,W7,W8", metavar="W1,W2,...")
+    ps.add_argument("--workloads", default="W1,W2,W3,W4,W5,W6,W7,W8,W9,W10",
+                    metavar="W1,W2,...")
     ps.add_argument("--reps", type=int, default=3, help="repetitions per broker (default 3)")
     ps.add_argument("--quick", action="store_true",
                     help="tiny workloads, one repetition: checks the suite works")
@@ -101,7 +102,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                     help="broker config for the ADS broker (repeatable)")
     ps.add_argument("--peer", choices=["mock", "kafka", "both"], default="mock",
                     help="what ADS is measured against: librdkafka's mock broker (default), "
-                         "Apache Kafka's broker (one KRaft node from --kafka-jars), or both")
+                         "Apache Kafka's broker (one KRaft node from --kafka-jars; three "
+                         "for W9 and W10), or both")
     ps.add_argument("--kafka-jars", metavar="DIR",
                     help="Kafka's broker jar and its dependencies, for --peer kafka|both "
                          "(default tests/kafka_reference/target/jars of this checkout, "

@@ -44,10 +44,11 @@ watermark passes it) replays its records into the shard with the same `replay` (
 (an offset committed or deleted, a transaction's offsets pending) enters the shard one way,
 whether it is read at load or just written, and only once durable: a client is never told
 what a reload would not rebuild. `then` keeps what is not the record's image: answering the
-client, a rebalance handing out its assignments, a group going away. The transaction
-coordinator's shard and classic group metadata records are replayed at load only: their
-continuations make the transition in memory (the transaction coordinator checks there that
-no other transition came in between). `then` gets the client's error instead when the
+client (after checking again, where Kafka does, that the state is the one its request
+wrote), sending transaction markers, a rebalance handing out its assignments, a group going
+away. The transaction coordinator's shard changes only this way; classic group metadata
+records are still replayed at load only (their continuations make the group's transition in
+memory). `then` gets the client's error instead when the
 append failed (`coordinator_error`, the one mapping of append errors to coordinator errors)
 or the partition was unloaded before the batch committed (NOT_COORDINATOR); the writes
 `then` returns are performed next. `write` lets an async caller await the outcome; its
@@ -66,10 +67,13 @@ learns when to call `tick` from `wakeup(deadline_ms)`, called for every timer sc
 and for the earliest timer of a partition that becomes ACTIVE, and from
 `next_deadline_ms` (the broker arms one event-loop timer at the earliest deadline).
 
-Limits: a request is checked against the state it sees when it is issued and not again
-when its write commits, and a write's state enters the shard only once committed (Kafka
-replays at once into versioned state and reads the committed version): two requests in
-flight do not see each other's uncommitted writes. A write waits at most
+Limits: a write's state enters the shard only once committed (Kafka replays at once into
+versioned state and reads the committed version): two requests in flight do not see each
+other's uncommitted writes, so a shard that must order them holds its own lock (the
+transaction coordinator's pending transition). A write that fails after its append (its
+wait for the replicas timed out) may still be committed later; the shard does not learn
+it until the partition is loaded again, and the next write of the same key overwrites it.
+A write waits at most
 `offsets.commit.timeout.ms` (the topic's append fails it then). Loading reads on the event
 loop, a chunk at a time. Used from the broker's event loop only.
 """

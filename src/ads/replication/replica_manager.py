@@ -17,9 +17,10 @@ Handlers reach partitions only through it (Kafka's ReplicaManager):
 - `fetch` reads what a fetch asks for (one segment's file region per partition, never a
   copy) and, with fewer than `min_bytes` found, waits in the fetch purgatory until an append
   or its deadline.
-- `apply_topic`, `drop_topic`: metadata changes applied in one place: replicas opened
-  (their logs made in the `logs` store), led, followed, and dropped with their logs; the
-  leadership listeners (the coordinators of internal topics) hear of each change.
+- `apply_delta`: a batch of metadata changes (`MetadataDelta`) applied in one place:
+  replicas opened (their logs made in the `logs` store), led, followed, and dropped with
+  their logs; the leadership listeners (the coordinators of internal topics) hear of each
+  change.
 - `add_partition`, `remove_partition`, `update_config`: the partitions the broker serves.
 - `become_leader`, `become_follower`: leadership changes; what waits on the partition wakes
   and `on_leadership_change` listeners (the coordinators of internal topics) hear of it.
@@ -44,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
@@ -127,6 +129,18 @@ class RackAwareReplicaSelector:
         near = [(ends.get(r, -1), -r) for r in part.isr
                 if r != leader and self._rack_of(r) == rack and ends.get(r, -1) >= fetch_offset]
         return -max(near)[1] if near else leader
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataDelta:
+    """What changed in the metadata for this broker's replicas: each topic whose state
+    changed (with its logs' settings, for replicas new here), the topics deleted, and
+    whether this broker is fenced (its registration lost: it leads nothing and follows
+    nobody)."""
+
+    topics: Sequence[tuple[TopicState, LogConfig]] = ()
+    deleted: Sequence[str] = ()
+    fenced: bool = False
 
 
 class Appended:
@@ -223,7 +237,7 @@ class ReplicaManager:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.fetchers: FollowedPartitions | None = None
-        self.logs: LogStore | None = None  # set by the broker; `apply_topic` makes logs there
+        self.logs: LogStore | None = None  # set by the broker; `apply_delta` makes logs there
         # KIP-392: which replica a consumer with a rack should read from (None: the leader,
         # always; the broker sets it for `replica.selector.class`).
         self.replica_selector: ReplicaSelector | None = None
@@ -311,11 +325,18 @@ class ReplicaManager:
                 listener(topic, index, False, None)
 
     # -- metadata changes, applied in one place ---------------------------------------------
-    def apply_topic(self, topic: TopicState, config: LogConfig, fenced: bool) -> None:
-        """Serves this broker's replicas of the topic, in the role each partition's state
-        names: a replica new here gets its log (`logs`), one moved to other brokers is
-        dropped with its log, and each leads or follows from the state's leader epoch. A
-        `fenced` broker (its registration lost) leads nothing and follows nobody."""
+    def apply_delta(self, delta: MetadataDelta) -> None:
+        """Serves this broker's replicas as the changed metadata says: a deleted topic's
+        replicas go with their logs; for each changed topic, a replica new here gets its log
+        (`logs`), one moved to other brokers is dropped with its log, and each leads or
+        follows in the role its partition's state names, from its leader epoch."""
+        for name in delta.deleted:
+            for part in [p for p in self._partitions.values() if p.topic == name]:
+                self._drop(name, part.index)
+        for topic, config in delta.topics:
+            self._apply_topic(topic, config, delta.fenced)
+
+    def _apply_topic(self, topic: TopicState, config: LogConfig, fenced: bool) -> None:
         for p in topic.partitions:
             part = self._partitions.get(TopicPartition(topic.name, p.partition))
             if self.node_id not in p.replicas:
@@ -343,11 +364,6 @@ class ReplicaManager:
             self.become_follower(part.topic, part.index,
                                  max(state.leader_epoch, part.leader_epoch),
                                  -1 if fenced else state.leader)
-
-    def drop_topic(self, name: str) -> None:
-        """The topic is deleted: its partitions here go, with their logs."""
-        for part in [p for p in self._partitions.values() if p.topic == name]:
-            self._drop(name, part.index)
 
     def _drop(self, topic: str, index: int) -> None:
         self.remove_partition(topic, index)

@@ -8,9 +8,15 @@ partitions with ``--records`` records of ``--record-size`` bytes, then measures 
 - batch read: ``spark.read.format("ads")`` written to Spark's ``noop`` sink, which
   materializes every column of every row; the first run includes starting the Python
   workers, the best of the following runs is the steady state;
-- ``ads pipeline load`` of the whole topic into Parquet in one batch, commit included.
+- with ``--kafka-jars`` (the jars of Spark's own Kafka connector, or a directory of them)
+  or ``--kafka-packages`` (its Maven coordinates, resolved by Spark at start), the same
+  batch read through ``format("kafka")`` in the same session, alternating with the ``ads``
+  runs on the same topic;
+- ``ads pipeline load`` of the whole topic into Parquet in one batch, commit included
+  (``--skip-load`` leaves it out).
 
-Records/s count records; MB/s count record values (10^6 bytes).
+Records/s count records; MB/s count record values (10^6 bytes). The 1-minute load average
+is printed before and after the reads: figures taken on a busy machine spread widely.
 """
 
 from __future__ import annotations
@@ -24,6 +30,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["main"]
 
@@ -88,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--master", default="local[2]")
     p.add_argument("--runs", type=int, default=3, help="batch read runs (default 3)")
     p.add_argument("--topic", default=f"spark-bench-{os.getpid()}")
+    p.add_argument("--kafka-jars", help="Spark's Kafka connector: jars (comma-separated) "
+                   "or a directory of them; its batch read is measured too")
+    p.add_argument("--kafka-packages", help="Spark's Kafka connector by Maven coordinates "
+                   "(spark.jars.packages), e.g. org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0")
+    p.add_argument("--skip-load", action="store_true", help="no ads pipeline load run")
     args = p.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -110,31 +125,63 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _spark_runs(args: argparse.Namespace, bootstrap: str, work: Path) -> None:
+def _jars(option: str) -> str:
+    path = Path(option)
+    if path.is_dir():
+        return ",".join(sorted(str(j) for j in path.glob("*.jar")))
+    return option
+
+
+def _session(args: argparse.Namespace) -> SparkSession:
     from pyspark.sql import SparkSession
 
-    from ads.spark.pipeline import LoadOptions, load
-
-    spark = (SparkSession.builder.master(args.master).appName("ads spark bench")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    builder = (SparkSession.builder.master(args.master).appName("ads spark bench")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.session.timeZone", "UTC"))
+    if args.kafka_jars:
+        builder = builder.config("spark.jars", _jars(args.kafka_jars))
+    if args.kafka_packages:
+        builder = builder.config("spark.jars.packages", args.kafka_packages)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    try:
-        best = None
-        for run in range(args.runs):
+    return spark
+
+
+def _batch_reads(spark: SparkSession, args: argparse.Namespace, bootstrap: str) -> None:
+    """Each format's runs alternate, so both see the same machine; the first run of each
+    is reported apart (it starts Python workers, loads classes, warms the JIT)."""
+    formats = ["ads"]
+    if args.kafka_jars or args.kafka_packages:
+        formats.append("kafka")
+    best: dict[str, float] = {}
+    for run in range(args.runs):
+        for fmt in formats:
             began = time.monotonic()
-            (spark.read.format("ads").option("kafka.bootstrap.servers", bootstrap)
+            (spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap)
              .option("subscribe", args.topic).load()
              .write.format("noop").mode("overwrite").save())
             seconds = time.monotonic() - began
-            what = "batch read, first run" if run == 0 else f"batch read, run {run + 1}"
-            print(_line(what, args.records, args.record_size, seconds), flush=True)
+            what = "first run" if run == 0 else f"run {run + 1}"
+            print(_line(f'batch read format("{fmt}"), {what}', args.records,
+                        args.record_size, seconds), flush=True)
             if run:
-                best = seconds if best is None else min(best, seconds)
-        if best is not None:
-            print(_line("batch read, best warm run", args.records, args.record_size, best),
-                  flush=True)
+                best[fmt] = min(best.get(fmt, seconds), seconds)
+    for fmt, seconds in best.items():
+        print(_line(f'batch read format("{fmt}"), best warm run', args.records,
+                    args.record_size, seconds), flush=True)
+
+
+def _spark_runs(args: argparse.Namespace, bootstrap: str, work: Path) -> None:
+    from ads.spark.pipeline import LoadOptions, load
+
+    spark = _session(args)
+    try:
+        print(f"load average (1 min) before the reads: {os.getloadavg()[0]:.1f}", flush=True)
+        _batch_reads(spark, args, bootstrap)
+        print(f"load average (1 min) after the reads: {os.getloadavg()[0]:.1f}", flush=True)
+        if args.skip_load:
+            return
         options = LoadOptions(bootstrap_servers=bootstrap, topics=(args.topic,),
                               output=work / "lake", trigger="once")
         result = load(spark, options, report=lambda line: None)

@@ -29,6 +29,9 @@ class EmbeddedBroker:
         """`file_io`: the file layer the broker's logs write through (``FaultyFileIO`` to
         inject disk faults)."""
         self._file_io = file_io
+        self.broker: Broker | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
         self._tmp: str | None = None
         if data_dir is None:
             self._tmp = tempfile.mkdtemp(prefix="ads-embedded-")
@@ -40,10 +43,11 @@ class EmbeddedBroker:
             "node.id": str(node_id),
         }
         sets = [f"{k}={v}" for k, v in (config or {}).items()]
-        self._config, _warnings = load_broker_config(None, flags, sets)
-        self.broker: Broker | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        try:
+            self._config, _warnings = load_broker_config(None, flags, sets)
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def bootstrap_servers(self) -> str:
@@ -126,7 +130,11 @@ class EmbeddedBroker:
             self._tmp = None
 
     def __enter__(self) -> EmbeddedBroker:
-        return self.start()
+        try:
+            return self.start()
+        except BaseException:
+            self.close()  # __exit__ is not called for a failed __enter__
+            raise
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

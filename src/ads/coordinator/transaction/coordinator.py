@@ -106,10 +106,10 @@ class TransactionCoordinator:
         return (partition, shard) if shard is not None else self.runtime.error(partition)
 
     async def _perform(self, partition: int, write: Write | None, answer: Answer) -> Answer:
+        """The write's continuation fills in the answer (its error, or what the re-check
+        of the committed state found)."""
         if write is not None:
-            error = await self.runtime.write(partition, write)
-            if error is not ErrorCode.NONE:
-                answer.error = error
+            await self.runtime.write(partition, write)
         return answer
 
     # -- the APIs ------------------------------------------------------------------------
@@ -153,8 +153,8 @@ class TransactionCoordinator:
         if unknown:
             return {p: unknown.get(p, ErrorCode.OPERATION_NOT_ATTEMPTED) for p in partitions}
         partition, shard = routed
-        write, error = shard.add_partitions(txn_id, producer_id, producer_epoch, partitions)
-        answer = await self._perform(partition, write, Answer(error))
+        write, answer = shard.add_partitions(txn_id, producer_id, producer_epoch, partitions)
+        answer = await self._perform(partition, write, answer)
         return dict.fromkeys(partitions, answer.error)
 
     def verify_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
@@ -175,9 +175,9 @@ class TransactionCoordinator:
         if isinstance(routed, ErrorCode):
             return routed
         partition, shard = routed
-        write, error = shard.add_partitions(txn_id, producer_id, producer_epoch,
-                                            [offsets_partition])
-        return (await self._perform(partition, write, Answer(error))).error
+        write, answer = shard.add_partitions(txn_id, producer_id, producer_epoch,
+                                             [offsets_partition])
+        return (await self._perform(partition, write, answer)).error
 
     async def end_txn(self, txn_id: str, producer_id: int, producer_epoch: int,
                       commit: bool) -> Answer:

@@ -3,8 +3,18 @@
 A shard is what the coordinator runtime (`ads.coordinator.runtime`) keeps for each
 partition of `__transaction_state` this broker leads: rebuilt from the partition's records
 when it is loaded, it answers the transaction APIs for the ids that hash to the partition.
-Every transition is written first (a `Write` of one record) and made in memory in the
-write's continuation; `state.py` holds the rules, this module applies them.
+`state.py` holds the rules, this module applies them.
+
+One way into the state: a request checks the rules, marks its transition pending and
+returns a `Write` of one record; the runtime appends it and, once committed, replays it with
+`replay`, the method loading uses, which makes the record the id's state (a tombstone
+forgets the id). Only then does the write's continuation run, and it checks again, as
+Kafka does when a transaction log append completes, that the state is the one its request
+wrote (same producer id, epoch and state; else PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING
+or CONCURRENT_TRANSACTIONS) before acting on it: answering the client, sending markers,
+arming the timeout. So the state served live is the state a reload of the partition builds.
+Two things are not written: the pending mark (a request's lock) and the entry a new id gets
+while its first record is on its way (it holds the pending mark; it goes if the write fails).
 
 Markers: once a PREPARE_COMMIT or PREPARE_ABORT record is committed, `send_markers` (the
 coordinator's) writes the markers to every partition of the transaction and calls
@@ -81,21 +91,26 @@ class TxnShard:
         self.config = config
         self._send_markers = send_markers
         self.txns: dict[str, TransactionMetadata] = {}
-        # While loading: the last record of each id (None once loaded).
-        self._loaded: dict[str, TransactionMetadata | None] | None = {}
 
-    # -- loading ---------------------------------------------------------------------
+    # -- the records -----------------------------------------------------------------
     def replay(self, offset: int, key: bytes, value: bytes | None) -> None:
-        if self._loaded is None:
-            # A committed write of this shard: its transition was made by the write's
-            # continuation (`meta.complete`), which checks that no other came in between.
-            return
+        """One record of the partition, read at load or written and committed: the last
+        record of an id is its state."""
         try:
             txn_id = rec.parse_key(key)
-            self._loaded[txn_id] = None if value is None else rec.parse_value(txn_id, value)
+            record = None if value is None else rec.parse_value(txn_id, value)
         except rec.TransactionRecordError as exc:
             log.warning("skipping a bad record at offset %d of %s-%d: %s", offset,
                         rec.TRANSACTION_STATE_TOPIC, self.partition, exc)
+            return
+        if record is None or record.state is S.DEAD:
+            self.txns.pop(txn_id, None)
+            return
+        meta = self.txns.get(txn_id)
+        if meta is None:
+            self.txns[txn_id] = record
+        else:
+            meta.apply(record)  # in place: timers and requests in flight hold `meta`
 
     def replay_transactional(self, producer_id: int, offset: int, key: bytes,
                              value: bytes | None) -> None:
@@ -105,8 +120,6 @@ class TxnShard:
         """Nothing writes markers to `__transaction_state`."""
 
     def on_loaded(self) -> list[Write]:
-        self.txns = {k: v for k, v in (self._loaded or {}).items() if v is not None}
-        self._loaded = None
         for meta in self.txns.values():
             if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                 self._send_markers(self.partition, meta.copy())
@@ -121,16 +134,35 @@ class TxnShard:
     # -- writing transitions ---------------------------------------------------------
     def _write(self, meta: TransactionMetadata, target: TransactionMetadata,
                after: Callable[[ErrorCode], Sequence[Write]]) -> Write:
+        """The record of `target`; `after` gets the write's error, or once the record is
+        committed and replayed, what the re-check of the state finds."""
         def then(error: ErrorCode) -> Sequence[Write]:
             if meta.pending is target:
-                if error is ErrorCode.NONE:
-                    meta.complete(target)
-                else:
-                    meta.pending = None
+                meta.pending = None
+            if error is ErrorCode.NONE:
+                error = self._recheck(meta, target)
+            elif meta.producer_epoch < 0 and self.txns.get(meta.transactional_id) is meta:
+                del self.txns[meta.transactional_id]  # a new id whose first record failed
             return after(error)
 
         value = None if target.state is S.DEAD else rec.txn_value(target)
         return Write([(rec.txn_key(meta.transactional_id), value)], then)
+
+    def _recheck(self, meta: TransactionMetadata, target: TransactionMetadata) -> ErrorCode:
+        """Whether the state after the committed record is the one its request wrote; the
+        error that request gets when it is not (Kafka's checks when an append completes)."""
+        current = self.txns.get(meta.transactional_id)
+        if target.state is S.DEAD:
+            return ErrorCode.NONE if current is None else ErrorCode.CONCURRENT_TRANSACTIONS
+        if current is not meta:
+            return ErrorCode.NOT_COORDINATOR
+        if current.producer_id != target.producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if current.producer_epoch != target.producer_epoch:
+            return ErrorCode.PRODUCER_FENCED
+        if current.state is not target.state or current.pending is not None:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        return ErrorCode.NONE
 
     def _after_prepare(self, meta: TransactionMetadata, answer: Answer | None
                        ) -> Callable[[ErrorCode], Sequence[Write]]:
@@ -182,8 +214,7 @@ class TxnShard:
     def _fence(self, meta: TransactionMetadata, now: int) -> tuple[Write | None, Answer]:
         """A new instance while a transaction is open: fence the old one and abort what it
         left open; the new one retries (CONCURRENT_TRANSACTIONS)."""
-        target = meta.prepare(S.PREPARE_ABORT, now, producer_epoch=meta.producer_epoch + 1,
-                              last_producer_epoch=meta.producer_epoch)
+        target = meta.prepare(S.PREPARE_ABORT, now, producer_epoch=meta.producer_epoch + 1)
         answer = Answer(ErrorCode.CONCURRENT_TRANSACTIONS)
 
         def fenced(error: ErrorCode) -> Sequence[Write]:
@@ -201,11 +232,9 @@ class TxnShard:
             if fresh_id is None:
                 return None, Answer(ErrorCode.CONCURRENT_TRANSACTIONS)
             target = meta.prepare(S.EMPTY, now, producer_id=fresh_id, producer_epoch=0,
-                                  last_producer_epoch=-1, timeout_ms=timeout_ms,
-                                  partitions=set(), start_ms=-1)
+                                  timeout_ms=timeout_ms, partitions=set(), start_ms=-1)
         else:
             target = meta.prepare(S.EMPTY, now, producer_epoch=meta.producer_epoch + 1,
-                                  last_producer_epoch=meta.producer_epoch,
                                   timeout_ms=timeout_ms, partitions=set(), start_ms=-1)
         return self._answered_write(meta, target)
 
@@ -214,35 +243,37 @@ class TxnShard:
         answer = Answer(ErrorCode.NONE, target.producer_id, target.producer_epoch)
 
         def after(error: ErrorCode) -> Sequence[Write]:
-            if error is not ErrorCode.NONE:
-                answer.error = error
+            answer.error = error
             return ()
 
         return self._write(meta, target, after), answer
 
     # -- the transaction ---------------------------------------------------------------
     def add_partitions(self, txn_id: str, producer_id: int, epoch: int,
-                       partitions: Iterable[TopicPartition]) -> tuple[Write | None, ErrorCode]:
+                       partitions: Iterable[TopicPartition]) -> tuple[Write | None, Answer]:
         meta = self.txns.get(txn_id)
         error = producer_error(meta, producer_id, epoch)
         if error is ErrorCode.NONE and meta is not None:
             error = add_error(meta.state)
         if error is not ErrorCode.NONE or meta is None:
-            return None, error
+            return None, Answer(error)
         wanted = set(partitions)
         if meta.state is S.ONGOING and wanted <= meta.partitions:
-            return None, ErrorCode.NONE
+            return None, Answer()
         now = self.clock.time_ms()
         starting = meta.state is not S.ONGOING
         target = meta.prepare(S.ONGOING, now, partitions=(
             wanted if starting else meta.partitions | wanted),
             start_ms=now if starting else meta.start_ms)
+        answer = Answer()
+
         def after(error: ErrorCode) -> Sequence[Write]:
+            answer.error = error
             if error is ErrorCode.NONE and starting:
                 self._schedule_timeout(meta)
             return ()
 
-        return self._write(meta, target, after), ErrorCode.NONE
+        return self._write(meta, target, after), answer
 
     def verify(self, txn_id: str, producer_id: int, epoch: int, partition: TopicPartition
                ) -> ErrorCode:
@@ -309,8 +340,7 @@ class TxnShard:
         log.info("aborting the transaction of %r (producer %d, epoch %d): open longer than its "
                  "timeout of %d ms", meta.transactional_id, meta.producer_id, epoch,
                  meta.timeout_ms)
-        target = meta.prepare(S.PREPARE_ABORT, self.clock.time_ms(), producer_epoch=epoch + 1,
-                              last_producer_epoch=epoch)
+        target = meta.prepare(S.PREPARE_ABORT, self.clock.time_ms(), producer_epoch=epoch + 1)
         return [self._write(meta, target, self._after_prepare(meta, None))]
 
     def _expire_idle(self) -> list[Write]:
@@ -324,8 +354,7 @@ class TxnShard:
         target = meta.prepare(S.DEAD, now)
 
         def after(error: ErrorCode) -> Sequence[Write]:
-            if error is ErrorCode.NONE and self.txns.get(meta.transactional_id) is meta:
-                del self.txns[meta.transactional_id]
+            if error is ErrorCode.NONE:  # its tombstone's replay forgot it
                 log.info("transactional id %r expired", meta.transactional_id)
             return ()
 

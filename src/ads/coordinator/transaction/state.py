@@ -4,9 +4,14 @@ Theory of operation
 -------------------
 A transactional id has one producer id and epoch at a time and at most one transaction in
 flight. Its state is kept in `__transaction_state` (`records.py`): every transition is one
-record, written before the transition is made in memory (the *pending* state marks a
-transition whose record is on its way; requests meanwhile get CONCURRENT_TRANSACTIONS).
-A reload replays the last record of each id and rebuilds exactly this state.
+record, and the state in memory changes only by replaying a record, the same way whether
+the record is read at load or was just written and committed (`TransactionMetadata.apply`),
+so a reload rebuilds exactly the state the coordinator served. The *pending* target marks
+a transition whose record is on its way; requests meanwhile get CONCURRENT_TRANSACTIONS.
+It is a lock held by the request, not state: it is never written and a reload starts
+without it. The epoch handed out before the last bump is not written either (Kafka's record
+has no field for it); it is always the epoch minus one, since every bump adds one and a new
+producer id starts at 0 (`last_producer_epoch`).
 
 ::
 
@@ -130,16 +135,20 @@ class TransactionMetadata:
     partitions: set[TopicPartition] = field(default_factory=set)
     start_ms: int = -1
     last_update_ms: int = -1
-    # The epoch handed out before the last bump (a retried InitProducerId is answered again).
-    last_producer_epoch: int = -1
-    # A record for this transition is on its way; set by `prepare`, cleared by `complete`.
+    # A record for this transition is on its way: set by `prepare`, cleared by the request
+    # once the write ended (the record itself enters through `apply`).
     pending: TransactionMetadata | None = None
+
+    @property
+    def last_producer_epoch(self) -> int:
+        """The epoch handed out before the last bump (a retried InitProducerId is answered
+        again); -1 at epoch 0."""
+        return self.producer_epoch - 1
 
     def copy(self) -> TransactionMetadata:
         return TransactionMetadata(
             self.transactional_id, self.producer_id, self.producer_epoch, self.timeout_ms,
-            self.state, set(self.partitions), self.start_ms, self.last_update_ms,
-            self.last_producer_epoch)
+            self.state, set(self.partitions), self.start_ms, self.last_update_ms)
 
     def prepare(self, state: TxnState, now_ms: int, **changes: object) -> TransactionMetadata:
         """The target of a transition, recorded as pending (its record is written next)."""
@@ -153,14 +162,13 @@ class TransactionMetadata:
         self.pending = target
         return target
 
-    def complete(self, target: TransactionMetadata) -> None:
-        """The record of `target` is committed: it becomes the state."""
-        self.producer_id, self.producer_epoch = target.producer_id, target.producer_epoch
-        self.timeout_ms, self.state = target.timeout_ms, target.state
-        self.partitions, self.start_ms = set(target.partitions), target.start_ms
-        self.last_update_ms = target.last_update_ms
-        self.last_producer_epoch = target.last_producer_epoch
-        self.pending = None
+    def apply(self, record: TransactionMetadata) -> None:
+        """A record of this id was replayed (read at load, or written and committed): it
+        becomes the state, in place, so that what holds this object sees it."""
+        self.producer_id, self.producer_epoch = record.producer_id, record.producer_epoch
+        self.timeout_ms, self.state = record.timeout_ms, record.state
+        self.partitions, self.start_ms = set(record.partitions), record.start_ms
+        self.last_update_ms = record.last_update_ms
 
 
 def producer_error(meta: TransactionMetadata | None, producer_id: int, epoch: int

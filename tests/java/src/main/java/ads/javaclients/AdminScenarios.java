@@ -23,15 +23,16 @@ import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.DescribeProducersResult.PartitionProducerState;
 import org.apache.kafka.clients.admin.DescribeReplicaLogDirsResult.ReplicaLogDirInfo;
 import org.apache.kafka.clients.admin.DescribeTopicsOptions;
-import org.apache.kafka.clients.admin.LogDirDescription;
-import org.apache.kafka.clients.admin.ReplicaInfo;
 import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
 import org.apache.kafka.clients.admin.ListTransactionsOptions;
+import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.NewPartitionReassignment;
 import org.apache.kafka.clients.admin.NewPartitions;
+import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.admin.ReplicaInfo;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.admin.TransactionListing;
@@ -52,6 +53,8 @@ import org.apache.kafka.common.acl.AclBindingFilter;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.ElectionNotNeededException;
 import org.apache.kafka.common.errors.GroupIdNotFoundException;
+import org.apache.kafka.common.errors.LogDirNotFoundException;
+import org.apache.kafka.common.errors.ReplicaNotAvailableException;
 import org.apache.kafka.common.errors.SecurityDisabledException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 
@@ -409,6 +412,8 @@ final class AdminScenarios {
                     .get(replica);
             Check.that(where != null && where.getCurrentReplicaLogDir() != null
                     && where.getFutureReplicaLogDir() == null, "describeReplicaLogDirs", where);
+            alterReplicaLogDirs(env, admin, replica, where.getCurrentReplicaLogDir(), ids,
+                    dirs.get(ids.get(1)).keySet().iterator().next());
 
             TopicDescription described = get(admin.describeTopics(List.of(topic),
                     new DescribeTopicsOptions().partitionSizeLimitPerResponse(2))
@@ -427,6 +432,35 @@ final class AdminScenarios {
             }
             Check.saw("describeFeatures: " + get(admin.describeFeatures().featureMetadata()));
         }
+    }
+
+    /**
+     * alterReplicaLogDirs with one log directory per broker, answered as Kafka answers it:
+     * the replica's own directory, nothing to do; a path that is no log directory,
+     * LogDirNotFoundException; a broker without a replica of the partition,
+     * ReplicaNotAvailableException.
+     */
+    private static void alterReplicaLogDirs(Env env, Admin admin, TopicPartitionReplica replica,
+            String current, List<Integer> ids, String secondBrokersDir) throws Exception {
+        get(admin.alterReplicaLogDirs(Map.of(replica, current)).all());
+        Check.saw("alterReplicaLogDirs into " + current + ": done (already there)");
+        Check.caused(catching(() -> get(admin.alterReplicaLogDirs(Map.of(replica,
+                current + "-elsewhere")).all())), "alterReplicaLogDirs into no log directory",
+                LogDirNotFoundException.class);
+        String single = env.name("one-replica");
+        admin.createTopics(List.of(new NewTopic(single, Map.of(0, List.of(ids.get(0))))))
+                .all().get(WAIT_S, TimeUnit.SECONDS);
+        Env.waitFor(() -> {
+            try {
+                return Env.partition(admin, single, 0).leader() != null;
+            } catch (Exception e) {
+                return false;
+            }
+        }, "a leader for " + single, WAIT_S);
+        TopicPartitionReplica missing = new TopicPartitionReplica(single, 0, ids.get(1));
+        Check.caused(catching(() -> get(admin.alterReplicaLogDirs(Map.of(missing,
+                secondBrokersDir)).all())), "alterReplicaLogDirs of a replica the broker does not have",
+                ReplicaNotAvailableException.class);
     }
 
     interface Call {

@@ -69,10 +69,16 @@ final class Env {
     }
 
     Admin admin() {
+        return admin(Map.of());
+    }
+
+    /** An Admin client with `extra` properties (a secured listener's login). */
+    Admin admin(Map<String, Object> extra) {
         Properties p = new Properties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 30_000);
         p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, 15_000);
+        p.putAll(extra);
         return Admin.create(p);
     }
 

@@ -37,7 +37,8 @@ public final class Main {
             Map.entry("admin", AdminScenarios::admin),
             Map.entry("admin-groups", AdminScenarios::groups),
             Map.entry("admin-extra", AdminExtraScenarios::extra),
-            Map.entry("admin-log-dirs", AdminScenarios::logDirsAndPartitions)));
+            Map.entry("admin-log-dirs", AdminScenarios::logDirsAndPartitions),
+            Map.entry("admin-security", SecurityScenarios::aclsAndScramUsers)));
 
     public static void main(String[] args) throws Exception {
         System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
