@@ -1,11 +1,15 @@
 """Generate `src/ads/protocol/messages.py` from Kafka's message schema files.
 
-Usage: python tools/gen_protocol.py SCHEMA_DIR OUTPUT_FILE
+Usage: python tools/gen_protocol.py SCHEMA_DIR OUTPUT_FILE [--newer JAR API[,API...]]
 
 SCHEMA_DIR is a folder of Kafka message definitions (JSON with // comments), such as
 `clients/src/main/resources/common/message` of a Kafka source checkout; its `*.json` files
 (requests, responses, headers, data) and those of an `internal-topics/` subfolder, if
-present, are read. The output defines one class per schema and per nested struct, with the
+present, are read. `--newer` takes the named APIs' request and response schemas from a
+kafka-clients jar instead (its `common/message/` resources): APIs whose final versions are
+newer than SCHEMA_DIR's drafts, moved one API at a time so that the others keep theirs.
+
+The output defines one class per schema and per nested struct, with the
 field table the codec compiles its encoders and decoders from, plus `ApiKey` and `API_KEYS`.
 The schemas' descriptive texts are not copied.
 """
@@ -15,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -242,14 +247,25 @@ def _vtext(rng: tuple[int, int]) -> str:
     return str(rng[0]) if rng[0] == rng[1] else f"{rng[0]}-{rng[1]}"
 
 
-def load_schemas(schema_dir: Path) -> list[MessageModel]:
+def load_schemas(schema_dir: Path, newer: tuple[Path, list[str]] | None = None
+                 ) -> list[MessageModel]:
+    """The schemas of `schema_dir`; `newer`: a kafka-clients jar and the APIs whose request
+    and response schemas come from it."""
     paths = sorted(schema_dir.glob("*.json"))
     internal = schema_dir / "internal-topics"
     if internal.is_dir():
         paths += sorted(internal.glob("*.json"))
+    texts = {path.name: path.read_text(encoding="utf-8") for path in paths}
+    if newer is not None:
+        jar, apis = newer
+        with zipfile.ZipFile(jar) as zf:
+            for api in apis:
+                for kind in ("Request", "Response"):
+                    name = f"{api}{kind}.json"
+                    texts[name] = zf.read(f"common/message/{name}").decode("utf-8")
     models = []
-    for path in paths:
-        schema = json.loads(strip_comments(path.read_text(encoding="utf-8")))
+    for text in texts.values():
+        schema = json.loads(strip_comments(text))
         models.append(Builder(schema).build())
     order = {"request": 0, "response": 0, "header": 1, "data": 2}
     models.sort(key=lambda m: (order.get(m.type, 3), m.api_key if m.api_key is not None else 0,
@@ -438,14 +454,24 @@ def generate(models: list[MessageModel], source_label: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def source_label(schema_dir: str, newer: tuple[Path, list[str]] | None) -> str:
+    """What the output's first line names as its source."""
+    if newer is None:
+        return schema_dir
+    return f"{schema_dir} and {newer[0].name} ({', '.join(newer[1])})"
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 3:
+    newer: tuple[Path, list[str]] | None = None
+    if len(argv) == 6 and argv[3] == "--newer":
+        newer = (Path(argv[4]), argv[5].split(","))
+    elif len(argv) != 3:
         print(__doc__, file=sys.stderr)
         return 2
     schema_dir = Path(argv[1])
     output = Path(argv[2])
-    models = load_schemas(schema_dir)
-    text = generate(models, argv[1])
+    models = load_schemas(schema_dir, newer)
+    text = generate(models, source_label(argv[1], newer))
     output.write_text(text, encoding="utf-8")
     print(f"wrote {output}: {len(models)} schemas")
     return 0

@@ -82,7 +82,7 @@ KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 @pytest.fixture(scope="module")
 def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     data = prepared_data(tmp_path_factory.mktemp("acl"))
-    with EmbeddedBroker(data, config=AUTHORIZER) as b:
+    with EmbeddedBroker(data, config={**AUTHORIZER, "group.share.enable": "true"}) as b:
         yield b.bootstrap_servers
 
 
@@ -453,6 +453,42 @@ def _consumer_group_heartbeat(bs: str, group: str) -> int:
         subscribed_topic_names=["ok-a"], topic_partitions=[])).error_code)
 
 
+def _share_group_heartbeat(bs: str, group: str) -> int:
+    return int(raw(bs, K.SHARE_GROUP_HEARTBEAT, 1, m.ShareGroupHeartbeatRequest(
+        group_id=group, member_id="m-acl", member_epoch=0,
+        subscribed_topic_names=["ok-a"])).error_code)
+
+
+def _share_group_describe(bs: str, group: str) -> int:
+    r = raw(bs, K.SHARE_GROUP_DESCRIBE, 1, m.ShareGroupDescribeRequest(group_ids=[group]))
+    return int(r.groups[0].error_code)
+
+
+def _topic_id(bs: str, topic: str) -> Any:
+    r = raw(bs, K.METADATA, 12, m.MetadataRequest(
+        topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)]))
+    return r.topics[0].topic_id
+
+
+def _share_fetch(bs: str, group: str, topic: str) -> int:
+    """The request's error, else the partition's."""
+    Q = m.ShareFetchRequest  # noqa: N806
+    r = raw(bs, K.SHARE_FETCH, 1, Q(
+        group_id=group, member_id="m-acl", share_session_epoch=0, max_wait_ms=0,
+        min_bytes=1, max_records=10, batch_size=10, topics=[Q.FetchTopic(
+            topic_id=_topic_id(bs, topic), partitions=[Q.FetchTopic.FetchPartition(
+                partition_index=0)])]))
+    if r.error_code:
+        return int(r.error_code)
+    return _parts(r.responses, "partitions")
+
+
+def _share_acknowledge(bs: str, group: str) -> int:
+    Q = m.ShareAcknowledgeRequest  # noqa: N806
+    return int(raw(bs, K.SHARE_ACKNOWLEDGE, 1, Q(
+        group_id=group, member_id="m-acl", share_session_epoch=1)).error_code)
+
+
 def _consumer_group_describe(bs: str, group: str) -> int:
     r = raw(bs, K.CONSUMER_GROUP_DESCRIBE, 0, m.ConsumerGroupDescribeRequest(
         group_ids=[group]))
@@ -679,6 +715,24 @@ TABLE: list[Row] = [
         bs, "g-seen"), None),
     (K.CONSUMER_GROUP_DESCRIBE, DENIED, "raw", lambda bs: _consumer_group_describe(
         bs, "g-no"), GROUP_DENIED),
+    (K.SHARE_GROUP_HEARTBEAT, ALLOWED, "READ", lambda bs: _share_group_heartbeat(
+        bs, "g-ok-share"), None),
+    (K.SHARE_GROUP_HEARTBEAT, DESCRIBED, "raw", lambda bs: _share_group_heartbeat(
+        bs, "g-seen"), GROUP_DENIED),
+    (K.SHARE_GROUP_DESCRIBE, ALLOWED, "DESCRIBE", lambda bs: _share_group_describe(
+        bs, "g-seen"), None),
+    (K.SHARE_GROUP_DESCRIBE, DENIED, "raw", lambda bs: _share_group_describe(
+        bs, "g-no"), GROUP_DENIED),
+    (K.SHARE_FETCH, ALLOWED, "READ group and topic", lambda bs: _share_fetch(
+        bs, "g-ok-share-f", "ok-a"), None),
+    (K.SHARE_FETCH, DESCRIBED, "group", lambda bs: _share_fetch(bs, "g-seen", "ok-a"),
+     GROUP_DENIED),
+    (K.SHARE_FETCH, DESCRIBED, "topic", lambda bs: _share_fetch(bs, "g-ok-share-f", "seen"),
+     TOPIC_DENIED),
+    (K.SHARE_ACKNOWLEDGE, ALLOWED, "READ", lambda bs: _share_acknowledge(bs, "g-ok-share-a"),
+     None),
+    (K.SHARE_ACKNOWLEDGE, DESCRIBED, "group", lambda bs: _share_acknowledge(bs, "g-seen"),
+     GROUP_DENIED),
 ]
 
 
@@ -714,9 +768,9 @@ def test_acl_permissions_table(bootstrap: str, api: int, case: str, what: str,
 def test_acl_permissions_table_covers_every_api() -> None:
     """Every API has its rules, and cases here or, for the APIs only a ZooKeeper cluster
     serves, in tests/controller/test_cluster_acls.py (`cluster_rows`)."""
-    served = {h.api_key for h in all_handlers(cluster=True)}
+    served = {h.api_key for h in all_handlers(cluster=True, share=True)}
     assert served == set(PERMISSIONS)
-    assert CLUSTER_ONLY_APIS == served - {h.api_key for h in all_handlers(cluster=False)}
+    assert CLUSTER_ONLY_APIS == served - {h.api_key for h in all_handlers(share=True)}
     cases: dict[int, set[str]] = {}
     for api, case, *_ in [*TABLE, *cluster_rows(CLUSTER_ONLY_APIS)]:
         cases.setdefault(api, set()).add(case)

@@ -519,6 +519,25 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
      "Members one consumer-protocol group may have."),
     ("group.consumer.assignors", LI, "uniform,range", ListOf(("uniform", "range")), MEDIUM,
      "Server-side assignors of consumer-protocol groups; the first is the default."),
+    # share groups (KIP-932): served only with group.share.enable (state in memory)
+    ("group.share.enable", B, "false", None, MEDIUM,
+     "Serve share groups: ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, "
+     "ShareAcknowledge."),
+    ("group.share.session.timeout.ms", I, "45000", Range(1), MEDIUM,
+     "Session timeout of share group members."),
+    ("group.share.heartbeat.interval.ms", I, "5000", Range(1), MEDIUM,
+     "Heartbeat interval given to share group members."),
+    ("group.share.max.size", SH, "200", Range(1, 1000), MEDIUM,
+     "Members one share group may have."),
+    ("group.share.record.lock.duration.ms", I, "30000", Range(1000, 3600000), MEDIUM,
+     "How long a share consumer holds the records it acquired before they are released."),
+    ("group.share.delivery.count.limit", I, "5", Range(2, 10), MEDIUM,
+     "Deliveries of a record to share consumers before it is archived."),
+    ("group.share.partition.max.record.locks", I, "2000", Range(100, 10000), MEDIUM,
+     "Records of one partition a share group may have in flight."),
+    ("group.share.auto.offset.reset", S, "latest", OneOf(("latest", "earliest")), MEDIUM,
+     "Where share groups start on a partition they have no state for "
+     "(share.auto.offset.reset)."),
     # transactions and producer ids
     ("transactional.id.expiration.ms", I, "604800000", POS, HIGH,
      "Idle time after which a transactional id's state is dropped."),

@@ -17,6 +17,8 @@ from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.listeners import InterBroker
 from ads.broker.quotas import ClientQuotas
 from ads.broker.settings import RequestSettings
+from ads.broker.share_partitions import SharePartitionManager
+from ads.broker.share_sessions import ShareSessionCache
 from ads.broker.topic_admin import TopicAdmin
 from ads.common.clock import Clock
 from ads.common.partitions import TopicPartition
@@ -53,6 +55,9 @@ class BrokerContext(Protocol):
     # (`ads.broker.markers.BrokerMarkerWriter`).
     txn_requests: TxnRequests
     fetch_sessions: FetchSessionCache
+    # Share groups (KIP-932, with group.share.enable): sessions and share-partitions.
+    share_sessions: ShareSessionCache
+    share_partitions: SharePartitionManager
     # How this broker reaches the others (the inter-broker listener, TLS or not).
     inter_broker: InterBroker
     # Client quotas (`ads.broker.quotas`), kept current from the entity configs.

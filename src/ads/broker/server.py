@@ -34,7 +34,10 @@ from ads.broker.settings import (
     fetcher_config,
     log_config_from,
     request_settings,
+    share_config,
 )
+from ads.broker.share_partitions import SharePartitionManager
+from ads.broker.share_sessions import ShareSessionCache
 from ads.broker.shutdown import controlled_shutdown
 from ads.broker.topic_admin import TopicAdmin, log_failure
 from ads.common.clock import Clock, SystemClock
@@ -123,7 +126,8 @@ class Broker:
         self.metadata.add_entity_listener(self._entity_configs_changed)
         self.connection_limits = _connection_limits(config)
         self.dispatcher = Dispatcher(
-            self, all_handlers(config.zookeeper_connect is not None, len(self.log_dirs)),
+            self, all_handlers(config.zookeeper_connect is not None, len(self.log_dirs),
+                               share=config.get_bool("group.share.enable")),
             self.metrics)
         self.group_coordinator = coordinators.create_group_coordinator(self)
         self.txn_requests: TxnRequests = BrokerMarkerWriter(self)
@@ -137,6 +141,14 @@ class Broker:
         self.acl_store: AclStore | None = None
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots"))
+        self.share_sessions = ShareSessionCache(
+            self.clock, config.get_int("group.share.session.timeout.ms"))
+        self.share_partitions = SharePartitionManager(
+            self.replica_manager, share_config(config),
+            str(config.get("group.share.auto.offset.reset")), self.clock)
+        self.replica_manager.add_leadership_listener(
+            lambda topic, index, leader, _epoch: self.share_partitions.leadership_changed(
+                topic, index, leader))
         # One per entry of `listeners`; each knows its name and security protocol.
         self.listeners: list[KafkaListener] = []
         self._tls = {e.listener_name: listener_tls(config, e) for e in config.listener_endpoints}

@@ -18,6 +18,7 @@ from ads.broker.config import BrokerConfig, as_float, as_int, as_str_list
 from ads.coordinator.group.api import GroupConfig
 from ads.coordinator.transaction.shard import TxnConfig
 from ads.replication.fetcher import FetcherConfig
+from ads.replication.share_partition import ShareConfig
 from ads.storage.cleaner import CleanerConfig
 from ads.storage.config import LogConfig
 
@@ -89,6 +90,18 @@ def group_config(config: BrokerConfig) -> GroupConfig:
         # Kafka names assignors by class (org.apache...UniformAssignor); we by short name.
         consumer_assignors=tuple(a.rsplit(".", 1)[-1].lower().removesuffix("assignor")
                                  for a in assignors),
+        share_session_timeout_ms=get("group.share.session.timeout.ms"),
+        share_heartbeat_interval_ms=get("group.share.heartbeat.interval.ms"),
+        share_max_size=get("group.share.max.size"),
+    )
+
+
+def share_config(config: BrokerConfig) -> ShareConfig:
+    """The share-partitions' settings from the broker's ``group.share.*`` keys."""
+    return ShareConfig(
+        record_lock_duration_ms=config.get_int("group.share.record.lock.duration.ms"),
+        delivery_count_limit=config.get_int("group.share.delivery.count.limit"),
+        max_record_locks=config.get_int("group.share.partition.max.record.locks"),
     )
 
 

@@ -40,6 +40,7 @@ from ads.coordinator.group.api import (
 )
 from ads.coordinator.group.consumer_state import invalid_heartbeat
 from ads.coordinator.group.shard import Group, GroupShard
+from ads.coordinator.group.share import invalid_share_heartbeat
 from ads.coordinator.runtime import CoordinatorRuntime, Write
 from ads.coordinator.timer import Timers
 from ads.coordinator.topic import InternalTopic, TopicMetadata
@@ -134,6 +135,22 @@ class GroupCoordinator:
         if isinstance(routed, ErrorCode):
             return ConsumerGroupDescription(group_id, routed)
         return routed[1].describe_consumer_group(group_id)
+
+    # -- KIP-932 share groups --------------------------------------------------------
+    def share_heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
+        message = invalid_share_heartbeat(req)
+        if message is not None:
+            return HeartbeatResult(ErrorCode.INVALID_REQUEST, message)
+        routed = self._route(req.group_id)
+        if isinstance(routed, ErrorCode):
+            return HeartbeatResult(routed)
+        return routed[1].share_heartbeat(req)
+
+    def describe_share_group(self, group_id: str) -> ConsumerGroupDescription:
+        routed = self._route(group_id)
+        if isinstance(routed, ErrorCode):
+            return ConsumerGroupDescription(group_id, routed)
+        return routed[1].describe_share_group(group_id)
 
     # -- offsets ---------------------------------------------------------------------
     async def commit_offsets(self, group_id: str, generation: int, member_id: str,

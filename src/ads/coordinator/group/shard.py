@@ -44,6 +44,7 @@ from ads.coordinator.group.consumer import ConsumerGroup, ConsumerGroupManager
 from ads.coordinator.group.consumer_state import JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH
 from ads.coordinator.group.offsets import OffsetStore, commit_records, tombstones
 from ads.coordinator.group.rebalance import ClassicRebalancer
+from ads.coordinator.group.share import ShareGroup, ShareGroupManager
 from ads.coordinator.group.state import GroupState, commit_error
 from ads.coordinator.group.txn_offsets import PendingTxnOffsets
 from ads.coordinator.runtime import Write
@@ -54,7 +55,7 @@ from ads.protocol.errors import ErrorCode
 
 log = logging.getLogger("ads.coordinator")
 
-Group = ClassicGroup | ConsumerGroup
+Group = ClassicGroup | ConsumerGroup | ShareGroup
 
 
 class GroupShard:
@@ -70,6 +71,7 @@ class GroupShard:
         self.pending_txn = PendingTxnOffsets()
         self.classic = ClassicRebalancer(timers, config)
         self.consumer = ConsumerGroupManager(timers, config, topics)
+        self.share = ShareGroupManager(timers, config, topics)
         # While loading: the last group metadata record of each group, restored by
         # `on_loaded` (None once loaded).
         self._loaded_groups: dict[str, m.GroupMetadataValue | None] | None = {}
@@ -130,6 +132,8 @@ class GroupShard:
         for group in self.groups.values():
             if isinstance(group, ClassicGroup):
                 self.classic.remove_all(group)
+            elif isinstance(group, ShareGroup):
+                self.share.remove_all(group)
             else:
                 self.consumer.remove_all(group)
         self.groups.clear()
@@ -155,7 +159,7 @@ class GroupShard:
         if error is not ErrorCode.NONE:
             return fail(error)
         existing = self.groups.get(req.group_id)
-        if isinstance(existing, ConsumerGroup):
+        if isinstance(existing, ConsumerGroup | ShareGroup):
             if existing.members:
                 return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
             # An empty KIP-848 group (offsets only) becomes a classic group again.
@@ -211,6 +215,30 @@ class GroupShard:
                                             f"Group {group_id} is not a consumer group.")
         return self.consumer.describe(group)
 
+    # -- KIP-932 share groups --------------------------------------------------------
+    def share_heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
+        group = self.groups.get(req.group_id)
+        if group is not None and not isinstance(group, ShareGroup):
+            if not group.is_empty or req.member_epoch != JOIN_EPOCH:
+                return HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND,
+                                       f"Group {req.group_id} is not a share group.")
+            group = None  # a group without members (only offsets) becomes a share group
+        if req.member_epoch == LEAVE_EPOCH:
+            return self.share.leave(group, req)
+        if group is None:
+            if req.member_epoch != JOIN_EPOCH:
+                return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
+            group = ShareGroup(req.group_id, current_state_timestamp=self.clock.time_ms())
+            self.groups[req.group_id] = group
+        return self.share.heartbeat(group, req)
+
+    def describe_share_group(self, group_id: str) -> ConsumerGroupDescription:
+        group = self.groups.get(group_id)
+        if not isinstance(group, ShareGroup):
+            return ConsumerGroupDescription(group_id, ErrorCode.GROUP_ID_NOT_FOUND,
+                                            f"Group {group_id} is not a share group.")
+        return self.share.describe(group)
+
     # -- offsets ---------------------------------------------------------------------
     def _commit_error(self, group: Group | None, generation: int, member_id: str,
                       instance_id: str | None, api_version: int) -> ErrorCode | None:
@@ -221,6 +249,8 @@ class GroupShard:
                 return None
             return (ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9
                     else ErrorCode.ILLEGAL_GENERATION)
+        if isinstance(group, ShareGroup):  # share groups keep no committed offsets
+            return ErrorCode.GROUP_ID_NOT_FOUND
         if isinstance(group, ConsumerGroup):
             error = consumer_state.commit_error(group.member_epoch(member_id), member_id,
                                                 generation, group.is_empty)
@@ -340,7 +370,7 @@ class GroupShard:
         group = self.groups.get(group_id)
         if group is None:
             return GroupDescription(group_id, ErrorCode.NONE)
-        if isinstance(group, ConsumerGroup):
+        if isinstance(group, ConsumerGroup | ShareGroup):
             return GroupDescription(group_id, ErrorCode.GROUP_ID_NOT_FOUND)
         stable = group.is_(GroupState.STABLE)
         members = [DescribedMember(

@@ -1,0 +1,286 @@
+"""Share groups (KIP-932): ShareGroupHeartbeat (key 76) v1, ShareGroupDescribe (key 77)
+v1, ShareFetch (key 78) v1 and ShareAcknowledge (key 79) v1.
+
+Served only with `group.share.enable=true` (`handlers.all_handlers`); otherwise these APIs
+are neither advertised nor answered, as Kafka 4.0 kept them behind the same key. Membership
+and assignment are the group coordinator's (`ads.coordinator.group.share`); records are
+acquired and acknowledged on the partition leaders (`ads.broker.share_partitions`), in the
+share sessions of `ads.broker.share_sessions`.
+
+Gaps: no share coordinator (`__share_group_state`): a share-partition's state lives in its
+leader's memory, so a leader restart or move loses the in-flight records and acknowledged
+progress. Group configs are the broker's `group.share.*` defaults (no per-group
+IncrementalAlterConfigs). `share.isolation.level` is read_uncommitted only. ShareFetch and
+ShareAcknowledge v2 (acquire modes, lock renewal) are not served. Authorized operations of
+ShareGroupDescribe are reported when asked.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable
+
+from ads.broker import permissions as P
+from ads.broker.authorized_operations import NOT_REQUESTED, ResourceType
+from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.broker.handlers.current_leader import LeaderEndpoints
+from ads.broker.handlers.groups import client_host
+from ads.broker.share_partitions import AckBatch, ShareRead
+from ads.broker.share_sessions import FINAL_EPOCH, INITIAL_EPOCH, SessionPartition, ShareSession
+from ads.common.partitions import TopicPartition
+from ads.coordinator.group.api import AssignedPartitions, HeartbeatRequest
+from ads.protocol import messages as m
+from ads.protocol.errors import ErrorCode
+
+HR = m.ShareGroupHeartbeatResponse
+DR = m.ShareGroupDescribeResponse
+FQ = m.ShareFetchRequest
+FR = m.ShareFetchResponse
+AQ = m.ShareAcknowledgeRequest
+AR = m.ShareAcknowledgeResponse
+
+
+# -- ShareGroupHeartbeat -------------------------------------------------------------------
+def handle_heartbeat(ctx: RequestContext, req: m.ShareGroupHeartbeatRequest
+                     ) -> m.ShareGroupHeartbeatResponse:
+    rule = P.GROUP_READ
+    if not ctx.authorize(rule.resource, req.group_id, rule.operation):
+        return HR(error_code=rule.error, member_epoch=0, heartbeat_interval_ms=0)
+    hb = HeartbeatRequest(
+        group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch,
+        instance_id=None, rack_id=req.rack_id, rebalance_timeout_ms=-1,
+        subscribed_topic_names=req.subscribed_topic_names, subscribed_topic_regex=None,
+        server_assignor=None, topic_partitions=None, client_id=ctx.client_id or "",
+        client_host=client_host(ctx))
+    r = ctx.broker.group_coordinator.share_heartbeat(hb)
+    assignment = None
+    if r.assignment is not None:
+        assignment = HR.Assignment(topic_partitions=[
+            HR.TopicPartitions(topic_id=t, partitions=sorted(p))
+            for t, p in sorted(r.assignment.items(), key=lambda kv: str(kv[0]))])
+    return HR(error_code=r.error, error_message=r.error_message, member_id=r.member_id,
+              member_epoch=r.member_epoch, heartbeat_interval_ms=r.heartbeat_interval_ms,
+              assignment=assignment)
+
+
+# -- ShareGroupDescribe --------------------------------------------------------------------
+def _assignment(owned: tuple[AssignedPartitions, ...]) -> DR.Assignment:
+    return DR.Assignment(topic_partitions=[
+        DR.TopicPartitions(topic_id=a.topic_id, topic_name=a.topic_name,
+                           partitions=list(a.partitions))
+        for a in owned])
+
+
+def handle_describe(ctx: RequestContext, req: m.ShareGroupDescribeRequest
+                    ) -> m.ShareGroupDescribeResponse:
+    out = []
+    rule = P.GROUP_DESCRIBE
+    for group_id in req.group_ids:
+        if not ctx.authorize(rule.resource, group_id, rule.operation):
+            out.append(DR.DescribedGroup(error_code=rule.error, group_id=group_id,
+                                         group_state=""))
+            continue
+        d = ctx.broker.group_coordinator.describe_share_group(group_id)
+        if d.error is not ErrorCode.NONE:
+            out.append(DR.DescribedGroup(error_code=d.error, error_message=d.error_message,
+                                         group_id=group_id, group_state=d.state))
+            continue
+        members = [DR.DescribedGroup.Member(
+            member_id=mem.member_id, rack_id=mem.rack_id, member_epoch=mem.member_epoch,
+            client_id=mem.client_id, client_host=mem.client_host,
+            subscribed_topic_names=list(mem.subscribed_topic_names),
+            assignment=_assignment(mem.assignment))
+            for mem in d.members]
+        operations = NOT_REQUESTED
+        if req.include_authorized_operations:
+            operations = ctx.authorized_operations(ResourceType.GROUP, group_id)
+        out.append(DR.DescribedGroup(
+            error_code=ErrorCode.NONE, group_id=group_id, group_state=d.state,
+            group_epoch=d.group_epoch, assignment_epoch=d.assignment_epoch,
+            assignor_name=d.assignor_name, members=members,
+            authorized_operations=operations))
+    return DR(groups=out)
+
+
+# -- shared by ShareFetch and ShareAcknowledge ---------------------------------------------
+def _names(ctx: RequestContext, ids: set[uuid.UUID]) -> dict[uuid.UUID, str | ErrorCode]:
+    """Each topic id's name, or the error its partitions get: UNKNOWN_TOPIC_ID, or
+    TOPIC_AUTHORIZATION_FAILED without READ on the topic."""
+    names: dict[uuid.UUID, str | ErrorCode] = {}
+    rule = P.TOPIC_READ
+    for topic_id in ids:
+        state = ctx.broker.metadata.topic_by_id(topic_id)
+        if state is None:
+            names[topic_id] = ErrorCode.UNKNOWN_TOPIC_ID
+        elif not ctx.authorize(rule.resource, state.name, rule.operation):
+            names[topic_id] = rule.error
+        else:
+            names[topic_id] = state.name
+    return names
+
+
+def _acknowledge(ctx: RequestContext, group_id: str, member_id: str,
+                 names: dict[uuid.UUID, str | ErrorCode],
+                 acks: dict[SessionPartition, list[AckBatch]]) -> dict[SessionPartition, ErrorCode]:
+    out: dict[SessionPartition, ErrorCode] = {}
+    for key, batches in acks.items():
+        name = names[key[0]]
+        if isinstance(name, ErrorCode):
+            out[key] = name
+            continue
+        out[key] = ctx.broker.share_partitions.acknowledge(
+            group_id, member_id, TopicPartition(name, key[1]), batches)
+    return out
+
+
+def _ack_batches(batches: list[FQ.FetchTopic.FetchPartition.AcknowledgementBatch]
+                 | list[AQ.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch]
+                 ) -> list[AckBatch]:
+    return [(b.first_offset, b.last_offset, b.acknowledge_types) for b in batches]
+
+
+def _close(ctx: RequestContext, session: ShareSession,
+           names: dict[uuid.UUID, str | ErrorCode]) -> None:
+    """A final request: the session goes, the member's acquired records with it."""
+    ctx.broker.share_sessions.close(session)
+    tps = [TopicPartition(name, index) for topic_id, index in session.partitions
+           if isinstance(name := names[topic_id], str)]
+    ctx.broker.share_partitions.release(session.group_id, session.member_id, tps)
+
+
+# -- ShareFetch ----------------------------------------------------------------------------
+def handle_fetch(ctx: RequestContext, req: m.ShareFetchRequest
+                 ) -> m.ShareFetchResponse | Awaitable[m.ShareFetchResponse]:
+    lock_ms = ctx.broker.share_partitions.config.record_lock_duration_ms
+    group_id, member_id = req.group_id or "", req.member_id or ""
+    rule = P.GROUP_READ
+    if not ctx.authorize(rule.resource, group_id, rule.operation):
+        return FR(error_code=rule.error, acquisition_lock_timeout_ms=lock_ms)
+    acks: dict[SessionPartition, list[AckBatch]] = {}
+    added: list[SessionPartition] = []
+    for topic in req.topics:
+        for part in topic.partitions:
+            added.append((topic.topic_id, part.partition_index))
+            if part.acknowledgement_batches:
+                acks[(topic.topic_id, part.partition_index)] = _ack_batches(
+                    part.acknowledgement_batches)
+    if not group_id or not member_id or (req.share_session_epoch == INITIAL_EPOCH and acks):
+        return FR(error_code=ErrorCode.INVALID_REQUEST, acquisition_lock_timeout_ms=lock_ms)
+    forgotten = [(t.topic_id, p) for t in req.forgotten_topics_data for p in t.partitions]
+    session = ctx.broker.share_sessions.fetch(group_id, member_id, req.share_session_epoch,
+                                              added, forgotten)
+    if isinstance(session, ErrorCode):
+        return FR(error_code=session, acquisition_lock_timeout_ms=lock_ms)
+    names = _names(ctx, {k[0] for k in session.partitions} | {k[0] for k in acks})
+    ack_errors = _acknowledge(ctx, group_id, member_id, names, acks)
+    if req.share_session_epoch == FINAL_EPOCH:
+        _close(ctx, session, names)
+        return _fetch_response(ctx, {}, ack_errors, names, lock_ms)
+    tps = {key: TopicPartition(name, key[1]) for key in session.partitions
+           if isinstance(name := names[key[0]], str)}
+    max_records = req.max_records if req.max_records > 0 else 500
+    # Acknowledgements alone are answered at once (the client waits for their result).
+    max_wait = 0 if acks else req.max_wait_ms
+    reads = ctx.broker.share_partitions.fetch(group_id, member_id, list(tps.values()),
+                                              max_wait, req.max_bytes, max_records)
+    if isinstance(reads, dict):
+        return _fetch_response(ctx, _by_key(tps, reads, session, names), ack_errors, names,
+                               lock_ms)
+
+    async def later() -> m.ShareFetchResponse:
+        done = await reads
+        return _fetch_response(ctx, _by_key(tps, done, session, names), ack_errors, names,
+                               lock_ms)
+
+    return later()
+
+
+def _by_key(tps: dict[SessionPartition, TopicPartition],
+            reads: dict[TopicPartition, ShareRead], session: ShareSession,
+            names: dict[uuid.UUID, str | ErrorCode]) -> dict[SessionPartition, ShareRead]:
+    out = {key: reads[tp] for key, tp in tps.items() if tp in reads}
+    for key in session.partitions:  # named by an unknown (or denied) topic id
+        name = names[key[0]]
+        if isinstance(name, ErrorCode):
+            out[key] = ShareRead(name)
+    return out
+
+
+def _fetch_response(ctx: RequestContext, reads: dict[SessionPartition, ShareRead],
+                    ack_errors: dict[SessionPartition, ErrorCode],
+                    names: dict[uuid.UUID, str | ErrorCode], lock_ms: int
+                    ) -> m.ShareFetchResponse:
+    Part = FR.ShareFetchableTopicResponse.PartitionData  # noqa: N806
+    Acquired = Part.AcquiredRecords  # noqa: N806
+    topics: dict[uuid.UUID, list[FR.ShareFetchableTopicResponse.PartitionData]] = {}
+    leaders = LeaderEndpoints(ctx.broker.metadata, ctx.connection.listener_name)
+    moved = False
+    for key in dict.fromkeys([*reads, *ack_errors]):
+        read = reads.get(key, ShareRead())
+        ack = ack_errors.get(key)
+        if not read.acquired and read.error is ErrorCode.NONE and ack is None:
+            continue  # nothing to say of this partition of the session
+        name = names[key[0]]
+        part = Part(partition_index=key[1], error_code=read.error,
+                    acknowledge_error_code=ack if ack is not None else ErrorCode.NONE,
+                    records=read.records if read.records is not None else b"",
+                    acquired_records=[Acquired(first_offset=a[0], last_offset=a[1],
+                                               delivery_count=a[2]) for a in read.acquired])
+        if isinstance(name, str):
+            leader_id, epoch = leaders.leader(name, key[1])
+            part.current_leader = Part.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=epoch)
+            moved |= read.error is ErrorCode.NOT_LEADER_OR_FOLLOWER
+        topics.setdefault(key[0], []).append(part)
+    # The leaders' endpoints, so that a client goes to a partition's new leader at once.
+    endpoints = leaders.endpoints(FR.NodeEndpoint) if moved else []
+    return FR(error_code=ErrorCode.NONE, acquisition_lock_timeout_ms=lock_ms,
+              responses=[FR.ShareFetchableTopicResponse(topic_id=t, partitions=parts)
+                         for t, parts in topics.items()], node_endpoints=endpoints)
+
+
+# -- ShareAcknowledge ----------------------------------------------------------------------
+def handle_acknowledge(ctx: RequestContext, req: m.ShareAcknowledgeRequest
+                       ) -> m.ShareAcknowledgeResponse:
+    group_id, member_id = req.group_id or "", req.member_id or ""
+    rule = P.GROUP_READ
+    if not ctx.authorize(rule.resource, group_id, rule.operation):
+        return AR(error_code=rule.error)
+    if not group_id or not member_id:
+        return AR(error_code=ErrorCode.INVALID_REQUEST)
+    session = ctx.broker.share_sessions.acknowledge(group_id, member_id,
+                                                    req.share_session_epoch)
+    if isinstance(session, ErrorCode):
+        return AR(error_code=session)
+    acks = {(t.topic_id, p.partition_index): _ack_batches(p.acknowledgement_batches)
+            for t in req.topics for p in t.partitions}
+    names = _names(ctx, {k[0] for k in session.partitions} | {k[0] for k in acks})
+    errors = _acknowledge(ctx, group_id, member_id, names, acks)
+    if req.share_session_epoch == FINAL_EPOCH:
+        _close(ctx, session, names)
+    Part = AR.ShareAcknowledgeTopicResponse.PartitionData  # noqa: N806
+    topics: dict[uuid.UUID, list[AR.ShareAcknowledgeTopicResponse.PartitionData]] = {}
+    leaders = LeaderEndpoints(ctx.broker.metadata, ctx.connection.listener_name)
+    moved = False
+    for (topic_id, index), error in errors.items():
+        part = Part(partition_index=index, error_code=error)
+        name = names[topic_id]
+        if error is ErrorCode.NOT_LEADER_OR_FOLLOWER and isinstance(name, str):
+            leader_id, epoch = leaders.leader(name, index)
+            part.current_leader = Part.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=epoch)
+            moved = True
+        topics.setdefault(topic_id, []).append(part)
+    return AR(error_code=ErrorCode.NONE, responses=[
+        AR.ShareAcknowledgeTopicResponse(topic_id=t, partitions=parts)
+        for t, parts in topics.items()],
+        node_endpoints=leaders.endpoints(AR.NodeEndpoint) if moved else [])
+
+
+HANDLERS = [
+    ApiHandler(m.ShareGroupHeartbeatRequest, m.ShareGroupHeartbeatResponse, 1, 1,
+               handle_heartbeat),
+    ApiHandler(m.ShareGroupDescribeRequest, m.ShareGroupDescribeResponse, 1, 1,
+               handle_describe),
+    ApiHandler(m.ShareFetchRequest, m.ShareFetchResponse, 1, 1, handle_fetch),
+    ApiHandler(m.ShareAcknowledgeRequest, m.ShareAcknowledgeResponse, 1, 1,
+               handle_acknowledge),
+]

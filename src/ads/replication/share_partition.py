@@ -1,0 +1,301 @@
+"""Share-partitions (KIP-932): one share group's in-flight records of one partition it reads.
+
+Theory of operation
+-------------------
+The members of a share group read the same partitions; each record is handed to one member
+at a time. The leader of the partition keeps, per group, an *in-flight window*: the share-
+partition start offset (SPSO) and end offset (SPEO, exclusive). Every record below SPSO is
+done (acknowledged or archived), every record from SPEO on is available and was never
+delivered; the records in between have a state, kept as contiguous *spans* of offsets that
+share one state, delivery count, owner and lock deadline. A span is one fetched batch until
+acknowledgements or lock expiries split it, so the window costs per batch, not per record.
+
+A record's states; `acquire`, `acknowledge`, `expire` and `release_member` are the
+transitions::
+
+                   acquire: delivery count + 1, locked for the lock duration
+      AVAILABLE ─────────────────────────────────────────────────────────▶ ACQUIRED
+          ▲                                                                 │ │ │
+          │       RELEASE, lock expiry, member gone (count < limit)         │ │ │
+          └─────────────────────────────────────────────────────────────────┘ │ │
+                                                       ACCEPT                 │ │
+                                       ACKNOWLEDGED ◀─────────────────────────┘ │
+                    REJECT, GAP, or RELEASE / lock expiry at the count limit    │
+                                           ARCHIVED ◀────────────────────────────┘
+
+    Only the member that acquired a record may acknowledge it, and only while it is
+    ACQUIRED: anything else is INVALID_RECORD_STATE and changes nothing of that batch of
+    acknowledgements. Leading ACKNOWLEDGED and ARCHIVED spans leave the window (SPSO moves).
+
+Acquisition reads from the first AVAILABLE offset of the window (a released record), else
+from SPEO, and takes whole batches: every available record of each batch read, until
+`max_records` is reached at a batch's end, or the window holds `max_record_locks` records.
+Offsets between SPEO and a batch that starts after it (records removed by compaction) are
+archived as a gap.
+
+Lock expiry is applied lazily: every operation first expires the locks due (`expire`), and
+a fetch waiting for records wakes at the next deadline (`next_deadline_ms`).
+
+Not persisted: the window lives in the leader's memory only; a restart or a move of the
+leadership starts the group again from `share.auto.offset.reset`. Not thread-safe: used
+from the broker's event loop only.
+"""
+
+from __future__ import annotations
+
+import enum
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ads.protocol.errors import ErrorCode
+
+
+class RecordState(enum.IntEnum):
+    AVAILABLE = 0
+    ACQUIRED = 1
+    ACKNOWLEDGED = 2
+    ARCHIVED = 4
+
+
+class AcknowledgeType(enum.IntEnum):
+    """The acknowledge types of ShareFetch and ShareAcknowledge."""
+
+    GAP = 0
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+
+
+@dataclass(slots=True)
+class Span:
+    """Offsets `first`..`last` (inclusive), all in one state."""
+
+    first: int
+    last: int
+    state: RecordState
+    delivery_count: int = 0
+    member_id: str | None = None
+    deadline_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ShareConfig:
+    record_lock_duration_ms: int = 30_000
+    delivery_count_limit: int = 5
+    max_record_locks: int = 2_000
+
+
+class AcquiredRecords(tuple[int, int, int]):
+    """(first offset, last offset, delivery count) of records handed to a member."""
+
+    __slots__ = ()
+
+
+class SharePartition:
+    def __init__(self, start_offset: int, config: ShareConfig) -> None:
+        self.config = config
+        self.start_offset = start_offset
+        self.end_offset = start_offset
+        self.spans: list[Span] = []  # contiguous from start_offset to end_offset - 1
+
+    # -- reading ---------------------------------------------------------------------
+    def next_fetch_offset(self) -> int | None:
+        """Where to read for the next acquisition; None while the window is full and holds
+        nothing available."""
+        for span in self.spans:
+            if span.state is RecordState.AVAILABLE:
+                return span.first
+        if self.end_offset - self.start_offset >= self.config.max_record_locks:
+            return None
+        return self.end_offset
+
+    def next_deadline_ms(self) -> int | None:
+        deadlines = [s.deadline_ms for s in self.spans if s.state is RecordState.ACQUIRED]
+        return min(deadlines) if deadlines else None
+
+    def in_flight(self) -> int:
+        return self.end_offset - self.start_offset
+
+    # -- transitions -----------------------------------------------------------------
+    def acquire(self, member_id: str, batches: Iterable[tuple[int, int]], max_records: int,
+                now_ms: int) -> tuple[list[AcquiredRecords], int, int]:
+        """Acquires the available records of whole batches `(base offset, last offset)`,
+        read from `next_fetch_offset` on, for `member_id`. Returns the acquired ranges and
+        the slice of the batches (start, stop) that holds them."""
+        acquired: list[AcquiredRecords] = []
+        count = 0
+        used_from, used = -1, 0
+        deadline = now_ms + self.config.record_lock_duration_ms
+        for index, (base, last) in enumerate(batches):
+            if count >= max_records:
+                break
+            got = self._acquire_batch(member_id, base, last, deadline)
+            if got:
+                acquired.extend(got)
+                count += sum(a[1] - a[0] + 1 for a in got)
+                used = index + 1
+                if used_from < 0:
+                    used_from = index
+        return _merged(acquired), max(used_from, 0), used
+
+    def _acquire_batch(self, member_id: str, base: int, last: int, deadline: int
+                       ) -> list[AcquiredRecords]:
+        out: list[AcquiredRecords] = []
+        if base < self.end_offset:
+            for span in self._carve(max(base, self.start_offset), min(last, self.end_offset - 1)):
+                if span.state is RecordState.AVAILABLE:
+                    self._lock(span, member_id, deadline)
+                    out.append(AcquiredRecords((span.first, span.last, span.delivery_count)))
+        if last >= self.end_offset and self.in_flight() < self.config.max_record_locks:
+            if base > self.end_offset:  # offsets without records before the batch
+                self.spans.append(Span(self.end_offset, base - 1, RecordState.ARCHIVED))
+            span = Span(max(base, self.end_offset), last, RecordState.ACQUIRED)
+            self._lock(span, member_id, deadline)
+            self.spans.append(span)
+            self.end_offset = last + 1
+            out.append(AcquiredRecords((span.first, span.last, span.delivery_count)))
+        return _merged(out)
+
+    @staticmethod
+    def _lock(span: Span, member_id: str, deadline: int) -> None:
+        span.state = RecordState.ACQUIRED
+        span.delivery_count += 1
+        span.member_id = member_id
+        span.deadline_ms = deadline
+
+    def acknowledge(self, member_id: str, first: int, last: int, types: Sequence[int],
+                    now_ms: int) -> ErrorCode:
+        """One acknowledgement batch: one type for all of `first`..`last`, or one per
+        offset. INVALID_RECORD_STATE (nothing changed) unless every offset is ACQUIRED by
+        `member_id`."""
+        self.expire(now_ms)
+        if last < first or len(types) not in (1, last - first + 1) or any(
+                t not in AcknowledgeType._value2member_map_ for t in types):
+            return ErrorCode.INVALID_REQUEST
+        if first < self.start_offset or last >= self.end_offset:
+            return ErrorCode.INVALID_RECORD_STATE
+        spans = self._carve(first, last)
+        if any(s.state is not RecordState.ACQUIRED or s.member_id != member_id for s in spans):
+            return ErrorCode.INVALID_RECORD_STATE
+        for run_first, run_last, ack in _runs(first, last, types):
+            for span in self._carve(run_first, run_last):
+                self._settle(span, AcknowledgeType(ack))
+        self._compact()
+        return ErrorCode.NONE
+
+    def _settle(self, span: Span, ack: AcknowledgeType) -> None:
+        if ack is AcknowledgeType.ACCEPT:
+            span.state = RecordState.ACKNOWLEDGED
+        elif ack is AcknowledgeType.RELEASE:
+            self._release(span)
+        else:
+            span.state = RecordState.ARCHIVED
+        span.member_id = None
+
+    def _release(self, span: Span) -> None:
+        span.member_id = None
+        span.state = (RecordState.ARCHIVED
+                      if span.delivery_count >= self.config.delivery_count_limit
+                      else RecordState.AVAILABLE)
+
+    def expire(self, now_ms: int) -> bool:
+        """Releases the records whose lock is past its deadline; True if any was."""
+        changed = False
+        for span in self.spans:
+            if span.state is RecordState.ACQUIRED and span.deadline_ms <= now_ms:
+                self._release(span)
+                changed = True
+        if changed:
+            self._compact()
+        return changed
+
+    def release_member(self, member_id: str) -> bool:
+        """Releases everything `member_id` holds (its share session closed)."""
+        changed = False
+        for span in self.spans:
+            if span.state is RecordState.ACQUIRED and span.member_id == member_id:
+                self._release(span)
+                changed = True
+        if changed:
+            self._compact()
+        return changed
+
+    def move_start(self, log_start_offset: int) -> None:
+        """Records below the log start offset are gone (retention, DeleteRecords)."""
+        if log_start_offset <= self.start_offset:
+            return
+        if log_start_offset >= self.end_offset:
+            self.spans.clear()
+            self.start_offset = self.end_offset = log_start_offset
+            return
+        self._carve(self.start_offset, log_start_offset - 1)
+        self.spans = [s for s in self.spans if s.first >= log_start_offset]
+        self.start_offset = log_start_offset
+
+    # -- spans -----------------------------------------------------------------------
+    def _carve(self, first: int, last: int) -> list[Span]:
+        """The spans covering exactly `first`..`last` (inside the window), split at both
+        ends if needed."""
+        if last < first:
+            return []
+        self._split(first)
+        self._split(last + 1)
+        lo = bisect_right(self.spans, first, key=lambda s: s.first) - 1
+        hi = bisect_right(self.spans, last, key=lambda s: s.first)
+        return self.spans[max(lo, 0):hi]
+
+    def _split(self, offset: int) -> None:
+        index = bisect_right(self.spans, offset, key=lambda s: s.first) - 1
+        if index < 0:
+            return
+        span = self.spans[index]
+        if span.first == offset or span.last < offset:
+            return
+        tail = Span(offset, span.last, span.state, span.delivery_count, span.member_id,
+                    span.deadline_ms)
+        span.last = offset - 1
+        self.spans.insert(index + 1, tail)
+
+    def _compact(self) -> None:
+        """Moves the start past finished spans and joins neighbours in the same state."""
+        done = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+        drop = 0
+        while drop < len(self.spans) and self.spans[drop].state in done:
+            drop += 1
+        if drop:
+            self.start_offset = self.spans[drop - 1].last + 1
+            del self.spans[:drop]
+        joined: list[Span] = []
+        for span in self.spans:
+            prev = joined[-1] if joined else None
+            if prev is not None and prev.state is span.state and span.state in (
+                    RecordState.ACKNOWLEDGED, RecordState.ARCHIVED):
+                prev.last = span.last
+            else:
+                joined.append(span)
+        self.spans = joined
+
+
+def _runs(first: int, last: int, types: Sequence[int]) -> list[tuple[int, int, int]]:
+    """(first, last, type) runs of an acknowledgement batch."""
+    if len(types) == 1:
+        return [(first, last, types[0])]
+    runs: list[tuple[int, int, int]] = []
+    start = first
+    for i in range(1, len(types) + 1):
+        if i == len(types) or types[i] != types[i - 1]:
+            runs.append((start, first + i - 1, types[i - 1]))
+            start = first + i
+    return runs
+
+
+def _merged(ranges: list[AcquiredRecords]) -> list[AcquiredRecords]:
+    """Adjacent ranges with one delivery count as one."""
+    out: list[AcquiredRecords] = []
+    for r in ranges:
+        if out and out[-1][1] + 1 == r[0] and out[-1][2] == r[2]:
+            out[-1] = AcquiredRecords((out[-1][0], r[1], r[2]))
+        else:
+            out.append(r)
+    return out

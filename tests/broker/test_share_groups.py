@@ -1,0 +1,326 @@
+"""Share groups (KIP-932) with confluent-kafka's ShareConsumer (librdkafka's share consumer):
+records shared by several consumers, acknowledgements, delivery counts, lock expiry, a
+consumer killed mid-batch; and nothing of it served without `group.share.enable`.
+
+One broker for the module, with a short lock duration (LOCK_MS) and delivery limit; each
+test uses its own topic and group.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import AcknowledgeType, Message, Producer, ShareConsumer
+
+from ads.protocol import codec
+from ads.protocol import messages as m
+from ads.records.batch import iter_batch_headers
+from ads.testing import EmbeddedBroker
+from conftest import create_topic
+from kafka_wire import RawConnection
+
+LOCK_MS = 1500
+DELIVERY_LIMIT = 3
+CONFIG = {
+    "group.share.enable": "true",
+    "group.share.auto.offset.reset": "earliest",
+    "group.share.heartbeat.interval.ms": "300",
+    "group.share.record.lock.duration.ms": str(LOCK_MS),
+    "group.share.delivery.count.limit": str(DELIVERY_LIMIT),
+    "offsets.topic.num.partitions": "1",
+}
+SHARE_APIS = {76, 77, 78, 79}
+WORKER = str(Path(__file__).with_name("share_worker.py"))
+K = m.ApiKey
+
+
+@pytest.fixture(scope="module")
+def bs() -> Iterator[str]:
+    with EmbeddedBroker(config=CONFIG) as b:
+        yield b.bootstrap_servers
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int = 2,
+            pause_s: float = 0.0) -> None:
+    """`count` records, one batch each, spread over the partitions."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for i in range(count):
+        p.produce(topic, b"v%d" % i, partition=i % partitions)
+        p.flush(10)
+        if pause_s:
+            time.sleep(pause_s)
+
+
+def consumer(bootstrap: str, group: str, topic: str, **extra: object) -> ShareConsumer:
+    c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, **extra})
+    c.subscribe([topic])
+    return c
+
+
+def poll(c: ShareConsumer, timeout: float) -> list[Message]:
+    msgs = list(c.poll(timeout))
+    errors = [msg.error() for msg in msgs if msg.error() is not None]
+    assert not errors, errors
+    return msgs
+
+
+def describe(bootstrap: str, group: str) -> m.ShareGroupDescribeResponse.DescribedGroup:
+    with RawConnection(bootstrap) as conn:
+        r = conn.request(K.SHARE_GROUP_DESCRIBE, 1, m.ShareGroupDescribeRequest(
+            group_ids=[group]))
+    return r.groups[0]
+
+
+def wait_members(bootstrap: str, group: str, count: int, timeout: float = 15.0) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        g = describe(bootstrap, group)
+        if len(g.members) == count and all(mem.assignment.topic_partitions
+                                           for mem in g.members):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{count} members did not join {group}")
+
+
+def api_keys(bootstrap: str) -> dict[int, tuple[int, int]]:
+    with RawConnection(bootstrap) as conn:
+        r = conn.request(K.API_VERSIONS, 3, m.ApiVersionsRequest(
+            client_software_name="t", client_software_version="1"))
+    return {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
+
+
+def test_share_groups_advertised_with_the_flag(bs: str) -> None:
+    keys = api_keys(bs)
+    assert {k: keys[k] for k in SHARE_APIS} == {76: (1, 1), 77: (1, 1), 78: (1, 1),
+                                                79: (1, 1)}
+
+
+def test_share_groups_refused_without_the_flag(ads_broker: EmbeddedBroker) -> None:
+    bootstrap = ads_broker.bootstrap_servers
+    assert not SHARE_APIS & set(api_keys(bootstrap))
+    with RawConnection(bootstrap) as conn:  # refused as an unknown API: the connection closes
+        conn.send_raw(codec.encode_request(K.SHARE_GROUP_HEARTBEAT, 1, 1, "t",
+                                           m.ShareGroupHeartbeatRequest(
+                                               group_id="g", member_id="m", member_epoch=0,
+                                               subscribed_topic_names=["t"])))
+        assert conn.is_closed()
+
+
+def test_share_groups_consumers_process_every_record_once(bs: str) -> None:
+    create_topic(bs, "sg-once", 2)
+    group, total = "sg-once", 60
+    consumers = [consumer(bs, group, "sg-once", **{"max.poll.records": 4}) for _ in range(3)]
+    seen: list[tuple[int, int, int, int]] = []  # consumer, partition, offset, count
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def run(index: int, c: ShareConsumer) -> None:
+        while not stop.is_set():
+            for msg in poll(c, 0.2):  # implicit mode: accepted on the next poll
+                with lock:
+                    seen.append((index, msg.partition(), msg.offset(), msg.delivery_count()))
+        c.close()  # sends the last poll's acknowledgements
+
+    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(consumers)]
+    for t in threads:
+        t.start()
+    try:
+        wait_members(bs, group, 3)
+        produce(bs, "sg-once", total, pause_s=0.01)
+        deadline = time.time() + 20
+        while time.time() < deadline and len({(p, o) for _, p, o, _ in seen}) < total:
+            time.sleep(0.1)
+        time.sleep(0.5)  # a duplicate would show up now
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(15)
+    per_record = Counter((p, o) for _, p, o, _ in seen)
+    assert sorted(per_record) == sorted((i % 2, i // 2) for i in range(total))
+    assert set(per_record.values()) == {1}, "a record was delivered twice"
+    assert {count for *_, count in seen} == {1}
+    assert {index for index, *_ in seen} == {0, 1, 2}, "every consumer gets records"
+
+
+def test_share_groups_release_reject_and_delivery_limit(bs: str) -> None:
+    create_topic(bs, "sg-acks", 1)
+    produce(bs, "sg-acks", 3, partitions=1)
+    c = consumer(bs, "sg-acks", "sg-acks", **{"share.acknowledgement.mode": "explicit"})
+    counts: dict[int, list[int]] = {0: [], 1: [], 2: []}
+    deadline = time.time() + 20
+    try:
+        while time.time() < deadline and len(counts[0]) < DELIVERY_LIMIT:
+            for msg in poll(c, 0.3):
+                counts[msg.offset()].append(msg.delivery_count())
+                # 0 is released every time, 1 rejected, 2 accepted.
+                kind = {0: AcknowledgeType.RELEASE, 1: AcknowledgeType.REJECT,
+                        2: AcknowledgeType.ACCEPT}[msg.offset()]
+                c.acknowledge(msg, kind)
+            c.commit_sync(10)
+        later = [msg.offset() for msg in poll(c, 1.0)]
+        described = describe(bs, "sg-acks")
+        with RawConnection(bs) as conn:
+            listed = conn.request(K.LIST_GROUPS, 5, m.ListGroupsRequest(types_filter=["share"]))
+    finally:
+        c.close()
+    assert ("sg-acks", "share", "Stable") in [
+        (g.group_id, g.group_type, g.group_state) for g in listed.groups]
+    assert (described.group_state, described.assignor_name) == ("Stable", "simple")
+    [member] = described.members
+    assert [(a.topic_name, a.partitions) for a in member.assignment.topic_partitions] == [
+        ("sg-acks", [0])]
+    assert counts == {0: [1, 2, 3], 1: [1], 2: [1]}
+    assert later == []  # 0 is archived at the limit, 1 when rejected, 2 is done
+
+
+def test_share_groups_locks_expire_to_another_consumer(bs: str) -> None:
+    create_topic(bs, "sg-lock", 2)
+    produce(bs, "sg-lock", 6)
+    idle = consumer(bs, "sg-lock", "sg-lock", **{"share.acknowledgement.mode": "explicit"})
+    taken: list[Message] = []
+    deadline = time.time() + 15
+    while not taken and time.time() < deadline:
+        taken = poll(idle, 0.3)  # then it stops acknowledging (and polling)
+    held = {(msg.partition(), msg.offset()) for msg in taken}
+    acquired_at = time.time()
+    assert held
+    other = consumer(bs, "sg-lock", "sg-lock")
+    got: dict[tuple[int, int], int] = {}
+    first_held_at = None
+    try:
+        while len(got) < 6 and time.time() < deadline + 10:
+            for msg in poll(other, 0.3):
+                key = (msg.partition(), msg.offset())
+                got[key] = msg.delivery_count()
+                if key in held and first_held_at is None:
+                    first_held_at = time.time()
+    finally:
+        other.close()
+        idle.close()
+    assert sorted(got) == sorted((i % 2, i // 2) for i in range(6))
+    assert {got[k] for k in held} == {2}  # delivered again, once
+    # Not before the lock expired (the records may have been fetched a poll before).
+    assert first_held_at is not None and first_held_at - acquired_at >= LOCK_MS / 1000 - 0.5
+
+
+def test_share_groups_consumer_killed_mid_batch_loses_nothing(bs: str) -> None:
+    create_topic(bs, "sg-kill", 2)
+    produce(bs, "sg-kill", 16)
+    proc = subprocess.Popen([sys.executable, WORKER, bs, "sg-kill", "sg-kill"],  # noqa: S603
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    acked: set[tuple[int, int]] = set()
+    held: set[tuple[int, int]] = set()
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            word, *rest = line.split()
+            if word in ("acked", "held"):
+                (acked if word == "acked" else held).add((int(rest[0]), int(rest[1])))
+            elif word == "holding":
+                break
+        os.kill(proc.pid, signal.SIGKILL)  # mid-batch: the held records are not acknowledged
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    assert acked and held
+    c = consumer(bs, "sg-kill", "sg-kill")
+    got: dict[tuple[int, int], int] = {}
+    deadline = time.time() + 20
+    try:
+        while len(got) < 16 - len(acked) and time.time() < deadline:
+            for msg in poll(c, 0.3):
+                got[(msg.partition(), msg.offset())] = msg.delivery_count()
+        extra = [msg.offset() for msg in poll(c, 0.5)]
+    finally:
+        c.close()
+    assert sorted(set(got) | acked) == sorted((i % 2, i // 2) for i in range(16))
+    assert not set(got) & acked, "an acknowledged record was delivered again"
+    assert {got[k] for k in held} == {2}  # redelivered once the killed member's lock expired
+    assert extra == []
+
+
+def share_fetch(conn: RawConnection, group: str, member: str, epoch: int,
+                parts: list[tuple[object, int]], acks: dict[tuple[object, int], list[
+                    tuple[int, int, list[int]]]] | None = None,
+                max_records: int = 100) -> m.ShareFetchResponse:
+    Q = m.ShareFetchRequest  # noqa: N806
+    acks = acks or {}
+    topics: dict[object, list[m.ShareFetchRequest.FetchTopic.FetchPartition]] = {}
+    for topic_id, index in parts:
+        topics.setdefault(topic_id, []).append(Q.FetchTopic.FetchPartition(
+            partition_index=index, acknowledgement_batches=[
+                Q.FetchTopic.FetchPartition.AcknowledgementBatch(
+                    first_offset=f, last_offset=la, acknowledge_types=t)
+                for f, la, t in acks.get((topic_id, index), [])]))
+    return conn.request(K.SHARE_FETCH, 1, Q(
+        group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=0,
+        min_bytes=1, max_records=max_records, batch_size=max_records,
+        topics=[Q.FetchTopic(topic_id=t, partitions=ps) for t, ps in topics.items()]))
+
+
+def test_share_groups_sessions_and_acknowledgement_errors_on_the_wire(bs: str) -> None:
+    """Kafka's error codes for share sessions and acknowledgements, and the records sent as
+    whole batches with the acquired offset ranges."""
+    create_topic(bs, "sg-wire", 1)
+    produce(bs, "sg-wire", 3, partitions=1)
+    with RawConnection(bs) as conn:
+        meta = conn.request(K.METADATA, 12, m.MetadataRequest(
+            topics=[m.MetadataRequest.MetadataRequestTopic(name="sg-wire")]))
+        tid = meta.topics[0].topic_id
+        part = (tid, 0)
+        E = m.ShareFetchResponse  # noqa: N806
+        assert share_fetch(conn, "sg-wire", "w1", 3, [part]).error_code == 122  # not found
+        assert share_fetch(conn, "sg-wire", "w1", 0, [part], {part: [(0, 0, [1])]}
+                           ).error_code == 42  # INVALID_REQUEST: acks in a new session
+        r: E = share_fetch(conn, "sg-wire", "w1", 0, [part], max_records=2)
+        [p] = r.responses[0].partitions
+        assert (r.error_code, p.error_code, r.acquisition_lock_timeout_ms) == (0, 0, LOCK_MS)
+        # Two records asked, one batch each: two whole batches, offsets 0-1, first delivery.
+        assert [(a.first_offset, a.last_offset, a.delivery_count)
+                for a in p.acquired_records] == [(0, 1, 1)]
+        records = bytes(p.records)
+        assert [(h.base_offset, h.last_offset) for h in iter_batch_headers(records)] == [
+            (0, 0), (1, 1)]
+        assert share_fetch(conn, "sg-wire", "w1", 2, [part]).error_code == 123  # stale epoch
+        # Another member cannot acknowledge w1's records; w1 can, once.
+        r2 = share_fetch(conn, "sg-wire", "w2", 0, [part])
+        assert [(a.first_offset, a.last_offset) for a in
+                r2.responses[0].partitions[0].acquired_records] == [(2, 2)]
+        bad = share_fetch(conn, "sg-wire", "w2", 1, [part], {part: [(0, 1, [1])]})
+        assert bad.responses[0].partitions[0].acknowledge_error_code == 121
+        # 0 accepted, 1 released: the same request acquires 1 again, second delivery.
+        ok = share_fetch(conn, "sg-wire", "w1", 1, [part], {part: [(0, 1, [1, 2])]})
+        [p] = ok.responses[0].partitions
+        assert p.acknowledge_error_code == 0
+        assert [(a.first_offset, a.last_offset, a.delivery_count)
+                for a in p.acquired_records] == [(1, 1, 2)]
+        assert share_fetch(conn, "sg-wire", "w1", 2, [part]).responses == []  # nothing new
+        A = m.ShareAcknowledgeRequest  # noqa: N806
+        AP = A.AcknowledgeTopic.AcknowledgePartition  # noqa: N806
+        ack = conn.request(K.SHARE_ACKNOWLEDGE, 1, A(
+            group_id="sg-wire", member_id="w1", share_session_epoch=0))
+        assert ack.error_code == 123  # ShareAcknowledge cannot open a session
+        final = conn.request(K.SHARE_ACKNOWLEDGE, 1, A(
+            group_id="sg-wire", member_id="w1", share_session_epoch=-1, topics=[
+                A.AcknowledgeTopic(topic_id=tid, partitions=[AP(
+                    partition_index=0, acknowledgement_batches=[AP.AcknowledgementBatch(
+                        first_offset=1, last_offset=1, acknowledge_types=[1])])])]))
+        assert [p.error_code for t in final.responses for p in t.partitions] == [0]
+        assert share_fetch(conn, "sg-wire", "w1", 4, [part]).error_code == 122  # closed
+        unknown = share_fetch(conn, "sg-wire", "w3", 0, [(uuid.uuid4(), 0), (tid, 7)])
+        assert sorted(p.error_code for t in unknown.responses for p in t.partitions) == [
+            3, 100]  # UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID
