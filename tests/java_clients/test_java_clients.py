@@ -41,6 +41,8 @@ CLUSTER_SETTINGS = (
 # Every scenario's own deadline (the program halts itself past it) and pytest's, above it.
 SCENARIO_DEADLINE_S = 100
 PROCESS_TIMEOUT_S = SCENARIO_DEADLINE_S + 20
+# A small JVM per program: two cores run three brokers, ZooKeeper and the programs.
+JVM_OPTIONS = ("-Xss1m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 
 # Each scenario with the arguments it takes.
 SCENARIOS: dict[str, tuple[str, ...]] = {name: () for name in [
@@ -67,8 +69,7 @@ def java_command(version: str, scenario: str, bootstrap: str, *args: str) -> lis
         f"the Java programs are built by `make test` (Maven, {JAVA_DIR}/pom.xml): "
         f"{build} is missing")
     classpath = f"{build / 'classes'}:{build / 'lib'}/*"
-    return ["java", "-Xss1m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            "-cp", classpath, "ads.javaclients.Main", scenario, bootstrap,
+    return ["java", *JVM_OPTIONS, "-cp", classpath, "ads.javaclients.Main", scenario, bootstrap,
             f"deadline.s={SCENARIO_DEADLINE_S}", *args]
 
 
