@@ -7,11 +7,13 @@ with their payments (a stream-stream join: two windowed RocksDB stores and their
 and re-keys the orders by customer (a repartition topic) to collect, per customer and 10 s
 window, the ids of the orders seen (a windowed RocksDB store and its changelog), writing
 every update. Its record cache is off, so each input order makes exactly one record in
-each output topic. The test produces the input while the instances run, kills one with
-SIGKILL while records are flowing, restarts it on its state directory, and reads both
-outputs with `read_committed`: the joined records must be exactly one per order, and each
-window's updates must grow by exactly one order at a time up to exactly the orders of that
-window, so a record processed twice or lost shows as a difference.
+each output topic. The test produces the input while the instances run; one instance stalls
+in the middle of a transaction (after its 300th output record) and is killed with SIGKILL
+there, then restarted on its state directory. Both outputs are read with `read_committed`:
+the joined records must be exactly one per order, and each window's updates must grow by
+exactly one order at a time up to exactly the orders of that window, so a record processed
+twice or lost shows as a difference; `read_uncommitted` must see the aborted transaction's
+records besides.
 """
 
 from __future__ import annotations

@@ -48,8 +48,8 @@ import org.apache.kafka.streams.kstream.TimeWindows;
  * committed output then holds one record per input order in each output topic.
  *
  * <p>Prints {@code STATE <state>} at each state change; SIGTERM closes the instance
- * (committing), and exits 0 once closed. A stream thread's uncaught error shuts the client
- * down and exits 1.
+ * (committing its tasks) and prints {@code CLOSED} once closed. A stream thread's uncaught
+ * error shuts the client down and exits 1.
  */
 public final class OrdersApp {
     private OrdersApp() {}
