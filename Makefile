@@ -10,6 +10,8 @@ KAFKA_CONNECT_STAMP := tests/kafka_connect/target/.ads-installed
 SPARK_KAFKA_STAMP := tests/spark_kafka/target/.ads-installed
 JAVA_STAMP := tests/java/target/.ads-built
 JAVA_SOURCES := $(wildcard tests/java/src/main/java/ads/javaclients/*.java)
+STREAMS_STAMP := tests/kafka_streams/target/.ads-built
+STREAMS_SOURCES := $(wildcard tests/kafka_streams/src/main/java/ads/streams/*.java)
 
 .PHONY: install run test test-deps system-deps lint fuzz chaos clean
 
@@ -27,7 +29,7 @@ run: install
 	  --set http.listener=127.0.0.1:9644
 
 test-deps: install $(TEST_STAMP) system-deps $(JS_STAMP) $(KAFKA_REF_STAMP) \
-  $(KAFKA_CONNECT_STAMP) $(SPARK_KAFKA_STAMP) $(JAVA_STAMP)
+  $(KAFKA_CONNECT_STAMP) $(SPARK_KAFKA_STAMP) $(JAVA_STAMP) $(STREAMS_STAMP)
 
 $(TEST_STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
@@ -70,6 +72,13 @@ $(SPARK_KAFKA_STAMP): tests/spark_kafka/pom.xml | system-deps
 # with their dependency jars into tests/java/target/kafka-<version>/ (docs/java-clients.md).
 $(JAVA_STAMP): tests/java/pom.xml $(JAVA_SOURCES) | system-deps
 	cd tests/java && mvn -q -B compile && mvn -q -B -Pkafka-3 compile
+	touch $@
+
+# The Kafka Streams application (tests/kafka_streams/pom.xml pins kafka-streams 4.4.0, which
+# brings RocksDB's JNI library), compiled with its dependency jars into
+# tests/kafka_streams/target/{classes,lib} (docs/java-clients.md, "Kafka Streams").
+$(STREAMS_STAMP): tests/kafka_streams/pom.xml $(STREAMS_SOURCES) | system-deps
+	cd tests/kafka_streams && mvn -q -B compile
 	touch $@
 
 # Debian packages the tests drive: kcat (librdkafka's command-line client), a Java runtime
@@ -141,4 +150,4 @@ chaos: test-deps
 clean:
 	rm -rf $(VENV) data bench-results chaos-results tests/js/node_modules \
 	  tests/kafka_reference/target tests/kafka_connect/target tests/spark_kafka/target \
-	  tests/java/target
+	  tests/java/target tests/kafka_streams/target

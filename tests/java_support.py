@@ -14,6 +14,19 @@ CLIENT_VERSIONS = ["4.4.0", "3.9.1"]
 # Every scenario's own deadline (the program halts itself past it) and pytest's, above it.
 SCENARIO_DEADLINE_S = 100
 PROCESS_TIMEOUT_S = SCENARIO_DEADLINE_S + 20
+# The clusters the Java programs run against: three brokers, replication factor 3.
+CONSUMER_PROTOCOL_SESSION_MS = 6000
+CLUSTER_SETTINGS = (
+    "default.replication.factor=3",
+    "transaction.state.log.num.partitions=3",
+    # KIP-848 members heartbeat at the interval the coordinator gives them; each step of
+    # a reconciliation waits for one heartbeat. Their session timeout is the coordinator's
+    # too (45 s by default): shorter, for the crashed member's scenario.
+    "group.consumer.heartbeat.interval.ms=1000",
+    f"group.consumer.session.timeout.ms={CONSUMER_PROTOCOL_SESSION_MS}",
+)
+# A small JVM per program: two cores run three brokers, ZooKeeper and the programs.
+JVM_OPTIONS = ("-Xss1m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 
 
 def java_command(version: str, scenario: str, bootstrap: str, *args: str) -> list[str]:
@@ -22,8 +35,7 @@ def java_command(version: str, scenario: str, bootstrap: str, *args: str) -> lis
         f"the Java programs are built by `make test` (Maven, {JAVA_DIR}/pom.xml): "
         f"{build} is missing")
     classpath = f"{build / 'classes'}:{build / 'lib'}/*"
-    return ["java", "-Xss1m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            "-cp", classpath, "ads.javaclients.Main", scenario, bootstrap,
+    return ["java", *JVM_OPTIONS, "-cp", classpath, "ads.javaclients.Main", scenario, bootstrap,
             f"deadline.s={SCENARIO_DEADLINE_S}", *args]
 
 

@@ -24,6 +24,8 @@ from ads.testing.zookeeper import zookeeper_available
 from cluster_support import Cluster
 from java_support import (
     CLIENT_VERSIONS,
+    CLUSTER_SETTINGS,
+    CONSUMER_PROTOCOL_SESSION_MS,
     PROCESS_TIMEOUT_S,
     check_passed,
     java_command,
@@ -32,16 +34,6 @@ from java_support import (
 
 pytestmark = [pytest.mark.broker_process, pytest.mark.timeout(240)]
 
-CONSUMER_PROTOCOL_SESSION_MS = 6000
-CLUSTER_SETTINGS = (
-    "default.replication.factor=3",
-    "transaction.state.log.num.partitions=3",
-    # KIP-848 members heartbeat at the interval the coordinator gives them; each step of
-    # a reconciliation waits for one heartbeat. Their session timeout is the coordinator's
-    # too (45 s by default): shorter, for the crashed member's scenario.
-    "group.consumer.heartbeat.interval.ms=1000",
-    f"group.consumer.session.timeout.ms={CONSUMER_PROTOCOL_SESSION_MS}",
-)
 # Each scenario with the arguments it takes.
 SCENARIOS: dict[str, tuple[str, ...]] = {name: () for name in [
     "produce-codecs",

@@ -145,6 +145,47 @@ def test_zookeeper_entity_configs_read_through_see_every_write_at_once(
     asyncio.run(run())
 
 
+def test_zookeeper_topic_configs_read_through_see_every_write_at_once(
+        zk_connect: str) -> None:
+    """DescribeConfigs of a topic reads ZooKeeper itself, as Kafka's ZooKeeper mode does:
+    the Java Admin client describes through whichever broker it likes, and a broker's view
+    follows an alter made through another one a moment later (seen as the old
+    `max.message.bytes` right after incrementalAlterConfigs SET). The embedded store reads
+    its own topics."""
+    async def run() -> None:
+        async with _brokers(zk_connect) as stores:
+            one, two = stores
+            await one.create_topic("t", {"retention.ms": "1000"}, {0: [1]})
+            assert await two.wait(lambda: "t" in two.topics, 10.0)
+            for n in range(20):
+                configs = {"retention.ms": "1000", "max.message.bytes": str(2_000_000 + n)}
+                await one.set_topic_configs("t", configs)
+                assert await two.read_topic_configs("t") == configs
+            # Written by a tool straight into ZooKeeper: there at once.
+            client = KazooClient(hosts=zk_connect)
+            client.start(timeout=10)
+            try:
+                client.set(zl.config_path("t"), zl.encode_config({"cleanup.policy": "compact"}))
+            finally:
+                client.stop()
+                client.close()
+            assert await two.read_topic_configs("t") == {"cleanup.policy": "compact"}
+            assert await two.read_topic_configs("missing") is None
+
+    asyncio.run(run())
+
+
+def test_embedded_store_reads_its_topic_configs(tmp_path: Path) -> None:
+    async def run() -> None:
+        store = EmbeddedMetadataStore(tmp_path, 1)
+        store.load()
+        await store.create_topic("t", {"retention.ms": "5"}, {0: [1]})
+        assert await store.read_topic_configs("t") == {"retention.ms": "5"}
+        assert await store.read_topic_configs("missing") is None
+
+    asyncio.run(run())
+
+
 def test_zookeeper_topic_created_twice_is_topic_exists(zk_connect: str) -> None:
     # Two brokers creating the same internal topic at once: the second one's write finds
     # the config and the topic there, and must say the topic exists, not fail otherwise.

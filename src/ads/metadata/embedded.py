@@ -92,6 +92,10 @@ class EmbeddedMetadataStore:
     async def read_entity_configs(self) -> Mapping[str, Mapping[str, str]]:
         return self.entity_configs
 
+    async def read_topic_configs(self, name: str) -> Mapping[str, str] | None:
+        topic = self.topics.get(name)
+        return None if topic is None else topic.configs
+
     async def alter_entity_configs(self, path: str, changes: Mapping[str, str | None]) -> None:
         configs = apply_changes(self.entity_configs.get(path, {}), dict(changes))
         if configs:

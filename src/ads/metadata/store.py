@@ -94,6 +94,12 @@ class MetadataStore(Protocol):
         later): what the describe requests answer, so a change made through any broker is
         described at once by every broker, as Kafka's ZooKeeper mode does."""
 
+    async def read_topic_configs(self, name: str) -> Mapping[str, str] | None:
+        """The topic's configs as the store holds them now (None: no such topic), read
+        through as `read_entity_configs` is: what DescribeConfigs answers, so a change made
+        through any broker is described at once by every broker, as Kafka's ZooKeeper mode
+        does."""
+
     def add_entity_listener(self, listener: EntityListener) -> None:
         """`listener(path)` is called on the event loop after an entity's configs change."""
 

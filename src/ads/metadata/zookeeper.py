@@ -457,6 +457,15 @@ class ZkMetadataStore:
         return await asyncio.wait_for(asyncio.to_thread(self._entities.read_all),
                                       self._connection_timeout_s)
 
+    async def read_topic_configs(self, name: str) -> Mapping[str, str] | None:
+        def read() -> dict[str, str] | None:
+            try:
+                return zl.decode_config(self.zk.get(zl.config_path(name))[0])
+            except NoNodeError:
+                # A topic created without configs by a tool that wrote no config znode.
+                return {} if self.zk.exists(zl.topic_path(name)) else None
+        return await asyncio.wait_for(asyncio.to_thread(read), self._connection_timeout_s)
+
     async def allocate_producer_id_block(self, size: int) -> tuple[int, int]:
         def write() -> tuple[int, int]:
             self.zk.ensure_path(zl.PRODUCER_ID_BLOCK)

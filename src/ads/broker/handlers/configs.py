@@ -1,15 +1,17 @@
 """DescribeConfigs (key 32) v1-4, AlterConfigs (key 33) v0-2,
 IncrementalAlterConfigs (key 44) v0-1.
 
-Topic configs can be described and altered. Broker configs are described with their
-sources (dynamic for this broker, dynamic for the cluster, static, default) and altered
-dynamically (KIP-226) on a broker (resource name: its id) or on the cluster's default
-(resource name ""): kept as entity configs (`/config/brokers/<id>` and
-`/config/brokers/<default>` in ZooKeeper), taken by every broker they concern without a
-restart. Only `DYNAMIC_KEYS` may be set (the defaults of topic configs); any other key ADS
-knows is refused with INVALID_REQUEST "Cannot update these configs dynamically", a value
-its key does not parse with INVALID_REQUEST, as Kafka answers; keys ADS does not know are
-kept, as Kafka keeps them. Describing the cluster default lists the keys set there.
+Topic configs can be described (read through the metadata store, so an alter made through
+any broker is described at once, as Kafka's ZooKeeper mode reads ZooKeeper) and altered.
+Broker configs are described with their sources (dynamic for this broker, dynamic for the
+cluster, static, default) and altered dynamically (KIP-226) on a broker (resource name: its
+id) or on the cluster's default (resource name ""): kept as entity configs
+(`/config/brokers/<id>` and `/config/brokers/<default>` in ZooKeeper), taken by every broker
+they concern without a restart. Only `DYNAMIC_KEYS` may be set (the defaults of topic
+configs); any other key ADS knows is refused with INVALID_REQUEST "Cannot update these
+configs dynamically", a value its key does not parse with INVALID_REQUEST, as Kafka answers;
+keys ADS does not know are kept, as Kafka keeps them. Describing the cluster default lists
+the keys set there.
 Broker loggers are not supported.
 """
 
@@ -43,8 +45,8 @@ def _denied(ctx: RequestContext, resource_type: int, name: str, topic_rule: P.Ru
     return None if ctx.authorize(rule.resource, resource_name, rule.operation) else rule.error
 
 
-def handle_describe(ctx: RequestContext, req: m.DescribeConfigsRequest
-                    ) -> m.DescribeConfigsResponse:
+async def handle_describe(ctx: RequestContext, req: m.DescribeConfigsRequest
+                          ) -> m.DescribeConfigsResponse:
     broker = ctx.broker
     R = m.DescribeConfigsResponse  # noqa: N806
     Result = R.DescribeConfigsResult  # noqa: N806
@@ -61,13 +63,16 @@ def handle_describe(ctx: RequestContext, req: m.DescribeConfigsRequest
             results.append(out)
             continue
         if res.resource_type == TOPIC:
-            topic = broker.metadata.topics.get(res.resource_name)
-            if topic is None:
+            # Read through, as Kafka's ZooKeeper mode reads ZooKeeper: an alter made
+            # through another broker is described at once, before this broker's view has it.
+            configs = (await broker.metadata.read_topic_configs(res.resource_name)
+                       if res.resource_name in broker.metadata.topics else None)
+            if configs is None:
                 out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 out.error_message = f"Topic {res.resource_name} does not exist"
                 results.append(out)
                 continue
-            entries = bconfig.describe_topic_configs(broker.config, topic.configs)
+            entries = bconfig.describe_topic_configs(broker.config, configs)
         elif res.resource_type == BROKER:
             if res.resource_name not in ("", str(broker.node_id)):
                 out.error_code = ErrorCode.INVALID_REQUEST
