@@ -71,24 +71,26 @@ def _admin_properties(path: Path, password: str = ADMIN_PASSWORD) -> Path:
     return path
 
 
-def _acl_commands(bs: str, *login: str) -> list[tuple[str, ...]]:
+def _acl_commands(bs: str, name: str, *login: str) -> list[tuple[str, ...]]:
     """What an operator runs: grants on a topic, a prefix and a group, a listing of each,
-    one removal, and the listing again."""
+    one removal, and the listing again; every resource and principal named after `name`,
+    so that each test starts from no ACLs on the module's cluster."""
     base = ("kafka-acls", "--bootstrap-server", bs, *login)
+    bob, mallory, carol = (f"User:{who}-{name}" for who in ("bob", "mallory", "carol"))
     return [
-        (*base, "--add", "--allow-principal", "User:bob", "--operation", "Read",
-         "--operation", "Describe", "--topic", "acl-t", "--group", "acl-g"),
-        (*base, "--add", "--deny-principal", "User:mallory", "--operation", "All",
-         "--topic", "acl-", "--resource-pattern-type", "prefixed"),
-        (*base, "--add", "--allow-principal", "User:carol", "--producer", "--topic", "acl-p",
-         "--transactional-id", "acl-tx", "--idempotent"),
-        (*base, "--list", "--topic", "acl-t"),
-        (*base, "--list", "--topic", "acl-", "--resource-pattern-type", "prefixed"),
-        (*base, "--list", "--group", "acl-g"),
-        (*base, "--list", "--principal", "User:carol"),
-        (*base, "--remove", "--force", "--allow-principal", "User:bob", "--operation",
-         "Describe", "--topic", "acl-t"),
-        (*base, "--list", "--topic", "acl-t"),
+        (*base, "--add", "--allow-principal", bob, "--operation", "Read",
+         "--operation", "Describe", "--topic", f"{name}-t", "--group", f"{name}-g"),
+        (*base, "--add", "--deny-principal", mallory, "--operation", "All",
+         "--topic", f"{name}-", "--resource-pattern-type", "prefixed"),
+        (*base, "--add", "--allow-principal", carol, "--producer", "--topic", f"{name}-p",
+         "--transactional-id", f"{name}-tx", "--idempotent"),
+        (*base, "--list", "--topic", f"{name}-t"),
+        (*base, "--list", "--topic", f"{name}-", "--resource-pattern-type", "prefixed"),
+        (*base, "--list", "--group", f"{name}-g"),
+        (*base, "--list", "--principal", carol),
+        (*base, "--remove", "--force", "--allow-principal", bob, "--operation",
+         "Describe", "--topic", f"{name}-t"),
+        (*base, "--list", "--topic", f"{name}-t"),
     ]
 
 
@@ -104,16 +106,18 @@ def _sorted_blocks(text: str) -> str:
 
 def test_kafka_acls_adds_lists_and_removes(secured: SecuredCluster, tmp_path: Path) -> None:
     login = ("--command-config", str(_admin_properties(tmp_path / "admin.properties")))
-    outputs = [ok(*command) for command in _acl_commands(secured.sasl_bootstrap, *login)]
+    outputs = [ok(*c) for c in _acl_commands(secured.sasl_bootstrap, "acl", *login)]
     listed = outputs[3]
     assert "ResourcePattern(resourceType=TOPIC, name=acl-t, patternType=LITERAL)" in listed
     for operation in ("READ", "DESCRIBE"):
-        assert (f"(principal=User:bob, host=*, operation={operation}, "
+        assert (f"(principal=User:bob-acl, host=*, operation={operation}, "
                 "permissionType=ALLOW)") in listed, listed
     assert "operation=ALL, permissionType=DENY" in outputs[4], outputs[4]
-    assert "(principal=User:bob, host=*, operation=READ, permissionType=ALLOW)" in outputs[5]
+    assert "(principal=User:bob-acl, host=*, operation=READ, permissionType=ALLOW)" \
+        in outputs[5]
     for carol in ("WRITE", "CREATE", "DESCRIBE", "IDEMPOTENT_WRITE"):
-        assert f"principal=User:carol, host=*, operation={carol}," in outputs[6], outputs[6]
+        assert f"principal=User:carol-acl, host=*, operation={carol}," in outputs[6], \
+            outputs[6]
     after = outputs[-1]
     assert "operation=READ" in after and "operation=DESCRIBE" not in after, after
     # A wrong password: refused at login.
@@ -132,6 +136,7 @@ def test_kafka_acls_prints_the_same_for_kafka_and_ads(secured: SecuredCluster,
                  "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                  "super.users": "User:ANONYMOUS"}
     with KafkaReference(tmp_path / "kafka", overrides) as kafka:
-        kafka_out = [_sorted_blocks(ok(*c)) for c in _acl_commands(kafka.bootstrap)]
-    ads_out = [_sorted_blocks(ok(*c)) for c in _acl_commands(secured.cluster.bootstrap)]
+        kafka_out = [_sorted_blocks(ok(*c)) for c in _acl_commands(kafka.bootstrap, "same")]
+    ads_out = [_sorted_blocks(ok(*c))
+               for c in _acl_commands(secured.cluster.bootstrap, "same")]
     assert ads_out == kafka_out
