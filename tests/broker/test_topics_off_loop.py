@@ -76,14 +76,20 @@ def test_topics_other_connections_are_served_while_partitions_are_made(
     assert p.flush(10) == 0
 
 
-def test_topics_offsets_topic_is_finished_after_the_asker_disconnects(
-        held: tuple[EmbeddedBroker, threading.Event]) -> None:
-    embedded, release = held
+def _ask_for_a_coordinator_and_leave(embedded: EmbeddedBroker) -> None:
+    """FindCoordinator on a connection closed before the answer: the broker starts making
+    `__consumer_offsets` (its worker held by the `held` fixture)."""
     with RawConnection(embedded.bootstrap_servers) as asker:
         asker.send_raw(codec.encode_request(
             m.ApiKey.FIND_COORDINATOR, 3, 5, "off-loop",
             m.FindCoordinatorRequest(key="g", key_type=0)))
         time.sleep(0.2)
+
+
+def test_topics_offsets_topic_is_finished_after_the_asker_disconnects(
+        held: tuple[EmbeddedBroker, threading.Event]) -> None:
+    embedded, release = held
+    _ask_for_a_coordinator_and_leave(embedded)
     release.set()  # the asking connection is gone; the broker finishes anyway
     broker = embedded.broker
     assert broker is not None
@@ -108,11 +114,7 @@ def test_topics_stopping_waits_for_the_partition_files_being_made(
     # still made files raced the removal of its data dir (the embedded broker's temporary
     # folders were left behind, half deleted).
     embedded, release = held
-    with RawConnection(embedded.bootstrap_servers) as asker:
-        asker.send_raw(codec.encode_request(
-            m.ApiKey.FIND_COORDINATOR, 3, 5, "off-loop",
-            m.FindCoordinatorRequest(key="g", key_type=0)))
-        time.sleep(0.2)
+    _ask_for_a_coordinator_and_leave(embedded)
     stopped = threading.Event()
     stopper = threading.Thread(target=lambda: (embedded.stop(), stopped.set()))
     stopper.start()

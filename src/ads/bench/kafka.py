@@ -280,13 +280,18 @@ class KafkaPeer:
                              f"{self.log_tail()}")
         self.format_s = time.monotonic() - started
 
+    def terminate(self) -> None:
+        """Asks the broker to stop (SIGTERM) without waiting; `stop` waits."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+
     def stop(self, timeout_s: float = 20.0) -> int | None:
         """Stops the broker (SIGTERM, then SIGKILL after `timeout_s`); its exit status."""
+        self.terminate()
         proc, self.proc = self.proc, None
         if proc is None:
             return None
         if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
             try:
                 return proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
@@ -368,8 +373,7 @@ class KafkaCluster:
 
     def stop(self) -> None:
         for node in self.nodes:  # SIGTERM to all first: each stops while the quorum lives
-            if node.proc is not None and node.proc.poll() is None:
-                node.proc.send_signal(signal.SIGTERM)
+            node.terminate()
         deadline = time.monotonic() + 30.0
         for node in self.nodes:
             node.stop(max(deadline - time.monotonic(), 1.0))
