@@ -7,7 +7,7 @@ from ads.metadata.zk_layout import LeaderAndIsr
 
 
 def test_controller_decide_new_partition_led_by_first_live_replica() -> None:
-    assert decide(None, [2, 3], {1, 2, 3}, 5) == LeaderAndIsr(2, 0, [2], 5)
+    assert decide(None, [2, 3], {1, 2, 3}, 5) == LeaderAndIsr(2, 0, [2, 3], 5)
     assert decide(None, [2, 3], {1, 3}, 5) == LeaderAndIsr(3, 0, [3], 5)
     assert decide(None, [2], {1, 3}, 5) is None  # made when broker 2 registers
 

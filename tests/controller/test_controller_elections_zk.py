@@ -82,8 +82,13 @@ def test_controller_controlled_shutdown_reports_what_cannot_move(zk: KazooClient
     epochs = register(zk, 1, 2)
     controller = started(zk)
     try:
-        add_topic(zk, "t", {0: [1, 2]})  # the ISR is the leader alone
+        add_topic(zk, "t", {0: [1, 2]})
         wait(lambda: zk.exists(zl.state_path("t", 0)) is not None)
+        assert state(zk, "t", 0).isr == [1, 2]  # a new partition's ISR: every live replica
+        # 2 fell out of the ISR: the leader alone has the partition's records
+        _, stat = zk.get(zl.state_path("t", 0))
+        zk.set(zl.state_path("t", 0), zl.encode_state(zl.LeaderAndIsr(1, 1, [1], 1)),
+               version=stat.version)
         assert controller.controlled_shutdown(1, epochs[1]).result(30) == (
             ErrorCode.NONE, [("t", 0)])
         assert state(zk, "t", 0).leader == 1

@@ -110,10 +110,15 @@ class InternalTopicLog:
                 configs["min.insync.replicas"] = str(min(self._min_isr, rf))
             try:
                 topic = await self.broker.topics.record_topic(self.name, partitions, configs, rf)
-            except TopicExistsError:  # another broker created it meanwhile
-                topic = self.broker.metadata.topics.get(self.name)
-                if topic is None:
-                    raise
+            except TopicExistsError:
+                # Another broker created it meanwhile: serve it once this broker's metadata
+                # has it (the caller answers COORDINATOR_NOT_AVAILABLE if it never comes).
+                metadata = self.broker.metadata
+                if not await metadata.wait(lambda: self.name in metadata.topics,
+                                           self._commit_timeout_ms / 1000):
+                    raise TimeoutError(f"{self.name} was created by another broker and has "
+                                       "not reached this one's metadata yet") from None
+                topic = metadata.topics[self.name]
         await self.broker.topics.open_new(topic)
 
     def _spec(self) -> tuple[int, dict[str, str]]:

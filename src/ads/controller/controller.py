@@ -562,10 +562,13 @@ def decide(state: zl.LeaderAndIsr | None, replicas: list[int], live: set[int],
     `shutting_down` keep what they lead but are not given new leadership. `unclean()` says
     whether a replica outside the ISR may lead when none in it lives."""
     if state is None:
-        leader = next((r for r in replicas if r in live and r not in shutting_down), None)
-        if leader is None:
+        # A new partition's log is empty on every replica, so each live one is in sync: the
+        # ISR starts with all of them (as in Kafka), and acks=all counts them from the first
+        # record instead of being acknowledged by the leader alone until followers join.
+        isr = [r for r in replicas if r in live and r not in shutting_down]
+        if not isr:
             return None  # no replica alive: made when one registers
-        return zl.LeaderAndIsr(leader, 0, [leader], controller_epoch)
+        return zl.LeaderAndIsr(isr[0], 0, isr, controller_epoch)
     live_isr = [r for r in state.isr if r in live]
     if state.leader in live:
         if len(live_isr) == len(state.isr):

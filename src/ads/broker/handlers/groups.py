@@ -93,6 +93,9 @@ async def _find_after_creating(ctx: RequestContext, req: m.FindCoordinatorReques
     topic = runtime.topic
     try:
         await topic.create()
+    except TimeoutError as exc:  # expected while brokers race to create it: no traceback
+        log.warning("creating %s: %s", topic.name, exc)
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     except Exception:
         log.exception("creating %s failed", topic.name)
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
