@@ -7,6 +7,7 @@ import collections
 import json
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -16,8 +17,11 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 
+from ads.protocol import messages as m
+from ads.protocol.errors import ErrorCode
 from broker_process import BrokerProcess, free_port
 from cluster_support import Cluster
+from kafka_wire import RawConnection
 
 pytestmark = [pytest.mark.broker_process, pytest.mark.timeout(240)]
 
@@ -222,3 +226,32 @@ def test_cluster_deposed_controller_cannot_change_state(cluster: Cluster) -> Non
                 state = json.loads(zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")[0])
                 assert state["controller_epoch"] == new_epoch
         assert int(zk.get("/controller_epoch")[0]) == new_epoch
+
+
+def test_cluster_brokers_racing_to_create_an_internal_topic_all_name_its_coordinator(
+        cluster: Cluster) -> None:
+    # Three brokers asked at once each try to create `__transaction_state`; the ones that
+    # lose the race must wait for it to reach their metadata, not fail with a traceback.
+    c = cluster
+    assert "__transaction_state" not in c.zk_children("/brokers/topics")
+    start = threading.Barrier(len(c.brokers))
+    answers: dict[int, tuple[int, int]] = {}
+
+    def ask(node: int) -> None:
+        with RawConnection(c.brokers[node].bootstrap) as conn:
+            start.wait(10)
+            resp = conn.request(m.ApiKey.FIND_COORDINATOR, 3,
+                                m.FindCoordinatorRequest(key="racing", key_type=1))
+            answers[node] = (resp.error_code, resp.node_id)
+
+    askers = [threading.Thread(target=ask, args=(n,)) for n in c.brokers]
+    for t in askers:
+        t.start()
+    for t in askers:
+        t.join(60)
+    coordinators = {node for _, node in answers.values()}
+    assert sorted(answers) == sorted(c.brokers)
+    assert {code for code, _ in answers.values()} == {ErrorCode.NONE}, answers
+    assert len(coordinators) == 1 and coordinators <= set(c.brokers)
+    for broker in c.brokers.values():
+        assert "Traceback" not in broker.log(), broker.log()
