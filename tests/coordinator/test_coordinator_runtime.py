@@ -346,3 +346,23 @@ async def test_runtime_wakeup_for_timers_set_while_loading() -> None:
     await lead_all(fresh)
     assert clock.time_ms() + 6000 in asked
     assert fresh.next_deadline_ms() == clock.time_ms() + 6000
+
+
+async def test_runtime_write_timed_out_after_its_append_is_loaded_from_the_log() -> None:
+    # The batch is in the log when its wait for the replicas times out, and is committed
+    # when they catch up: the shard must not go on without it until a leadership change.
+    runtime, mlog, _ = kv_runtime()
+    runtime.become_leader(1, 3)
+    await runtime.until_loaded(1)
+    shard = runtime.shard(1)
+    assert shard is not None
+    mlog.hold = True
+    pending = asyncio.ensure_future(runtime.write(1, shard.put(b"k", b"v")))
+    await asyncio.sleep(0)
+    mlog.commit_held(ErrorCode.REQUEST_TIMED_OUT)
+    assert await pending == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert shard.unloaded and shard.values == {}
+    assert await runtime.until_loaded(1) is PartitionStatus.ACTIVE
+    again = runtime.shard(1)  # built again from the log
+    assert again is not None and again is not shard and again.values == {b"k": b"v"}
+    assert runtime.leader_epoch(1) == 3

@@ -46,9 +46,11 @@ whether it is read at load or just written, and only once durable: a client is n
 what a reload would not rebuild. `then` keeps what is not the record's image: answering the
 client (after checking again, where Kafka does, that the state is the one its request
 wrote), sending transaction markers, a rebalance handing out its assignments, a group going
-away. The transaction coordinator's shard changes only this way; classic group metadata
-records are still replayed at load only (their continuations make the group's transition in
-memory). `then` gets the client's error instead when the
+away. The transaction coordinator's shard changes only this way. Classic group metadata
+records are replayed at load only, as Kafka's coordinator does (it writes them without
+replaying them): a classic group's membership is soft state kept by the rebalance in
+memory, and its record is a snapshot for the next leader; their continuations make the
+group's transition in memory. `then` gets the client's error instead when the
 append failed (`coordinator_error`, the one mapping of append errors to coordinator errors)
 or the partition was unloaded before the batch committed (NOT_COORDINATOR); the writes
 `then` returns are performed next. `write` lets an async caller await the outcome; its
@@ -70,12 +72,13 @@ and for the earliest timer of a partition that becomes ACTIVE, and from
 Limits: a write's state enters the shard only once committed (Kafka replays at once into
 versioned state and reads the committed version): two requests in flight do not see each
 other's uncommitted writes, so a shard that must order them holds its own lock (the
-transaction coordinator's pending transition). A write that fails after its append (its
-wait for the replicas timed out) may still be committed later; the shard does not learn
-it until the partition is loaded again, and the next write of the same key overwrites it.
-A write waits at most
-`offsets.commit.timeout.ms` (the topic's append fails it then). Loading reads on the event
-loop, a chunk at a time. Used from the broker's event loop only.
+transaction coordinator's pending transition). A write waits at most
+`offsets.commit.timeout.ms` (the topic's append fails it then with REQUEST_TIMED_OUT, and
+the client gets COORDINATOR_NOT_AVAILABLE); its batch is in the log by then and is
+committed once the replicas catch up, so the partition is loaded again from the log at
+once (its requests get COORDINATOR_LOAD_IN_PROGRESS meanwhile) and its state includes that
+write, as a new leader's would. Kafka keeps such a write in its versioned state instead.
+Loading reads on the event loop, a chunk at a time. Used from the broker's event loop only.
 """
 
 from __future__ import annotations
@@ -343,6 +346,16 @@ class CoordinatorRuntime(Generic[S]):
             p.status = PartitionStatus.FAILED  # a dropped shard's writes are refused
             p.shard.on_unloaded()
 
+    def _reload(self, p: _Partition[S]) -> None:
+        """A write appended here but not committed in time is still in the log and is
+        committed once the replicas catch up: the shard is built again from the log, as a
+        new leader would build it, rather than missing what the log will hold."""
+        log.warning("%s-%d: a write was not committed within its timeout; loading the "
+                    "partition again", self.topic.name, p.index)
+        del self._partitions[p.index]
+        self._close(p)
+        self.become_leader(p.index, p.leader_epoch)
+
     def _current(self, p: _Partition[S] | None) -> bool:
         return p is not None and self._partitions.get(p.index) is p
 
@@ -486,6 +499,8 @@ class CoordinatorRuntime(Generic[S]):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         exc = fut.exception()
         if isinstance(exc, AppendError):
+            if exc.code is ErrorCode.REQUEST_TIMED_OUT and p is not None and self._current(p):
+                self._reload(p)
             return self._append_error(write, exc.code)
         if exc is not None:
             log.error("appending to %s failed", self.topic.name, exc_info=exc)
