@@ -57,13 +57,18 @@ SCENARIOS: dict[str, tuple[str, ...]] = {name: () for name in [
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     if not zookeeper_available():
         pytest.skip("the zookeeper package is not installed (make system-deps)")
-    with Cluster(tmp_path_factory.mktemp("java-clients"), 3, *CLUSTER_SETTINGS).running() as c:
+    # Share groups are served with group.share.enable; their partitions start at the
+    # earliest offset so the scenario reads what it produced before joining.
+    with Cluster(tmp_path_factory.mktemp("java-clients"), 3, *CLUSTER_SETTINGS,
+                 "group.share.enable=true", "group.share.auto.offset.reset=earliest"
+                 ).running() as c:
         yield c
 
 
 # Scenarios of API the 3.x client does not have: the coordinator's regular expressions
-# (SubscriptionPattern).
-SCENARIOS_4X: dict[str, tuple[str, ...]] = {"group-consumer-protocol-regex": ()}
+# (SubscriptionPattern), share groups (KafkaShareConsumer as released in 4.x).
+SCENARIOS_4X: dict[str, tuple[str, ...]] = {"group-consumer-protocol-regex": (),
+                                            "share-group": ()}
 CASES = [pytest.param(s, v, id=f"{s}-{v}") for s in SCENARIOS for v in CLIENT_VERSIONS] + [
     pytest.param(s, CLIENT_VERSIONS[0], id=f"{s}-{CLIENT_VERSIONS[0]}") for s in SCENARIOS_4X]
 

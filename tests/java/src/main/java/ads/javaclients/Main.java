@@ -38,7 +38,8 @@ public final class Main {
             Map.entry("admin-groups", AdminScenarios::groups),
             Map.entry("admin-extra", AdminExtraScenarios::extra),
             Map.entry("admin-log-dirs", AdminScenarios::logDirsAndPartitions),
-            Map.entry("admin-security", SecurityScenarios::aclsAndScramUsers)));
+            Map.entry("admin-security", SecurityScenarios::aclsAndScramUsers),
+            Map.entry("share-group", ShareScenarios::shareGroup)));
 
     public static void main(String[] args) throws Exception {
         System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");

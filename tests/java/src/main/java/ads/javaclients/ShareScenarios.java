@@ -1,0 +1,127 @@
+package ads.javaclients;
+
+import static ads.javaclients.ProducerScenarios.bytes;
+import static ads.javaclients.ProducerScenarios.text;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.TreeMap;
+import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+
+/**
+ * Share groups (KIP-932) with Kafka's own {@code KafkaShareConsumer}: two consumers of one
+ * group read a 2-partition topic together with explicit acknowledgement; a released record
+ * comes back with delivery count 2, a rejected one never comes back, every other record is
+ * accepted exactly once. The cluster runs with {@code group.share.enable=true} and
+ * {@code group.share.auto.offset.reset=earliest}.
+ */
+final class ShareScenarios {
+    private ShareScenarios() {}
+
+    static final int RECORDS = 40;
+    static final String RELEASED = "r7";
+    static final String REJECTED = "r13";
+
+    static KafkaShareConsumer<byte[], byte[]> shareConsumer(Env env, String group) {
+        Map<String, Object> p = new HashMap<>();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, env.bootstrap);
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        p.put("share.acknowledgement.mode", "explicit");
+        return new KafkaShareConsumer<>(p, new ByteArrayDeserializer(),
+                new ByteArrayDeserializer());
+    }
+
+    /**
+     * The record's delivery count (-1 when it has none). kafka-clients 3.9 has no
+     * {@code ConsumerRecord.deliveryCount()}, so the shared sources reach it by reflection;
+     * the scenario runs with 4.x only.
+     */
+    static short deliveryCount(ConsumerRecord<?, ?> r) throws ReflectiveOperationException {
+        Object count = ConsumerRecord.class.getMethod("deliveryCount").invoke(r);
+        return ((Optional<?>) count).map(c -> (Short) c).orElse((short) -1);
+    }
+
+    static void shareGroup(Env env) throws Exception {
+        String topic = env.name("t");
+        String group = env.name("g");
+        env.createTopic(topic, 2, Map.of());
+        try (KafkaProducer<byte[], byte[]> producer = env.producer(Map.of())) {
+            for (int i = 0; i < RECORDS; i++) {
+                producer.send(new ProducerRecord<>(topic, i % 2, null, bytes("r" + i)));
+            }
+            producer.flush();
+        }
+        // Accepted records and the delivery count each was accepted at; deliveries per value.
+        Map<String, Short> accepted = new TreeMap<>();
+        Map<String, Integer> deliveries = new TreeMap<>();
+        Map<String, Integer> perConsumer = new TreeMap<>();
+        List<KafkaShareConsumer<byte[], byte[]>> consumers = new ArrayList<>();
+        try {
+            consumers.add(shareConsumer(env, group));
+            consumers.add(shareConsumer(env, group));
+            for (KafkaShareConsumer<byte[], byte[]> c : consumers) {
+                c.subscribe(List.of(topic));
+            }
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (accepted.size() < RECORDS - 1 && System.nanoTime() < deadline) {
+                for (int n = 0; n < consumers.size(); n++) {
+                    KafkaShareConsumer<byte[], byte[]> c = consumers.get(n);
+                    for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(300))) {
+                        String value = text(r.value());
+                        short count = deliveryCount(r);
+                        deliveries.merge(value, 1, Integer::sum);
+                        perConsumer.merge("consumer-" + n, 1, Integer::sum);
+                        AcknowledgeType type = AcknowledgeType.ACCEPT;
+                        if (value.equals(REJECTED)) {
+                            type = AcknowledgeType.REJECT;
+                        } else if (value.equals(RELEASED) && count == 1) {
+                            type = AcknowledgeType.RELEASE;
+                        } else {
+                            Check.that(accepted.put(value, count) == null,
+                                    "accepted once: " + value, count);
+                        }
+                        c.acknowledge(r, type);
+                    }
+                    c.commitSync(Duration.ofSeconds(15));
+                }
+            }
+            // A little longer: nothing rejected or accepted may come back.
+            long quiet = System.nanoTime() + TimeUnit.SECONDS.toNanos(2);
+            int late = 0;
+            while (System.nanoTime() < quiet) {
+                for (KafkaShareConsumer<byte[], byte[]> c : consumers) {
+                    for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
+                        late++;
+                        Check.saw("delivered again: " + text(r.value()));
+                        c.acknowledge(r, AcknowledgeType.ACCEPT);
+                    }
+                    c.commitSync(Duration.ofSeconds(15));
+                }
+            }
+            Check.saw("records per consumer " + perConsumer);
+            Check.equal(RECORDS - 1, accepted.size(), "records accepted");
+            Check.that(!accepted.containsKey(REJECTED), "the rejected record is not accepted",
+                    accepted.keySet());
+            Check.equal(Optional.of((short) 2), Optional.ofNullable(accepted.get(RELEASED)),
+                    "delivery count of the released record when accepted");
+            Check.equal(2, deliveries.get(RELEASED), "deliveries of the released record");
+            Check.equal(1, deliveries.get(REJECTED), "deliveries of the rejected record");
+            Check.equal(0, late, "records delivered after all were acknowledged");
+        } finally {
+            for (KafkaShareConsumer<byte[], byte[]> c : consumers) {
+                c.close(Duration.ofSeconds(10));
+            }
+        }
+    }
+}
