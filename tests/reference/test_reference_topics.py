@@ -1,4 +1,5 @@
-"""CreateTopics refusals and a new topic's DescribeConfigs, Apache Kafka against ADS.
+"""CreateTopics refusals, a new topic's DescribeConfigs and a group's configs (KIP-848,
+KIP-932: described, altered, refused), Apache Kafka against ADS.
 
 Each test runs one client program (confluent-kafka's AdminClient) against a Kafka broker
 (tests/kafka_reference.py) and an ADS broker and asserts both answer what Kafka answers.
@@ -7,10 +8,19 @@ Each test runs one client program (confluent-kafka's AdminClient) against a Kafk
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+    ResourceType,
+)
 
 from ads.testing import EmbeddedBroker
 from kafka_reference import KafkaReference
@@ -128,3 +138,76 @@ def test_describe_configs_of_new_topic_matches_kafka(kafka: KafkaReference,
     assert reference["cleanup.policy"] == ("compact,delete", "DYNAMIC_TOPIC_CONFIG", False,
                                            False)
     assert _describe(ads.bootstrap_servers) == reference
+
+
+# The group configs ADS serves (Kafka has more: streams groups, assignment intervals,
+# dead-letter queues). share.auto.offset.reset is left out of the comparison: ADS backs it
+# with a broker key of its own (group.share.auto.offset.reset), Kafka with none, so the
+# synonyms differ.
+GROUP_KEYS = ["consumer.heartbeat.interval.ms", "consumer.session.timeout.ms",
+              "share.delivery.count.limit", "share.heartbeat.interval.ms",
+              "share.isolation.level", "share.partition.max.record.locks",
+              "share.record.lock.duration.ms", "share.session.timeout.ms"]
+GROUP_SET = {"share.record.lock.duration.ms": "15000", "share.isolation.level": "read_committed",
+             "consumer.heartbeat.interval.ms": "6000", "share.delivery.count.limit": "3"}
+# (what, the key and value set, the error Kafka answers, with its message)
+GROUP_REFUSALS = [
+    ("below the key's floor", ("share.record.lock.duration.ms", "10")),
+    ("below the broker's bound", ("share.record.lock.duration.ms", "2000")),
+    ("above the broker's bound", ("share.record.lock.duration.ms", "70000")),
+    ("not a number", ("share.partition.max.record.locks", "abc")),
+    ("above the locks' bound", ("share.partition.max.record.locks", "20000")),
+    ("delivery limit 1", ("share.delivery.count.limit", "1")),
+    ("delivery limit 11", ("share.delivery.count.limit", "11")),
+    ("short consumer session", ("consumer.session.timeout.ms", "1000")),
+    ("long share heartbeat", ("share.heartbeat.interval.ms", "20000")),
+    ("unknown key", ("no.such.group.key", "1")),
+    ("bad isolation level", ("share.isolation.level", "bogus")),
+]
+
+
+def _alter_group(admin: AdminClient, group: str, changes: dict[str, str | None]) -> str:
+    """The error (name: message) IncrementalAlterConfigs answers, "NO_ERROR" when done; a
+    None value deletes the key."""
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.DELETE if v is None
+                    else AlterConfigOpType.SET) for k, v in changes.items()])
+    try:
+        admin.incremental_alter_configs([resource])[resource].result(timeout=15)
+    except KafkaException as exc:
+        return f"{exc.args[0].name()}: {exc.args[0].str()}"
+    return "NO_ERROR"
+
+
+def _describe_group(admin: AdminClient, group: str) -> dict[str, tuple[object, ...]]:
+    resource = ConfigResource(ResourceType.GROUP, group)
+    entries = admin.describe_configs([resource])[resource].result(timeout=15)
+    return {name: (e.value, ConfigSource(e.source).name, e.is_default, e.is_read_only,
+                   sorted((s.name, s.value, ConfigSource(s.source).name)
+                          for s in e.synonyms.values()))
+            for name, e in entries.items() if name in GROUP_KEYS}
+
+
+def _group_answers(bootstrap: str) -> dict[str, Any]:
+    admin = _admin(bootstrap)
+    before = _describe_group(admin, "configured-group")
+    done = _alter_group(admin, "configured-group", GROUP_SET)
+    refusals = {what: _alter_group(admin, "configured-group", {key: value})
+                for what, (key, value) in GROUP_REFUSALS}
+    overridden = _describe_group(admin, "configured-group")
+    deleted = _alter_group(admin, "configured-group", {"consumer.heartbeat.interval.ms": None})
+    after = _describe_group(admin, "configured-group")
+    return {"before": before, "set": done, "refusals": refusals, "overridden": overridden,
+            "deleted": deleted, "after": after}
+
+
+def test_group_configs_described_altered_and_refused_as_kafka(kafka: KafkaReference,
+                                                            ads: EmbeddedBroker) -> None:
+    reference = _group_answers(kafka.bootstrap)
+    assert sorted(reference["before"]) == GROUP_KEYS
+    assert reference["set"] == "NO_ERROR"
+    assert reference["overridden"]["share.record.lock.duration.ms"][:4] == (
+        "15000", "GROUP_CONFIG", False, False)
+    assert all(answer.startswith("INVALID_CONFIG")
+               for answer in reference["refusals"].values())
+    assert _group_answers(ads.bootstrap_servers) == reference

@@ -21,8 +21,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ads.broker import group_configs
 from ads.broker.internal_topics import (
     OFFSETS_TOPIC_SPEC,
     TRANSACTION_STATE_TOPIC_SPEC,
@@ -30,8 +32,10 @@ from ads.broker.internal_topics import (
     InternalTopicLog,
 )
 from ads.broker.settings import group_config, txn_config
+from ads.coordinator.group.api import GroupTimeouts
 from ads.coordinator.group.coordinator import GroupCoordinator
 from ads.coordinator.transaction.coordinator import TransactionCoordinator
+from ads.metadata.entity_config import group_entity_path
 
 if TYPE_CHECKING:
     from ads.broker.context import BrokerContext
@@ -92,9 +96,19 @@ class DeadlineTimer:
 
 
 def create_group_coordinator(broker: BrokerContext) -> GroupCoordinator:
+    def group_timeouts(group_id: str) -> GroupTimeouts | None:
+        # A dict look-up per heartbeat; parsed only for the groups that set configs.
+        overrides = broker.metadata.entity_configs.get(group_entity_path(group_id))
+        if not overrides:
+            return None
+        own = group_configs.settings_of(broker.config, overrides)
+        return GroupTimeouts(own.consumer_session_timeout_ms,
+                             own.consumer_heartbeat_interval_ms,
+                             own.share_session_timeout_ms, own.share_heartbeat_interval_ms)
+
     return GroupCoordinator(InternalTopicLog(broker, OFFSETS_TOPIC_SPEC),
                             BrokerTopicMetadata(broker), broker.clock,
-                            group_config(broker.config))
+                            replace(group_config(broker.config), group_timeouts=group_timeouts))
 
 
 def create_transaction_coordinator(broker: BrokerContext) -> TransactionCoordinator:

@@ -1,6 +1,8 @@
-"""Entity configs: what Kafka keeps per user and per client id (quotas, SCRAM credentials)
-and per broker (dynamic broker configs, KIP-226: `/config/brokers/<id>`, and the cluster's
-default, `/config/brokers/<default>`).
+"""Entity configs: what Kafka keeps per user and per client id (quotas, SCRAM credentials),
+per broker (dynamic broker configs, KIP-226: `/config/brokers/<id>`, and the cluster's
+default, `/config/brokers/<default>`) and per group (group configs, KIP-848 and KIP-932:
+`/config/groups/<group>`, where Kafka 4.x, without ZooKeeper, keeps them in its metadata
+log).
 
 Kafka's ZooKeeper mode stores them at `/config/users/<user>`, `/config/clients/<client-id>`
 and `/config/users/<user>/clients/<client-id>`, each `{"version":1,"config":{...}}`. The
@@ -18,11 +20,17 @@ DEFAULT = "<default>"
 USERS = "users"
 CLIENTS = "clients"
 BROKERS = "brokers"
+GROUPS = "groups"
 
 
 def broker_entity_path(node_id: int | None) -> str:
     """The path of one broker's dynamic configs, or the cluster default's (None)."""
     return f"{BROKERS}/{DEFAULT if node_id is None else node_id}"
+
+
+def group_entity_path(group_id: str) -> str:
+    """The path of one group's configs."""
+    return f"{GROUPS}/{sanitize(group_id)}"
 
 
 def sanitize(name: str) -> str:

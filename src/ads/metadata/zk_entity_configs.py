@@ -26,7 +26,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch
 
 from ads.metadata import zk_layout as zl
-from ads.metadata.entity_config import BROKERS, CLIENTS, USERS, apply_changes
+from ads.metadata.entity_config import BROKERS, CLIENTS, GROUPS, USERS, apply_changes
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,8 @@ class ZkEntityConfigs:
         self.on_change: Callable[[str], None] = lambda path: None
 
     def start(self) -> None:
-        for path in (znode(USERS), znode(CLIENTS), znode(BROKERS), CONFIG_CHANGES):
+        for path in (znode(USERS), znode(CLIENTS), znode(BROKERS), znode(GROUPS),
+                     CONFIG_CHANGES):
             self.zk.ensure_path(path)
         ChildrenWatch(self.zk, CONFIG_CHANGES, self._notified)
 
@@ -82,13 +83,14 @@ class ZkEntityConfigs:
             except NoNodeError:
                 continue
             path = _notification_path(data)
-            if path is not None and path.split("/")[0] in (USERS, CLIENTS, BROKERS):
+            if path is not None and path.split("/")[0] in (USERS, CLIENTS, BROKERS, GROUPS):
                 paths.append(path)
         return list(dict.fromkeys(paths))
 
     def _all_paths(self) -> list[str]:
         paths = [f"{CLIENTS}/{c}" for c in self._children(znode(CLIENTS))]
         paths += [f"{BROKERS}/{b}" for b in self._children(znode(BROKERS))]
+        paths += [f"{GROUPS}/{g}" for g in self._children(znode(GROUPS))]
         for user in self._children(znode(USERS)):
             paths.append(f"{USERS}/{user}")
             clients = self._children(f"{znode(USERS)}/{user}/{CLIENTS}")

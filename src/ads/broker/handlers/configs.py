@@ -12,6 +12,10 @@ configs); any other key ADS knows is refused with INVALID_REQUEST "Cannot update
 configs dynamically", a value its key does not parse with INVALID_REQUEST, as Kafka answers;
 keys ADS does not know are kept, as Kafka keeps them. Describing the cluster default lists
 the keys set there.
+Group configs (resource type GROUP, KIP-848 and KIP-932: `ads.broker.group_configs`) are
+described for any group id, existing or not, and altered with Kafka's checks (a key ADS
+does not serve is refused as unknown, a value out of the broker's bounds with Kafka's
+message), kept as entity configs (`/config/groups/<group>`); authorized on the group.
 Broker loggers are not supported.
 """
 
@@ -20,24 +24,29 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ads.broker import config as bconfig
+from ads.broker import group_configs
 from ads.broker import permissions as P
 from ads.broker.configdefs import BROKER_CONFIG_DEFS, TOPIC_CONFIG_DEFS, ConfigType
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.metadata.acl import CLUSTER_NAME
-from ads.metadata.entity_config import broker_entity_path
+from ads.metadata.entity_config import broker_entity_path, group_entity_path
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def _denied(ctx: RequestContext, resource_type: int, name: str, topic_rule: P.Rule,
-            broker_rule: P.Rule) -> ErrorCode | None:
+def _denied(ctx: RequestContext, resource_type: int, name: str,
+            rules: tuple[P.Rule, P.Rule, P.Rule]) -> ErrorCode | None:
     """The authorization error for a config resource: topics are checked on the topic,
-    brokers and broker loggers on the cluster, as Kafka does."""
+    groups on the group, brokers and broker loggers on the cluster, as Kafka does.
+    `rules`: the topic's, the cluster's and the group's."""
+    topic_rule, broker_rule, group_rule = rules
     if resource_type == TOPIC:
         rule, resource_name = topic_rule, name
+    elif resource_type == GROUP:
+        rule, resource_name = group_rule, name
     elif resource_type in (BROKER, BROKER_LOGGER):
         rule, resource_name = broker_rule, CLUSTER_NAME
     else:
@@ -56,8 +65,7 @@ async def handle_describe(ctx: RequestContext, req: m.DescribeConfigsRequest
     for res in req.resources:
         out = Result(error_code=ErrorCode.NONE, error_message=None,
                      resource_type=res.resource_type, resource_name=res.resource_name, configs=[])
-        denied = _denied(ctx, res.resource_type, res.resource_name, P.DESCRIBE_CONFIGS_TOPIC,
-                         P.DESCRIBE_CONFIGS_BROKER)
+        denied = _denied(ctx, res.resource_type, res.resource_name, _DESCRIBE_RULES)
         if denied is not None:
             out.error_code = denied
             results.append(out)
@@ -81,6 +89,16 @@ async def handle_describe(ctx: RequestContext, req: m.DescribeConfigsRequest
                 continue
             entries = (bconfig.describe_broker_configs(broker.config) if res.resource_name
                        else bconfig.describe_dynamic_default(broker.config))
+        elif res.resource_type == GROUP:
+            if not res.resource_name:
+                out.error_code = ErrorCode.INVALID_GROUP_ID
+                out.error_message = "Group name must not be empty"
+                results.append(out)
+                continue
+            # Read through, as topic configs are.
+            view = await broker.metadata.read_entity_configs()
+            entries = group_configs.describe(
+                broker.config, view.get(group_entity_path(res.resource_name), {}))
         else:
             out.error_code = ErrorCode.INVALID_REQUEST
             out.error_message = f"Resource type {res.resource_type} is not supported"
@@ -107,11 +125,13 @@ Compute = Callable[[dict[str, str]], dict[str, str]]
 async def _alter(ctx: RequestContext, resource_type: int, name: str, compute: Compute,
                  validate_only: bool) -> tuple[ErrorCode, str | None]:
     broker = ctx.broker
-    denied = _denied(ctx, resource_type, name, P.ALTER_CONFIGS_TOPIC, P.ALTER_CONFIGS_BROKER)
+    denied = _denied(ctx, resource_type, name, _ALTER_RULES)
     if denied is not None:
         return denied, None
     if resource_type == BROKER:
         return await _alter_broker(ctx, name, compute, validate_only)
+    if resource_type == GROUP:
+        return await _alter_group(ctx, name, compute, validate_only)
     if resource_type != TOPIC:
         return ErrorCode.INVALID_REQUEST, f"Resource type {resource_type} is not supported"
     topic = broker.metadata.topics.get(name)
@@ -147,6 +167,25 @@ async def _alter_broker(ctx: RequestContext, name: str, compute: Compute,
     return ErrorCode.NONE, None
 
 
+async def _alter_group(ctx: RequestContext, name: str, compute: Compute,
+                       validate_only: bool) -> tuple[ErrorCode, str | None]:
+    if not name:
+        return ErrorCode.INVALID_GROUP_ID, "Group name must not be empty"
+    store = ctx.broker.metadata
+    path = group_entity_path(name)
+    current = dict(store.entity_configs.get(path, {}))
+    try:
+        new = compute(dict(current))
+        group_configs.validate(ctx.broker.config, new)
+    except bconfig.ConfigError as exc:
+        return ErrorCode[exc.error_name], str(exc)
+    changes: dict[str, str | None] = {k: None for k in current if k not in new}
+    changes.update((k, v) for k, v in new.items() if current.get(k) != v)
+    if changes and not validate_only:
+        await store.alter_entity_configs(path, changes)
+    return ErrorCode.NONE, None
+
+
 async def handle_alter(ctx: RequestContext, req: m.AlterConfigsRequest
                        ) -> m.AlterConfigsResponse:
     R = m.AlterConfigsResponse  # noqa: N806
@@ -173,7 +212,8 @@ def _default_string(entries: list[bconfig.ConfigEntry], name: str) -> str:
 def _incremental(
         ops: list[m.IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig],
         broker_config: bconfig.BrokerConfig, resource_type: int) -> Compute:
-    defs = BROKER_CONFIG_DEFS if resource_type == BROKER else TOPIC_CONFIG_DEFS
+    # Group configs have no list keys.
+    defs = {BROKER: BROKER_CONFIG_DEFS, TOPIC: TOPIC_CONFIG_DEFS}.get(resource_type, {})
 
     def current_default() -> list[bconfig.ConfigEntry]:
         # What a list key holds when the resource does not set it (APPEND adds to it).
@@ -221,6 +261,9 @@ async def handle_incremental_alter(ctx: RequestContext, req: m.IncrementalAlterC
             resource_name=res.resource_name))
     return m.IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)
 
+
+_DESCRIBE_RULES = (P.DESCRIBE_CONFIGS_TOPIC, P.DESCRIBE_CONFIGS_BROKER, P.DESCRIBE_CONFIGS_GROUP)
+_ALTER_RULES = (P.ALTER_CONFIGS_TOPIC, P.ALTER_CONFIGS_BROKER, P.ALTER_CONFIGS_GROUP)
 
 HANDLERS = [
     ApiHandler(m.DescribeConfigsRequest, m.DescribeConfigsResponse, 1, 4, handle_describe),

@@ -19,6 +19,17 @@ Owned = dict[uuid.UUID, set[int]]
 
 
 @dataclass(frozen=True, slots=True)
+class GroupTimeouts:
+    """The session timeout and heartbeat interval of the members of one group, of each
+    protocol: the group's own configs (KIP-848, KIP-932) over the broker's."""
+
+    consumer_session_timeout_ms: int
+    consumer_heartbeat_interval_ms: int
+    share_session_timeout_ms: int
+    share_heartbeat_interval_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class GroupConfig:
     initial_rebalance_delay_ms: int = 3000
     min_session_timeout_ms: int = 6000
@@ -34,6 +45,18 @@ class GroupConfig:
     share_session_timeout_ms: int = 45_000
     share_heartbeat_interval_ms: int = 5_000
     share_max_size: int = 200
+    # A group's own timeouts (its group configs), None when it sets none.
+    group_timeouts: Callable[[str], GroupTimeouts | None] = field(
+        default=lambda _group_id: None, compare=False)
+
+    def timeouts(self, group_id: str) -> GroupTimeouts:
+        """What the group's members run with: its group configs, else these defaults."""
+        own = self.group_timeouts(group_id)
+        if own is not None:
+            return own
+        return GroupTimeouts(self.consumer_session_timeout_ms,
+                             self.consumer_heartbeat_interval_ms,
+                             self.share_session_timeout_ms, self.share_heartbeat_interval_ms)
 
 
 # -- classic groups ----------------------------------------------------------------------

@@ -180,7 +180,8 @@ class ConsumerGroupManager:
             assignment = _nonempty(member.assigned)
             member.last_sent = _nonempty(member.assigned)
         return HeartbeatResult(ErrorCode.NONE, None, member_id, member.member_epoch,
-                               self.config.consumer_heartbeat_interval_ms, assignment)
+                               self.config.timeouts(group.group_id).consumer_heartbeat_interval_ms,
+                               assignment)
 
     def _static_takeover(self, group: ConsumerGroup, member_id: str, instance_id: str | None
                          ) -> ConsumerMember | HeartbeatResult:
@@ -299,14 +300,14 @@ class ConsumerGroupManager:
         else:
             self._remove(group, member, "left the group")
         return HeartbeatResult(ErrorCode.NONE, None, req.member_id, req.member_epoch,
-                               self.config.consumer_heartbeat_interval_ms)
+                               self.config.timeouts(req.group_id).consumer_heartbeat_interval_ms)
 
     def _touch(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
         member_id = member.member_id
         member.session_timer = self.timers.schedule(
-            self.config.consumer_session_timeout_ms,
+            self.config.timeouts(group.group_id).consumer_session_timeout_ms,
             lambda: self._session_expired(group, member, member_id))
 
     def _session_expired(self, group: ConsumerGroup, member: ConsumerMember, member_id: str

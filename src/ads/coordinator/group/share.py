@@ -160,7 +160,8 @@ class ShareGroupManager:
             assignment = {t: set(p) for t, p in member.assigned.items()}
             member.last_sent = assignment
         return HeartbeatResult(ErrorCode.NONE, None, member.member_id, member.member_epoch,
-                               self.config.share_heartbeat_interval_ms, assignment)
+                               self.config.timeouts(group.group_id).share_heartbeat_interval_ms,
+                               assignment)
 
     def _refresh_metadata(self, group: ShareGroup) -> bool:
         """Partition counts of the subscribed topics; True when they changed."""
@@ -196,14 +197,14 @@ class ShareGroupManager:
                                    member_epoch=req.member_epoch)
         self._remove(group, member, "left the group")
         return HeartbeatResult(ErrorCode.NONE, None, req.member_id, LEAVE_EPOCH,
-                               self.config.share_heartbeat_interval_ms)
+                               self.config.timeouts(req.group_id).share_heartbeat_interval_ms)
 
     def _touch(self, group: ShareGroup, member: ShareMember) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
         member_id = member.member_id
         member.session_timer = self.timers.schedule(
-            self.config.share_session_timeout_ms,
+            self.config.timeouts(group.group_id).share_session_timeout_ms,
             lambda: self._session_expired(group, member, member_id))
 
     def _session_expired(self, group: ShareGroup, member: ShareMember, member_id: str

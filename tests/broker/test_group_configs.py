@@ -1,0 +1,113 @@
+"""Group configs (KIP-848, KIP-932) set with the AdminClient change what one group's members
+run with: the heartbeat interval its members are given and the session after which a silent
+member is removed, for consumer-protocol and share groups, while other groups keep the
+broker's. (Describe and alter answers are compared with Apache Kafka's in
+tests/reference/test_reference_topics.py.)"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
+
+from ads.protocol import messages as m
+from ads.protocol.errors import ErrorCode
+from ads.testing import EmbeddedBroker
+from conftest import create_topic
+from kafka_wire import RawConnection
+
+SETTINGS = {"group.share.enable": "true",
+            # Lower bounds, so a group may set a session short enough for a test.
+            "group.consumer.min.session.timeout.ms": "1000",
+            "group.share.min.session.timeout.ms": "1000",
+            "group.consumer.min.heartbeat.interval.ms": "500",
+            "group.share.min.heartbeat.interval.ms": "500"}
+
+
+@pytest.fixture(scope="module")
+def configured() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(config=SETTINGS) as b:
+        create_topic(b.bootstrap_servers, "t", 2)
+        with RawConnection(b.bootstrap_servers) as conn:  # makes __consumer_offsets
+            found = conn.request(10, 3, m.FindCoordinatorRequest(key="any", key_type=0))
+            assert found.error_code == ErrorCode.NONE
+        yield b
+
+
+def set_group_configs(bootstrap: str, group: str, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
+        for k, v in configs.items()])
+    admin.incremental_alter_configs([resource])[resource].result(15)
+
+
+def consumer_join(conn: RawConnection, group: str) -> m.ConsumerGroupHeartbeatResponse:
+    return conn.request(68, 0, m.ConsumerGroupHeartbeatRequest(
+        group_id=group, member_epoch=0, rebalance_timeout_ms=5000,
+        subscribed_topic_names=["t"], topic_partitions=[]))
+
+
+def share_join(conn: RawConnection, group: str, member: str) -> m.ShareGroupHeartbeatResponse:
+    return conn.request(76, 1, m.ShareGroupHeartbeatRequest(
+        group_id=group, member_id=member, member_epoch=0, rack_id=None,
+        subscribed_topic_names=["t"]))
+
+
+def consumer_members(conn: RawConnection, group: str) -> int:
+    r = conn.request(69, 0, m.ConsumerGroupDescribeRequest(group_ids=[group],
+                                                          include_authorized_operations=False))
+    return len(r.groups[0].members)
+
+
+def share_members(conn: RawConnection, group: str) -> int:
+    r = conn.request(77, 1, m.ShareGroupDescribeRequest(group_ids=[group],
+                                                       include_authorized_operations=False))
+    return len(r.groups[0].members)
+
+
+def test_group_configs_set_heartbeat_intervals_per_group(configured: EmbeddedBroker) -> None:
+    bs = configured.bootstrap_servers
+    set_group_configs(bs, "tuned", consumer_heartbeat_interval_ms="7000",
+                      share_heartbeat_interval_ms="9000")
+    with RawConnection(bs) as conn:
+        tuned, plain = consumer_join(conn, "tuned"), consumer_join(conn, "plain")
+        assert (tuned.error_code, tuned.heartbeat_interval_ms) == (ErrorCode.NONE, 7000)
+        assert (plain.error_code, plain.heartbeat_interval_ms) == (ErrorCode.NONE, 5000)
+        shared = share_join(conn, "tuned-share", "m1" * 11)
+        assert (shared.error_code, shared.heartbeat_interval_ms) == (ErrorCode.NONE, 5000)
+    # Share and consumer keys are the group's own: set on the share group, they count.
+    set_group_configs(bs, "tuned-share", share_heartbeat_interval_ms="9000")
+    with RawConnection(bs) as conn:
+        again = share_join(conn, "tuned-share", "m2" * 11)
+        assert (again.error_code, again.heartbeat_interval_ms) == (ErrorCode.NONE, 9000)
+
+
+def test_group_configs_session_timeout_removes_a_silent_member(
+        configured: EmbeddedBroker) -> None:
+    bs = configured.bootstrap_servers
+    set_group_configs(bs, "brief", consumer_session_timeout_ms="1500",
+                      consumer_heartbeat_interval_ms="500")
+    set_group_configs(bs, "brief-share", share_session_timeout_ms="1500",
+                      share_heartbeat_interval_ms="500")
+    with RawConnection(bs) as conn:
+        for group in ("brief", "lasting"):
+            assert consumer_join(conn, group).error_code == ErrorCode.NONE
+        assert share_join(conn, "brief-share", "s1" * 11).error_code == ErrorCode.NONE
+        assert consumer_members(conn, "brief") == 1 and share_members(conn, "brief-share") == 1
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and (consumer_members(conn, "brief")
+                                               or share_members(conn, "brief-share")):
+            time.sleep(0.1)
+        # Removed after their own 1.5 s session; the other group keeps the broker's 45 s.
+        assert consumer_members(conn, "brief") == 0
+        assert share_members(conn, "brief-share") == 0
+        assert consumer_members(conn, "lasting") == 1
