@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from ads.protocol import messages as m
+from ads.protocol.errors import ErrorCode
 from cluster_support import Cluster
 from kafka_reference import JARS
 from kafka_tool_support import ok, run
+from kafka_wire import RawConnection
 
 pytestmark = pytest.mark.kafka_reference
 
@@ -88,6 +91,45 @@ def test_kafka_configs_broker_and_topic(cluster: Cluster) -> None:
        "--entity-name", "2", "--alter", "--delete-config", "log.retention.ms")
     ok("kafka-configs", "--bootstrap-server", bs, "--entity-type", "brokers",
        "--entity-default", "--alter", "--delete-config", "log.segment.bytes")
+
+
+def test_kafka_configs_groups(cluster: Cluster) -> None:
+    # Group configs (KIP-848, KIP-932), kept in ZooKeeper: set through one broker, taken by
+    # the group's coordinator wherever it is.
+    bs = cluster.bootstrap
+    assert "Completed updating config for group tools-hb." in ok(
+        "kafka-configs", "--bootstrap-server", bs, "--entity-type", "groups",
+        "--entity-name", "tools-hb", "--alter", "--add-config",
+        "consumer.heartbeat.interval.ms=7000,share.record.lock.duration.ms=20000")
+    out = ok("kafka-configs", "--bootstrap-server", bs, "--entity-type", "groups",
+             "--entity-name", "tools-hb", "--describe")
+    assert "consumer.heartbeat.interval.ms=7000 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:" \
+           "consumer.heartbeat.interval.ms=7000" in out, out
+    assert "share.record.lock.duration.ms=20000" in out, out
+    done = run("kafka-configs", "--bootstrap-server", bs, "--entity-type", "groups",
+               "--entity-name", "tools-hb", "--alter", "--add-config",
+               "share.record.lock.duration.ms=5")
+    assert done.returncode != 0
+    assert "Value must be at least 1000" in done.stdout + done.stderr
+
+    def interval() -> int:
+        with RawConnection(cluster.brokers[1].bootstrap) as conn:
+            found = conn.request(10, 3, m.FindCoordinatorRequest(key="tools-hb", key_type=0))
+        if found.error_code != ErrorCode.NONE:
+            return -1
+        with RawConnection(f"{found.host}:{found.port}") as conn:
+            joined = conn.request(68, 0, m.ConsumerGroupHeartbeatRequest(
+                group_id="tools-hb", member_epoch=0, rebalance_timeout_ms=5000,
+                subscribed_topic_names=["tools-hb"], topic_partitions=[]))
+            if joined.error_code == ErrorCode.NONE:  # leave: the group stays empty
+                conn.request(68, 0, m.ConsumerGroupHeartbeatRequest(
+                    group_id="tools-hb", member_id=joined.member_id, member_epoch=-1))
+        return joined.heartbeat_interval_ms if joined.error_code == ErrorCode.NONE else -1
+    cluster.wait_for(lambda: interval() == 7000, "the coordinator gives the group's interval")
+    ok("kafka-configs", "--bootstrap-server", bs, "--entity-type", "groups",
+       "--entity-name", "tools-hb", "--alter", "--delete-config",
+       "consumer.heartbeat.interval.ms")
+    cluster.wait_for(lambda: interval() == 5000, "the broker's interval again")
 
 
 def test_console_clients_groups_offsets_and_records(cluster: Cluster, tmp_path: Path) -> None:
