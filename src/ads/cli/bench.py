@@ -1,5 +1,5 @@
-"""`ads bench produce|consume|e2e|suite`: benchmarks that work against any Kafka-protocol
-broker, and the side-by-side suite that compares ADS with librdkafka's mock broker.
+"""`ads bench produce|consume|share-consume|e2e|suite`: benchmarks that work against any
+Kafka-protocol broker, and the side-by-side suite that compares ADS with librdkafka's mock broker.
 
 Each tool prints a progress line on stderr while it runs and a summary at the end; with
 `--json` the summary is one JSON object on stdout, for scripts.
@@ -17,6 +17,7 @@ from typing import Any
 from ads.bench import consume as bconsume
 from ads.bench import e2e as be2e
 from ads.bench import produce as bproduce
+from ads.bench import share as bshare
 from ads.bench.produce import CLIENTS, COMPRESSION, BenchError
 from ads.cli.common import (
     CommandError,
@@ -69,6 +70,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     pc.add_argument("--client", choices=CLIENTS, default="confluent-kafka")
     pc.set_defaults(func=run_command("bench consume", _consume))
 
+    _add_share_consume(tools)
+
     pe = tools.add_parser("e2e", help="end-to-end latency at a fixed rate "
                                       "(like Kafka's EndToEndLatency)")
     _common(pe)
@@ -110,6 +113,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                          "which `make test-deps` fills)")
     ps.add_argument("--json", action="store_true", help="print the results as JSON")
     ps.set_defaults(func=run_command("bench suite", _suite))
+
+
+def _add_share_consume(tools: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    pq = tools.add_parser("share-consume", help="share group (KIP-932) throughput, "
+                                                "optionally against a classic consumer")
+    _common(pq)
+    pq.add_argument("--num-records", type=int, required=True, metavar="N",
+                    help="records to read (produce them first)")
+    pq.add_argument("--consumers", type=int, default=1, metavar="K",
+                    help="share consumers of the group, one thread each (default 1)")
+    pq.add_argument("--compare", action="store_true",
+                    help="also read the records with a classic group consumer")
+    pq.add_argument("--timeout-ms", type=int, default=10_000, metavar="MS",
+                    help="stop after MS without a record (default 10000)")
+    pq.set_defaults(func=run_command("bench share-consume", _share_consume))
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -172,6 +190,16 @@ def _consume(args: argparse.Namespace) -> int:
         timeout_s=args.timeout_ms / 1000.0, client=args.client, config=_config(args),
         progress=True)
     return _emit(args, _guarded(bconsume.run_consume, opts))
+
+
+def _share_consume(args: argparse.Namespace) -> int:
+    _positive(args.num_records, "--num-records")
+    _positive(args.consumers, "--consumers")
+    opts = bshare.ShareConsumeOptions(
+        bootstrap=args.bootstrap_server, topic=args.topic, num_records=args.num_records,
+        consumers=args.consumers, timeout_s=args.timeout_ms / 1000.0, compare=args.compare,
+        config=_config(args))
+    return _emit(args, _guarded(bshare.run_share_consume, opts))
 
 
 def _e2e(args: argparse.Namespace) -> int:
@@ -256,6 +284,15 @@ def summary_line(report: dict[str, Any]) -> str:
                 f"{report['records_per_s']:,.0f} records/s ({report['mb_per_s']:.2f} MB/s) "
                 f"after the first record, which came after "
                 f"{'-' if first is None else f'{first:.0f}'} ms")
+    if tool == "share-consume":
+        share = report["share"]
+        line = (f"{share['records']} records by {report['consumers']} share consumers: "
+                f"{share['records_per_s']:,.0f} records/s ({share['mb_per_s']:.2f} MB/s), "
+                f"{share['redelivered']} delivered again")
+        if "classic" in report:
+            line += (f"; a classic group consumer {report['classic']['records_per_s']:,.0f}"
+                     f" records/s ({report['share_over_classic']:.2f}x)")
+        return line
     lat = report["latency_ms"]
     parts = ", ".join(f"{k} {'-' if v is None else f'{v:.2f}'}" for k, v in lat.items())
     if tool == "e2e":
