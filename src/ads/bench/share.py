@@ -82,8 +82,9 @@ class _Tally:
 
 
 def _start_at_earliest(opts: ShareConsumeOptions, group: str) -> None:
-    admin = AdminClient({"bootstrap.servers": opts.bootstrap, "logger": CLIENT_LOG,
-                         **opts.config})
+    conf: dict[str, Any] = {"bootstrap.servers": opts.bootstrap, "logger": CLIENT_LOG,
+                            **opts.config}
+    admin = AdminClient(conf)
     resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[ConfigEntry(
         "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
     try:
