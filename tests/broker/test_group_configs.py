@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -111,3 +112,15 @@ def test_group_configs_session_timeout_removes_a_silent_member(
         assert consumer_members(conn, "brief") == 0
         assert share_members(conn, "brief-share") == 0
         assert consumer_members(conn, "lasting") == 1
+
+
+def test_group_configs_refuse_read_committed_share_groups(configured: EmbeddedBroker) -> None:
+    # Share fetches do not skip aborted transactions: the setting is refused, not ignored.
+    admin = AdminClient({"bootstrap.servers": configured.bootstrap_servers})
+    resource = ConfigResource(ResourceType.GROUP, "committed-only", incremental_configs=[
+        ConfigEntry("share.isolation.level", "read_committed",
+                    incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as refused:
+        admin.incremental_alter_configs([resource])[resource].result(15)
+    assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
+    assert "read uncommitted records only" in refused.value.args[0].str()

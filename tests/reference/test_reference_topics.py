@@ -148,7 +148,7 @@ GROUP_KEYS = ["consumer.heartbeat.interval.ms", "consumer.session.timeout.ms",
               "share.delivery.count.limit", "share.heartbeat.interval.ms",
               "share.isolation.level", "share.partition.max.record.locks",
               "share.record.lock.duration.ms", "share.session.timeout.ms"]
-GROUP_SET = {"share.record.lock.duration.ms": "15000", "share.isolation.level": "read_committed",
+GROUP_SET = {"share.record.lock.duration.ms": "15000", "share.session.timeout.ms": "50000",
              "consumer.heartbeat.interval.ms": "6000", "share.delivery.count.limit": "3"}
 # (what, the key and value set, the error Kafka answers, with its message)
 GROUP_REFUSALS = [
