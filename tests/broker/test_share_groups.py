@@ -38,6 +38,7 @@ CONFIG = {
     "group.share.record.lock.duration.ms": str(LOCK_MS),
     "group.share.delivery.count.limit": str(DELIVERY_LIMIT),
     "offsets.topic.num.partitions": "1",
+    "share.coordinator.state.topic.num.partitions": "1",
 }
 SHARE_APIS = {76, 77, 78, 79}
 WORKER = str(Path(__file__).with_name("share_worker.py"))
@@ -256,7 +257,7 @@ def test_share_groups_consumer_killed_mid_batch_loses_nothing(bs: str) -> None:
 def share_fetch(conn: RawConnection, group: str, member: str, epoch: int,
                 parts: list[tuple[object, int]], acks: dict[tuple[object, int], list[
                     tuple[int, int, list[int]]]] | None = None,
-                max_records: int = 100) -> m.ShareFetchResponse:
+                max_records: int = 100, max_wait_ms: int = 0) -> m.ShareFetchResponse:
     Q = m.ShareFetchRequest  # noqa: N806
     acks = acks or {}
     topics: dict[object, list[m.ShareFetchRequest.FetchTopic.FetchPartition]] = {}
@@ -267,7 +268,7 @@ def share_fetch(conn: RawConnection, group: str, member: str, epoch: int,
                     first_offset=f, last_offset=la, acknowledge_types=t)
                 for f, la, t in acks.get((topic_id, index), [])]))
     return conn.request(K.SHARE_FETCH, 1, Q(
-        group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=0,
+        group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=max_wait_ms,
         min_bytes=1, max_records=max_records, batch_size=max_records,
         topics=[Q.FetchTopic(topic_id=t, partitions=ps) for t, ps in topics.items()]))
 
@@ -286,7 +287,8 @@ def test_share_groups_sessions_and_acknowledgement_errors_on_the_wire(bs: str) -
         assert share_fetch(conn, "sg-wire", "w1", 3, [part]).error_code == 122  # not found
         assert share_fetch(conn, "sg-wire", "w1", 0, [part], {part: [(0, 0, [1])]}
                            ).error_code == 42  # INVALID_REQUEST: acks in a new session
-        r: E = share_fetch(conn, "sg-wire", "w1", 0, [part], max_records=2)
+        # The first fetch waits while the share-partition's state is read (and initialized).
+        r: E = share_fetch(conn, "sg-wire", "w1", 0, [part], max_records=2, max_wait_ms=5000)
         [p] = r.responses[0].partitions
         assert (r.error_code, p.error_code, r.acquisition_lock_timeout_ms) == (0, 0, LOCK_MS)
         # Two records asked, one batch each: two whole batches, offsets 0-1, first delivery.

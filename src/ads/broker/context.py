@@ -24,6 +24,7 @@ from ads.common.clock import Clock
 from ads.common.partitions import TopicPartition
 from ads.controller.controller import Controller
 from ads.coordinator.group.coordinator import GroupCoordinator
+from ads.coordinator.share.coordinator import ShareCoordinator
 from ads.coordinator.transaction.coordinator import MarkerWriter, TransactionCoordinator
 from ads.metadata.acl import AclStore
 from ads.metadata.cache import TopicCache
@@ -58,6 +59,9 @@ class BrokerContext(Protocol):
     # Share groups (KIP-932, with group.share.enable): sessions and share-partitions.
     share_sessions: ShareSessionCache
     share_partitions: SharePartitionManager
+    # Their durable state (`__share_group_state`), for the share-partitions whose key
+    # hashes to a partition of it led here.
+    share_coordinator: ShareCoordinator
     # How this broker reaches the others (the inter-broker listener, TLS or not).
     inter_broker: InterBroker
     # Client quotas (`ads.broker.quotas`), kept current from the entity configs.

@@ -3,10 +3,10 @@
 The group coordinator gets `__consumer_offsets` (`internal_topics.InternalTopicLog`), the
 topic metadata and the broker's clock; the transaction coordinator `__transaction_state`,
 the topic metadata, the clock, the broker's producer ids and the marker writer
-(`markers.py`). Leadership of internal-topic partitions reaches the
-coordinator runtime through `become_leader` / `become_follower`: the replica manager calls
-them whenever this broker becomes leader or follower of such a partition, on one broker as
-in a cluster.
+(`markers.py`); the share coordinator `__share_group_state` (it has no timers).
+Leadership of internal-topic partitions reaches the coordinator runtime through
+`become_leader` / `become_follower`: the replica manager calls them whenever this broker
+becomes leader or follower of such a partition, on one broker as in a cluster.
 
 Coordinator timers (sessions, rebalances, KIP-848 heartbeats and revocations, offset
 expiry) fire at their deadline: `DeadlineTimer` keeps one event-loop timer armed at the
@@ -25,12 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 from ads.broker.internal_topics import (
     OFFSETS_TOPIC_SPEC,
+    SHARE_GROUP_STATE_TOPIC_SPEC,
     TRANSACTION_STATE_TOPIC_SPEC,
     BrokerTopicMetadata,
     InternalTopicLog,
 )
 from ads.broker.settings import group_config, txn_config
 from ads.coordinator.group.coordinator import GroupCoordinator
+from ads.coordinator.share.coordinator import ShareCoordinator
+from ads.coordinator.share.shard import ShareCoordinatorConfig
 from ads.coordinator.transaction.coordinator import TransactionCoordinator
 
 if TYPE_CHECKING:
@@ -104,6 +107,13 @@ def create_transaction_coordinator(broker: BrokerContext) -> TransactionCoordina
                                   txn_config(broker.config))
 
 
+def create_share_coordinator(broker: BrokerContext) -> ShareCoordinator:
+    config = ShareCoordinatorConfig(broker.config.get_int(
+        "share.coordinator.snapshot.update.records.per.snapshot"))
+    return ShareCoordinator(InternalTopicLog(broker, SHARE_GROUP_STATE_TOPIC_SPEC),
+                            BrokerTopicMetadata(broker), broker.clock, config)
+
+
 def start(broker: BrokerContext) -> DeadlineTimer:
     """Runs the timers at their deadlines; returns what wakes them (`stop` it at shutdown).
     The coordinators load the partitions this broker leads as the replica manager reports
@@ -129,6 +139,8 @@ def _runtime(broker: BrokerContext, topic: str) -> CoordinatorRuntime[Any] | Non
         return broker.group_coordinator.runtime
     if topic == TRANSACTION_STATE_TOPIC_SPEC.name:
         return broker.transaction_coordinator.runtime
+    if topic == SHARE_GROUP_STATE_TOPIC_SPEC.name:
+        return broker.share_coordinator.runtime
     return None
 
 
@@ -162,3 +174,4 @@ def stop(broker: BrokerContext, deadlines: DeadlineTimer | None) -> None:
         deadlines.stop()
     broker.group_coordinator.shutdown()
     broker.transaction_coordinator.shutdown()
+    broker.share_coordinator.shutdown()
