@@ -8,16 +8,11 @@ test uses its own topic and group.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import AcknowledgeType, Message, Producer, ShareConsumer
@@ -28,6 +23,7 @@ from ads.records.batch import iter_batch_headers
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
 from kafka_wire import RawConnection
+from share_support import share_worker
 
 LOCK_MS = 1500
 DELIVERY_LIMIT = 3
@@ -41,7 +37,6 @@ CONFIG = {
     "share.coordinator.state.topic.num.partitions": "1",
 }
 SHARE_APIS = {76, 77, 78, 79}
-WORKER = str(Path(__file__).with_name("share_worker.py"))
 K = m.ApiKey
 
 
@@ -217,26 +212,10 @@ def test_share_groups_locks_expire_to_another_consumer(bs: str) -> None:
 def test_share_groups_consumer_killed_mid_batch_loses_nothing(bs: str) -> None:
     create_topic(bs, "sg-kill", 2)
     produce(bs, "sg-kill", 16)
-    proc = subprocess.Popen([sys.executable, WORKER, bs, "sg-kill", "sg-kill"],  # noqa: S603
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    acked: set[tuple[int, int]] = set()
-    held: set[tuple[int, int]] = set()
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            word, *rest = line.split()
-            if word in ("acked", "held"):
-                (acked if word == "acked" else held).add((int(rest[0]), int(rest[1])))
-            elif word == "holding":
-                break
-        os.kill(proc.pid, signal.SIGKILL)  # mid-batch: the held records are not acknowledged
-        proc.wait(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        if proc.stdout is not None:
-            proc.stdout.close()
+    with share_worker(bs, "sg-kill", "sg-kill") as worker:
+        worker.kill()  # mid-batch: the held records are not acknowledged
+    acked, held = worker.acked, worker.held
+    assert worker.committed
     assert acked and held
     c = consumer(bs, "sg-kill", "sg-kill")
     got: dict[tuple[int, int], int] = {}
