@@ -8,10 +8,14 @@ import signal
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from ads.protocol import messages as m
 
 WORKER = str(Path(__file__).parent / "broker" / "share_worker.py")
 
@@ -59,3 +63,36 @@ def share_worker(bootstrap: str, group: str, topic: str, *settings: str,
         run.kill()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def share_state_request(api: int, group: str, topic_id: uuid.UUID, partition: int,
+                        **fields: Any) -> Any:
+    """A one-partition request of the share coordinator's APIs (keys 83-87); `fields` are
+    the partition's (leader_epoch, state_epoch, start_offset, state_batches as (first,
+    last, state, count) tuples)."""
+    K = m.ApiKey  # noqa: N806
+    if api == K.WRITE_SHARE_GROUP_STATE:
+        Q: Any = m.WriteShareGroupStateRequest
+        fields["state_batches"] = [Q.WriteStateData.PartitionData.StateBatch(
+            first_offset=f, last_offset=la, delivery_state=s, delivery_count=c)
+            for f, la, s, c in fields.get("state_batches", [])]
+        defaults = {"state_epoch": 0, "leader_epoch": 0, "start_offset": 0}
+        data, part = Q.WriteStateData, Q.WriteStateData.PartitionData
+    elif api == K.INITIALIZE_SHARE_GROUP_STATE:
+        Q = m.InitializeShareGroupStateRequest
+        defaults = {"state_epoch": 0, "start_offset": 0}
+        data, part = Q.InitializeStateData, Q.InitializeStateData.PartitionData
+    elif api == K.READ_SHARE_GROUP_STATE:
+        Q = m.ReadShareGroupStateRequest
+        defaults = {"leader_epoch": 0}
+        data, part = Q.ReadStateData, Q.ReadStateData.PartitionData
+    elif api == K.DELETE_SHARE_GROUP_STATE:
+        Q = m.DeleteShareGroupStateRequest
+        defaults = {}
+        data, part = Q.DeleteStateData, Q.DeleteStateData.PartitionData
+    else:
+        Q = m.ReadShareGroupStateSummaryRequest
+        defaults = {"leader_epoch": 0}
+        data, part = Q.ReadStateSummaryData, Q.ReadStateSummaryData.PartitionData
+    return Q(group_id=group, topics=[data(topic_id=topic_id, partitions=[
+        part(partition=partition, **{**defaults, **fields})])])

@@ -8,6 +8,7 @@ test uses its own topic and group.
 
 from __future__ import annotations
 
+import base64
 import threading
 import time
 import uuid
@@ -23,7 +24,7 @@ from ads.records.batch import iter_batch_headers
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
 from kafka_wire import RawConnection
-from share_support import share_worker
+from share_support import share_state_request, share_worker
 
 LOCK_MS = 1500
 DELIVERY_LIMIT = 3
@@ -305,3 +306,46 @@ def test_share_groups_sessions_and_acknowledgement_errors_on_the_wire(bs: str) -
         unknown = share_fetch(conn, "sg-wire", "w3", 0, [(uuid.uuid4(), 0), (tid, 7)])
         assert sorted(p.error_code for t in unknown.responses for p in t.partitions) == [
             3, 100]  # UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID
+
+
+def test_share_groups_share_state_apis_on_the_wire(bs: str) -> None:
+    """The share coordinator's APIs as brokers send them: FindCoordinator key type 2, and
+    Kafka's error codes for unknown share-partitions and old epochs."""
+    create_topic(bs, "sg-state", 1)
+    with RawConnection(bs) as conn:
+        meta = conn.request(K.METADATA, 12, m.MetadataRequest(
+            topics=[m.MetadataRequest.MetadataRequestTopic(name="sg-state")]))
+        tid = meta.topics[0].topic_id
+        key = f"sg-state-g:{base64.urlsafe_b64encode(tid.bytes).decode().rstrip('=')}:0"
+        found = conn.request(K.FIND_COORDINATOR, 4, m.FindCoordinatorRequest(
+            key_type=2, coordinator_keys=[key])).coordinators[0]
+        assert (found.error_code, found.node_id) == (0, 1)
+
+        def call(api: int, version: int = 0, group: str = "sg-state-g", topic: object = tid,
+                 **fields: object) -> object:
+            r = conn.request(api, version, share_state_request(api, group, topic, 0, **fields))
+            return r.results[0].partitions[0]
+
+        read = call(K.READ_SHARE_GROUP_STATE, leader_epoch=3)
+        assert (read.error_code, read.start_offset) == (0, -1)  # no state yet
+        batches = [(5, 6, 2, 1), (7, 7, 0, 2)]
+        assert call(K.WRITE_SHARE_GROUP_STATE, 1, leader_epoch=3, state_epoch=0,
+                    start_offset=5, state_batches=batches).error_code == 0
+        read = call(K.READ_SHARE_GROUP_STATE, leader_epoch=3)
+        assert (read.error_code, read.start_offset, read.state_epoch) == (0, 5, 0)
+        assert [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                for b in read.state_batches] == batches
+        summary = call(K.READ_SHARE_GROUP_STATE_SUMMARY, 1)
+        assert (summary.start_offset, summary.leader_epoch,
+                summary.delivery_complete_count) == (5, 3, 2)
+        assert call(K.WRITE_SHARE_GROUP_STATE, leader_epoch=2).error_code == 74  # fenced
+        assert call(K.INITIALIZE_SHARE_GROUP_STATE, state_epoch=1,
+                    start_offset=9).error_code == 0
+        assert call(K.WRITE_SHARE_GROUP_STATE, leader_epoch=3, state_epoch=0
+                    ).error_code == 124  # FENCED_STATE_EPOCH
+        read = call(K.READ_SHARE_GROUP_STATE, leader_epoch=3)
+        assert (read.start_offset, read.state_epoch, read.state_batches) == (9, 1, [])
+        assert call(K.DELETE_SHARE_GROUP_STATE).error_code == 0
+        assert call(K.READ_SHARE_GROUP_STATE, leader_epoch=3).start_offset == -1
+        assert call(K.READ_SHARE_GROUP_STATE, topic=uuid.uuid4()).error_code == 3
+        assert call(K.READ_SHARE_GROUP_STATE, group="").error_code == 42  # INVALID_REQUEST

@@ -196,9 +196,9 @@ class ShareStatePersister:
             group_id=key.group_id, topics=[Q.WriteStateData(topic_id=key.topic_id, partitions=[
                 P(partition=key.partition, state_epoch=req.state_epoch,
                   leader_epoch=req.leader_epoch, start_offset=req.start_offset,
-                  state_batches=[P.StateBatch(first_offset=b.first, last_offset=b.last,
-                                              delivery_state=b.state, delivery_count=b.delivery_count)
-                                 for b in req.batches])])]))
+                  state_batches=[P.StateBatch(
+                      first_offset=b.first, last_offset=b.last, delivery_state=b.state,
+                      delivery_count=b.delivery_count) for b in req.batches])])]))
         if not isinstance(r, m.WriteShareGroupStateResponse) or not r.results:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return _code(r.results[0].partitions[0].error_code)
