@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import AcknowledgeType, Message, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient
 
 from ads.protocol import codec
 from ads.protocol import messages as m
@@ -208,6 +209,22 @@ def test_share_groups_locks_expire_to_another_consumer(bs: str) -> None:
     assert {got[k] for k in held} == {2}  # delivered again, once
     # Not before the lock expired (the records may have been fetched a poll before).
     assert first_held_at is not None and first_held_at - acquired_at >= LOCK_MS / 1000 - 0.5
+    # Deleting the group (both members left) deletes its share-partitions' state.
+    assert [state_start(bs, "sg-lock", "sg-lock", p) for p in (0, 1)] == [0, 0]
+    wait_members(bs, "sg-lock", 0)
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.delete_consumer_groups(["sg-lock"])["sg-lock"].result(10)
+    assert [state_start(bs, "sg-lock", "sg-lock", p) for p in (0, 1)] == [-1, -1]
+
+
+def state_start(bootstrap: str, group: str, topic: str, partition: int) -> int:
+    """The share-partition's start offset as its share coordinator has it (-1: no state)."""
+    with RawConnection(bootstrap) as conn:
+        meta = conn.request(K.METADATA, 12, m.MetadataRequest(
+            topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)]))
+        r = conn.request(K.READ_SHARE_GROUP_STATE_SUMMARY, 1, share_state_request(
+            K.READ_SHARE_GROUP_STATE_SUMMARY, group, meta.topics[0].topic_id, partition))
+    return int(r.results[0].partitions[0].start_offset)
 
 
 def test_share_groups_consumer_killed_mid_batch_loses_nothing(bs: str) -> None:

@@ -19,6 +19,7 @@ from ads.broker.quotas import ClientQuotas
 from ads.broker.settings import RequestSettings
 from ads.broker.share_partitions import SharePartitionManager
 from ads.broker.share_sessions import ShareSessionCache
+from ads.broker.share_state import ShareStatePersister
 from ads.broker.topic_admin import TopicAdmin
 from ads.common.clock import Clock
 from ads.common.partitions import TopicPartition
@@ -62,6 +63,8 @@ class BrokerContext(Protocol):
     # Their durable state (`__share_group_state`), for the share-partitions whose key
     # hashes to a partition of it led here.
     share_coordinator: ShareCoordinator
+    # How this broker's share-partition leaders reach the share coordinator.
+    share_state: ShareStatePersister
     # How this broker reaches the others (the inter-broker listener, TLS or not).
     inter_broker: InterBroker
     # Client quotas (`ads.broker.quotas`), kept current from the entity configs.

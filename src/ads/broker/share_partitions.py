@@ -223,8 +223,10 @@ class SharePartitionManager:
         async with self._write_locks.setdefault(key, asyncio.Lock()):
             if self.partitions.get(key) is not sp:
                 return ErrorCode.NOT_LEADER_OR_FOLLOWER  # the leadership moved meanwhile
+            # The start as it is once these batches apply, so the coordinator's start
+            # offset (ReadShareGroupStateSummary) follows the acknowledgements.
             error = await self.persister.write(key[0], key[1], sp.state_epoch, sp.leader_epoch,
-                                               sp.start_offset, batches)
+                                               sp.start_after(batches), batches)
         if error is not ErrorCode.NONE:
             log.info("writing the state of share-partition %s of %s: %s", key[1], key[0],
                      error.name)

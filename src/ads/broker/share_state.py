@@ -5,7 +5,8 @@ of one share-partition with the share coordinator that serves its key: the leade
 key's `__share_group_state` partition (`abs(java hash("groupId:topicId:partition")) %
 share.coordinator.state.topic.num.partitions`). When that is this broker the share
 coordinator is called directly; otherwise with ReadShareGroupState v0,
-InitializeShareGroupState v0 or WriteShareGroupState v0 over one kept connection to that
+InitializeShareGroupState v0, WriteShareGroupState v0 or DeleteShareGroupState v0 (for
+DeleteGroups, `delete_group`) over one kept connection to that
 broker (`PeerConnections`, as markers and KIP-890 verifications go). The topic is created
 on first use, as FindCoordinator creates the other internal topics.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -202,6 +204,51 @@ class ShareStatePersister:
         if not isinstance(r, m.WriteShareGroupStateResponse) or not r.results:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return _code(r.results[0].partitions[0].error_code)
+
+    # -- delete ----------------------------------------------------------------------
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """Deletes the state of every share-partition of the group (DeleteGroups of a share
+        group). Which partitions have state is not recorded: every partition of every topic
+        is named, grouped by the broker serving its key (one DeleteShareGroupState each);
+        a share-partition without state costs no write. NONE, or the first error."""
+        by_node: dict[int, list[ShareKey]] = {}
+        coordinator = self.broker.share_coordinator
+        if self.broker.metadata.topics.get(coordinator.topic.name) is None:
+            return ErrorCode.NONE  # no state was ever written
+        for topic in list(self.broker.metadata.topics.values()):
+            if topic.is_internal:
+                continue
+            for index in range(len(topic.partitions)):
+                key = ShareKey(group_id, topic.topic_id, index)
+                by_node.setdefault(await self._node(key), []).append(key)
+        if -1 in by_node:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        errors = await asyncio.gather(*(self._delete_on(node, keys)
+                                        for node, keys in by_node.items()))
+        return next((e for e in errors if e is not ErrorCode.NONE), ErrorCode.NONE)
+
+    async def _delete_on(self, node: int, keys: list[ShareKey]) -> ErrorCode:
+        if node == self.broker.node_id:
+            coordinator = self.broker.share_coordinator
+            answers = await asyncio.gather(*(coordinator.delete(k) for k in keys))
+            errors = [a.error for a in answers]
+        else:
+            Q = m.DeleteShareGroupStateRequest  # noqa: N806
+            by_topic: dict[uuid.UUID, list[int]] = {}
+            for k in keys:
+                by_topic.setdefault(k.topic_id, []).append(k.partition)
+            r = await self._remote(node, m.ApiKey.DELETE_SHARE_GROUP_STATE, Q(
+                group_id=keys[0].group_id, topics=[Q.DeleteStateData(topic_id=t, partitions=[
+                    Q.DeleteStateData.PartitionData(partition=p) for p in ps])
+                    for t, ps in by_topic.items()]))
+            if not isinstance(r, m.DeleteShareGroupStateResponse):
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            errors = [_code(p.error_code) for t in r.results for p in t.partitions]
+        failed = [e for e in errors if e not in (ErrorCode.NONE,
+                                                  ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+        if not failed:
+            return ErrorCode.NONE
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE if failed[0] in RETRIABLE else failed[0]
 
     async def close(self) -> None:
         await self._peers.close()

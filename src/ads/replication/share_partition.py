@@ -238,6 +238,19 @@ class SharePartition:
                                 span.delivery_count))
         return written
 
+    def start_after(self, written: Iterable[StateBatch]) -> int:
+        """The start offset once the `written` state batches (of a prepared
+        acknowledgement) are applied: past the leading records that are then done."""
+        done = {int(RecordState.ACKNOWLEDGED), int(RecordState.ARCHIVED)}
+        settled = {first: state for first, _, state, _ in written}
+        start = self.start_offset
+        for span in self.spans:
+            state = settled.get(span.first, int(span.state)) if span.pending else int(span.state)
+            if state not in done:
+                break
+            start = span.last + 1
+        return start
+
     def complete_acknowledge(self, member_id: str, first: int, last: int,
                              types: Sequence[int], written: bool) -> None:
         """Applies a prepared acknowledgement once its state is written; `written` False:

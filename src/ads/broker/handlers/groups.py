@@ -268,11 +268,27 @@ def handle_list_groups(ctx: RequestContext, req: m.ListGroupsRequest) -> m.ListG
                   group_type=g.group_type) for g in listed])
 
 
+async def _delete_share_state(ctx: RequestContext, groups: list[str]) -> dict[str, ErrorCode]:
+    """Empty share groups' state is deleted first, as Kafka does (DeleteShareGroupState):
+    the groups whose state could not be deleted, with the error they get."""
+    coordinator = ctx.broker.group_coordinator
+    failed: dict[str, ErrorCode] = {}
+    for g in groups:
+        d = coordinator.describe_share_group(g)
+        if d.error is ErrorCode.NONE and not d.members:
+            error = await ctx.broker.share_state.delete_group(g)
+            if error is not ErrorCode.NONE:
+                failed[g] = error
+    return failed
+
+
 async def handle_delete_groups(ctx: RequestContext, req: m.DeleteGroupsRequest
                                ) -> m.DeleteGroupsResponse:
     rule = P.GROUP_DELETE
     permitted = [g for g in req.groups_names if allowed(ctx, rule, g)]
-    errors = dict(zip(permitted, await ctx.broker.group_coordinator.delete_groups(permitted),
+    errors = await _delete_share_state(ctx, permitted)
+    permitted = [g for g in permitted if g not in errors]
+    errors.update(zip(permitted, await ctx.broker.group_coordinator.delete_groups(permitted),
                       strict=True))
     R = m.DeleteGroupsResponse.DeletableGroupResult  # noqa: N806
     return m.DeleteGroupsResponse(results=[
