@@ -24,12 +24,15 @@ from ads.replication.share_partition import RecordState, ShareConfig, ShareParti
 from coordinator_fakes import MemoryLog, lead_all
 
 B = StateBatch
+PRUNE_MS = 60_000
 
 
-async def make(per_snapshot: int = 3) -> tuple[ShareCoordinator, MemoryLog, ShareKey]:
-    mlog = MemoryLog(partitions=3)
+async def make(per_snapshot: int = 3, partitions: int = 3, clock: ManualClock | None = None
+               ) -> tuple[ShareCoordinator, MemoryLog, ShareKey]:
+    mlog = MemoryLog(partitions=partitions)
     mlog.name = rec.SHARE_GROUP_STATE_TOPIC
-    coord = ShareCoordinator(mlog, mlog, ManualClock(), ShareCoordinatorConfig(per_snapshot))
+    coord = ShareCoordinator(mlog, mlog, clock or ManualClock(),
+                             ShareCoordinatorConfig(per_snapshot, PRUNE_MS))
     await lead_all(coord)  # type: ignore[arg-type]
     return coord, mlog, ShareKey("g", mlog.ids["t"], 1)
 
@@ -41,8 +44,8 @@ def kinds(mlog: MemoryLog) -> list[int]:
             for r in decode_records(batch, max_uncompressed_bytes=1 << 20) if r.key is not None]
 
 
-async def reloaded(mlog: MemoryLog) -> ShareCoordinator:
-    coord = ShareCoordinator(mlog, mlog, ManualClock(), ShareCoordinatorConfig(3))
+async def reloaded(mlog: MemoryLog, per_snapshot: int = 3) -> ShareCoordinator:
+    coord = ShareCoordinator(mlog, mlog, ManualClock(), ShareCoordinatorConfig(per_snapshot))
     await lead_all(coord)  # type: ignore[arg-type]
     return coord
 
@@ -175,3 +178,29 @@ async def test_coordinator_share_state_snapshot_waits_for_writes_in_flight() -> 
     assert kinds(mlog) == [0, 0, 1]
     state = coord.read(key, 0).state
     assert state is not None and state.batches == (B(0, 1, 2, 1),)
+
+
+async def test_coordinator_share_state_pruned_below_the_oldest_snapshot_needed() -> None:
+    """Each share-partition needs its last snapshot and the updates after it: the records
+    below the oldest such snapshot are deleted at the pruning interval, and a reload of
+    what is left builds the same state."""
+    clock = ManualClock()
+    coord, mlog, a = await make(per_snapshot=1, partitions=1, clock=clock)
+    b = ShareKey("g2", a.topic_id, 0)
+    for key, batches in ((a, ()), (b, ()), (a, (B(0, 1, ACKNOWLEDGED, 1),)),
+                         (a, (B(2, 2, AVAILABLE, 1),)), (a, (B(3, 3, ARCHIVED, 2),))):
+        assert (await coord.write(WriteRequest(key, 0, 0, 0, batches))).error is ErrorCode.NONE
+    assert kinds(mlog) == [0, 0, 1, 0, 1]  # a's last snapshot is the 4th record (offset 3)
+    clock.advance(PRUNE_MS)
+    coord.tick()
+    assert mlog.log_start == {0: 1}  # b's snapshot, offset 1, is still needed
+    assert (await coord.delete(b)).error is ErrorCode.NONE
+    clock.advance(PRUNE_MS)
+    coord.tick()
+    assert mlog.log_start == {0: 3}
+    state = coord.read(a, 0).state
+    again = (await reloaded(mlog, per_snapshot=1)).read(a, 0).state
+    assert state is not None and again is not None
+    assert (again.start_offset, again.batches) == (state.start_offset, state.batches)
+    assert state.batches == (B(0, 1, ACKNOWLEDGED, 1), B(2, 2, AVAILABLE, 1),
+                             B(3, 3, ARCHIVED, 2))

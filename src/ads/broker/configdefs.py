@@ -551,6 +551,8 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
      "Read size used when loading a __share_group_state partition."),
     ("share.coordinator.snapshot.update.records.per.snapshot", I, "500", Range(0, 500), MEDIUM,
      "ShareUpdate records of a share-partition before the next ShareSnapshot."),
+    ("share.coordinator.state.topic.prune.interval.ms", I, "300000", POS, MEDIUM,
+     "How often the records of __share_group_state no longer needed are deleted."),
     # transactions and producer ids
     ("transactional.id.expiration.ms", I, "604800000", POS, HIGH,
      "Idle time after which a transactional id's state is dropped."),

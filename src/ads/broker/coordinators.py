@@ -3,7 +3,7 @@
 The group coordinator gets `__consumer_offsets` (`internal_topics.InternalTopicLog`), the
 topic metadata and the broker's clock; the transaction coordinator `__transaction_state`,
 the topic metadata, the clock, the broker's producer ids and the marker writer
-(`markers.py`); the share coordinator `__share_group_state` (it has no timers).
+(`markers.py`); the share coordinator `__share_group_state` (its timers prune it).
 Leadership of internal-topic partitions reaches the coordinator runtime through
 `become_leader` / `become_follower`: the replica manager calls them whenever this broker
 becomes leader or follower of such a partition, on one broker as in a cluster.
@@ -108,8 +108,10 @@ def create_transaction_coordinator(broker: BrokerContext) -> TransactionCoordina
 
 
 def create_share_coordinator(broker: BrokerContext) -> ShareCoordinator:
-    config = ShareCoordinatorConfig(broker.config.get_int(
-        "share.coordinator.snapshot.update.records.per.snapshot"))
+    get = broker.config.get_int
+    config = ShareCoordinatorConfig(
+        get("share.coordinator.snapshot.update.records.per.snapshot"),
+        get("share.coordinator.state.topic.prune.interval.ms"))
     return ShareCoordinator(InternalTopicLog(broker, SHARE_GROUP_STATE_TOPIC_SPEC),
                             BrokerTopicMetadata(broker), broker.clock, config)
 
@@ -119,18 +121,20 @@ def start(broker: BrokerContext) -> DeadlineTimer:
     The coordinators load the partitions this broker leads as the replica manager reports
     leadership (`leadership_changed`)."""
     groups, txns = broker.group_coordinator, broker.transaction_coordinator
+    shares = broker.share_coordinator
 
     def tick() -> None:
         groups.tick()
         txns.tick()
+        shares.tick()
 
     def next_deadline_ms() -> int | None:
-        deadlines = [d for d in (groups.next_deadline_ms(), txns.next_deadline_ms())
-                     if d is not None]
+        deadlines = [d for d in (groups.next_deadline_ms(), txns.next_deadline_ms(),
+                                 shares.next_deadline_ms()) if d is not None]
         return min(deadlines, default=None)
 
     deadlines = DeadlineTimer(broker.clock, tick, next_deadline_ms)
-    groups.runtime.wakeup = txns.runtime.wakeup = deadlines.request
+    groups.runtime.wakeup = txns.runtime.wakeup = shares.runtime.wakeup = deadlines.request
     return deadlines
 
 

@@ -20,6 +20,7 @@ produce purgatory sees the partition's high watermark pass the batch, or fails a
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ from ads.replication.partition import AppendOrigin, PartitionError, Verification
 
 if TYPE_CHECKING:
     from ads.broker.context import BrokerContext
+
+log = logging.getLogger("ads.broker")
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +184,15 @@ class InternalTopicLog:
                 return
             offset = next_offset
             await asyncio.sleep(0)  # requests for other partitions are served in between
+
+
+    def delete_records(self, partition: int, offset: int) -> None:
+        try:
+            start = self.broker.replica_manager.delete_records(self.name, partition, offset)
+        except PartitionError as exc:
+            log.info("pruning %s-%d below %d: %s", self.name, partition, offset, exc.code.name)
+            return
+        log.debug("pruned %s-%d: log start offset %d", self.name, partition, start)
 
 
 class BrokerTopicMetadata:

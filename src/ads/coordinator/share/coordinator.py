@@ -7,7 +7,10 @@ num.partitions` as FindCoordinator with key type 2 computes it, and to that part
 shard (`shard.py`) through the coordinator runtime, which answers
 COORDINATOR_LOAD_IN_PROGRESS while the partition loads and NOT_COORDINATOR when this broker
 does not lead it. Each call is one share-partition, as Kafka's share coordinator serves
-them; the handlers split requests by share-partition.
+them; the handlers split requests by share-partition. Every
+`share.coordinator.state.topic.prune.interval.ms` each shard's records below the oldest
+snapshot still needed are deleted (`ShareShard.prune_offset`, the topic's
+`delete_records`).
 
 Used from the broker's event loop only.
 """
@@ -30,9 +33,17 @@ class ShareCoordinator:
         self.topics = topics
         self.runtime: CoordinatorRuntime[ShareShard] = CoordinatorRuntime(
             topic, clock, self._new_shard)
+        # The offset each partition was last pruned below.
+        self._pruned: dict[int, int] = {}
 
-    def _new_shard(self, partition: int, _timers: Timers[Write]) -> ShareShard:
-        return ShareShard(partition, self.topics, self.config)
+    def _new_shard(self, partition: int, timers: Timers[Write]) -> ShareShard:
+        return ShareShard(partition, self.topics, self.config, timers, self._prune)
+
+    def _prune(self, partition: int, offset: int) -> None:
+        """Deletes the records of the partition below `offset` (the shard's timer)."""
+        if offset > self._pruned.get(partition, 0):
+            self.runtime.topic.delete_records(partition, offset)
+            self._pruned[partition] = offset
 
     @property
     def topic(self) -> InternalTopic:
@@ -91,6 +102,13 @@ class ShareCoordinator:
     def is_local(self, key: ShareKey) -> bool:
         """Whether this broker serves the share-partition's state now (ACTIVE here)."""
         return self.runtime.shard(self.partition_of(key)) is not None
+
+    def tick(self) -> None:
+        """Runs due timers (pruning)."""
+        self.runtime.tick()
+
+    def next_deadline_ms(self) -> int | None:
+        return self.runtime.next_deadline_ms()
 
     def shutdown(self) -> None:
         self.runtime.shutdown()

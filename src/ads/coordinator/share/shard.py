@@ -28,13 +28,14 @@ Not thread-safe: the broker's event loop only.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ads.coordinator.runtime import Record, Write
 from ads.coordinator.share import records as rec
 from ads.coordinator.share.records import ShareKey, ShareValue, StateBatch
 from ads.coordinator.share.state import DELIVERY_STATES, ShareState, apply, combine
+from ads.coordinator.timer import Timers
 from ads.coordinator.topic import TopicMetadata
 from ads.protocol.errors import ErrorCode
 
@@ -45,6 +46,12 @@ log = logging.getLogger("ads.coordinator")
 class ShareCoordinatorConfig:
     # share.coordinator.snapshot.update.records.per.snapshot
     snapshot_update_records: int = 500
+    # share.coordinator.state.topic.prune.interval.ms
+    prune_interval_ms: int = 300_000
+
+
+# Told the offset below which the partition's records are no longer needed.
+Prune = Callable[[int, int], None]
 
 
 @dataclass(slots=True)
@@ -71,7 +78,13 @@ class ShareShard:
     partition: int
     topics: TopicMetadata
     config: ShareCoordinatorConfig
+    timers: Timers[Write] | None = None
+    prune: Prune | None = None
     states: dict[ShareKey, ShareState] = field(default_factory=dict)
+    # The offset of each share-partition's last snapshot, and the partition's next offset:
+    # what pruning keeps (see `prune_offset`).
+    snapshots: dict[ShareKey, int] = field(default_factory=dict)
+    end_offset: int = 0
     # Leader epochs seen by reads, above those of the records (see the header).
     read_epochs: dict[ShareKey, int] = field(default_factory=dict)
     # Writes appended and not yet committed, per share-partition.
@@ -86,13 +99,17 @@ class ShareShard:
             log.warning("skipping a bad record at offset %d of %s-%d: %s", offset,
                         rec.SHARE_GROUP_STATE_TOPIC, self.partition, exc)
             return
+        self.end_offset = max(self.end_offset, offset + 1)
         if decoded is None:
             self.states.pop(share_key, None)
             self.read_epochs.pop(share_key, None)
+            self.snapshots.pop(share_key, None)
             return
         state = apply(self.states.get(share_key), decoded)
         if state is not None:
             self.states[share_key] = state
+            if decoded.state_epoch is not None:
+                self.snapshots[share_key] = offset
 
     def replay_transactional(self, producer_id: int, offset: int, key: bytes,
                              value: bytes | None) -> None:
@@ -102,11 +119,30 @@ class ShareShard:
         """Nothing writes markers to `__share_group_state`."""
 
     def on_loaded(self) -> list[Write]:
+        if self.timers is not None and self.prune is not None:
+            self.timers.schedule(self.config.prune_interval_ms, self._pruned)
         return []
 
     def on_unloaded(self) -> None:
         self.states.clear()
         self.read_epochs.clear()
+        self.snapshots.clear()
+
+    # -- pruning ---------------------------------------------------------------------
+    def prune_offset(self) -> int:
+        """Where the records still needed start: each share-partition's state is its last
+        snapshot and the updates after it, so everything below the oldest of those
+        snapshots can go (everything, without share-partitions). As Kafka's share
+        coordinator, which is why the topic is not compacted."""
+        return min(self.snapshots.values(), default=self.end_offset)
+
+    def _pruned(self) -> list[Write]:
+        """The pruning timer: deletes what is not needed, and comes back."""
+        if self.prune is not None:
+            self.prune(self.partition, self.prune_offset())
+        if self.timers is not None:
+            self.timers.schedule(self.config.prune_interval_ms, self._pruned)
+        return []
 
     # -- checks ----------------------------------------------------------------------
     def _known(self, key: ShareKey) -> ErrorCode:
