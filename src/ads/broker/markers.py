@@ -33,7 +33,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ads.broker.peer_connections import NetClientError, PeerConnections
+from ads.broker.peer_connections import NetClientError, PeerConnections, error_code
 from ads.common.partitions import TopicPartition
 from ads.coordinator.group.records import OFFSETS_TOPIC
 from ads.protocol import messages as m
@@ -62,12 +62,6 @@ def by_topics(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
         grouped.setdefault(topic, []).append(index)
     return grouped
 
-
-def _code(value: int) -> ErrorCode:
-    try:
-        return ErrorCode(value)
-    except ValueError:
-        return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 async def write_local(broker: BrokerContext, producer_id: int, producer_epoch: int,
@@ -150,7 +144,7 @@ class BrokerMarkerWriter:
         for marker in response.markers:
             for t in marker.topics:
                 for p in t.partitions:
-                    code = _code(p.error_code)
+                    code = error_code(p.error_code)
                     if code not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
                         failed[TopicPartition(t.name, p.partition_index)] = code
         return failed
@@ -183,7 +177,7 @@ class BrokerMarkerWriter:
         for result in response.results_by_transaction:
             for t in result.topic_results:
                 for p in t.results_by_partition:
-                    found[TopicPartition(t.name, p.partition_index)] = _code(
+                    found[TopicPartition(t.name, p.partition_index)] = error_code(
                         p.partition_error_code)
         return found
 

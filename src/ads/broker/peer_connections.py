@@ -16,12 +16,21 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ads.net.client import BrokerConnection, NetClientError
+from ads.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from ads.broker.listeners import InterBroker
     from ads.protocol.base import Message
 
-__all__ = ["NetClientError", "PeerConnections"]
+__all__ = ["NetClientError", "PeerConnections", "error_code"]
+
+
+def error_code(value: int) -> ErrorCode:
+    """An error code from another broker's answer (one unknown here: UNKNOWN_SERVER_ERROR)."""
+    try:
+        return ErrorCode(value)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 class PeerConnections:

@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from ads.broker.peer_connections import NetClientError, PeerConnections
+from ads.broker.peer_connections import NetClientError, PeerConnections, error_code
 from ads.broker.share_partitions import PersistedState
 from ads.common.partitions import TopicPartition
 from ads.coordinator.share.records import ShareKey, StateBatch
@@ -44,15 +44,11 @@ RETRY_S = 20.0
 _BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 _REQUEST_TIMEOUT_S = 15.0
 _PURPOSE = "share-state"
+# An error, and what was read (ReadShareGroupState) or None.
+Reply = tuple[ErrorCode, object]
 RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                        ErrorCode.COORDINATOR_NOT_AVAILABLE})
 
-
-def _code(value: int) -> ErrorCode:
-    try:
-        return ErrorCode(value)
-    except ValueError:
-        return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 class ShareStatePersister:
@@ -81,12 +77,20 @@ class ShareStatePersister:
             return -1
         return state.partitions[coordinator.partition_of(key)].leader
 
-    async def _retrying(self, call: Callable[[], Awaitable[tuple[ErrorCode, object]]]
-                        ) -> tuple[ErrorCode, object]:
+    async def _ask(self, key: ShareKey, local: Callable[[], Awaitable[Reply]],
+                   remote: Callable[[int], Awaitable[Reply]]) -> Reply:
+        """`local()` when this broker serves the key's state, else `remote(node)`; asked
+        again while the coordinator cannot answer (see the header)."""
         deadline = time.monotonic() + RETRY_S
         attempt = 0
         while True:
-            error, result = await call()
+            node = await self._node(key)
+            if node < 0:
+                error, result = ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+            elif node == self.broker.node_id:
+                error, result = await local()
+            else:
+                error, result = await remote(node)
             if error not in RETRIABLE or time.monotonic() >= deadline:
                 return error, result
             await asyncio.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
@@ -107,24 +111,20 @@ class ShareStatePersister:
         if isinstance(key, ErrorCode):
             return key
 
-        async def once() -> tuple[ErrorCode, object]:
-            node = await self._node(key)
-            if node < 0:
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-            if node == self.broker.node_id:
-                answer = self.broker.share_coordinator.read(key, leader_epoch)
-                state = answer.state
-                return answer.error, None if state is None else PersistedState(
-                    state.state_epoch, state.start_offset, state.batches)
-            return await self._read_remote(node, key, leader_epoch)
+        async def local() -> Reply:
+            answer = self.broker.share_coordinator.read(key, leader_epoch)
+            state = answer.state
+            return answer.error, None if state is None else PersistedState(
+                state.state_epoch, state.start_offset, state.batches)
 
-        error, state = await self._retrying(once)
+        error, state = await self._ask(key, local, lambda node: self._read_remote(
+            node, key, leader_epoch))
         if error is not ErrorCode.NONE:
             return error
         return state if isinstance(state, PersistedState) else None
 
     async def _read_remote(self, node: int, key: ShareKey, leader_epoch: int
-                           ) -> tuple[ErrorCode, object]:
+                           ) -> Reply:
         Q = m.ReadShareGroupStateRequest  # noqa: N806
         r = await self._remote(node, m.ApiKey.READ_SHARE_GROUP_STATE, Q(
             group_id=key.group_id, topics=[Q.ReadStateData(topic_id=key.topic_id, partitions=[
@@ -134,7 +134,7 @@ class ShareStatePersister:
                 r.results[0].partitions):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         p = r.results[0].partitions[0]
-        error = _code(p.error_code)
+        error = error_code(p.error_code)
         if error is not ErrorCode.NONE or p.start_offset < 0:
             return error, None
         batches = tuple(StateBatch(b.first_offset, b.last_offset, b.delivery_state,
@@ -148,14 +148,12 @@ class ShareStatePersister:
         if isinstance(key, ErrorCode):
             return key
 
-        async def once() -> tuple[ErrorCode, object]:
-            node = await self._node(key)
-            if node < 0:
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-            if node == self.broker.node_id:
-                answer = await self.broker.share_coordinator.initialize(key, state_epoch,
-                                                                        start_offset)
-                return answer.error, None
+        async def local() -> Reply:
+            answer = await self.broker.share_coordinator.initialize(key, state_epoch,
+                                                                    start_offset)
+            return answer.error, None
+
+        async def remote(node: int) -> Reply:
             Q = m.InitializeShareGroupStateRequest  # noqa: N806
             r = await self._remote(node, m.ApiKey.INITIALIZE_SHARE_GROUP_STATE, Q(
                 group_id=key.group_id, topics=[Q.InitializeStateData(
@@ -164,9 +162,9 @@ class ShareStatePersister:
                         start_offset=start_offset)])]))
             if not isinstance(r, m.InitializeShareGroupStateResponse) or not r.results:
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-            return _code(r.results[0].partitions[0].error_code), None
+            return error_code(r.results[0].partitions[0].error_code), None
 
-        return (await self._retrying(once))[0]
+        return (await self._ask(key, local, remote))[0]
 
     # -- write -----------------------------------------------------------------------
     async def write(self, group_id: str, tp: TopicPartition, state_epoch: int,
@@ -180,15 +178,13 @@ class ShareStatePersister:
         req = WriteRequest(key, state_epoch, leader_epoch, start_offset,
                            tuple(StateBatch(*b) for b in batches))
 
-        async def once() -> tuple[ErrorCode, object]:
-            node = await self._node(key)
-            if node < 0:
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-            if node == self.broker.node_id:
-                return (await self.broker.share_coordinator.write(req)).error, None
+        async def local() -> Reply:
+            return (await self.broker.share_coordinator.write(req)).error, None
+
+        async def remote(node: int) -> Reply:
             return await self._write_remote(node, req), None
 
-        return (await self._retrying(once))[0]
+        return (await self._ask(key, local, remote))[0]
 
     async def _write_remote(self, node: int, req: WriteRequest) -> ErrorCode:
         Q = m.WriteShareGroupStateRequest  # noqa: N806
@@ -203,7 +199,7 @@ class ShareStatePersister:
                       delivery_count=b.delivery_count) for b in req.batches])])]))
         if not isinstance(r, m.WriteShareGroupStateResponse) or not r.results:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return _code(r.results[0].partitions[0].error_code)
+        return error_code(r.results[0].partitions[0].error_code)
 
     # -- delete ----------------------------------------------------------------------
     async def delete_group(self, group_id: str) -> ErrorCode:
@@ -243,7 +239,7 @@ class ShareStatePersister:
                     for t, ps in by_topic.items()]))
             if not isinstance(r, m.DeleteShareGroupStateResponse):
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE
-            errors = [_code(p.error_code) for t in r.results for p in t.partitions]
+            errors = [error_code(p.error_code) for t in r.results for p in t.partitions]
         failed = [e for e in errors if e not in (ErrorCode.NONE,
                                                   ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
         if not failed:
