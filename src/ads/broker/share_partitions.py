@@ -210,6 +210,9 @@ class SharePartitionManager:
         if not leader:  # a load under way for a new epoch checks the epoch at its end
             for key in [k for k in self._loading if k[1] == tp]:
                 self._loading.pop(key).cancel()
+            for key in [k for k in self._write_locks
+                        if k[1] == tp and not self._write_locks[k].locked()]:
+                del self._write_locks[key]
 
     async def close(self) -> None:
         for task in self._loading.values():
