@@ -88,10 +88,10 @@ def test_replication_share_state_survives_the_leader(tmp_path: Path) -> None:
             consumer.subscribe(["sq"])
             tally = Tally(consumer, elsewhere)
             # Before the kill: a record released RELEASES times (its count written each
-            # time), the others of those polls accepted.
+            # time), the others of those polls accepted (the worker's accepted ones too).
             tally.run_until(lambda: tally.released is not None and len(
                 tally.counts[tally.released]) >= RELEASES, 30)
-            assert tally.released is not None and tally.accepted
+            assert tally.released is not None
             seen_before = len(tally.counts[tally.released])
             assert seen_before == RELEASES
 
