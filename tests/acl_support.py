@@ -41,7 +41,8 @@ from kafka_wire import RawConnection
 
 AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
               "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1",
-              "transaction.state.log.num.partitions": "1"}
+              "transaction.state.log.num.partitions": "1",
+              "share.coordinator.state.topic.num.partitions": "1"}
 ANON = "User:ANONYMOUS"
 ADMIN_HOST = "127.0.0.2"
 Op = AclOperation

@@ -34,6 +34,7 @@ class MemoryLog:
         self.hold = False
         self.held: list[tuple[asyncio.Future[int], int]] = []
         self.gate: asyncio.Event | None = None
+        self.log_start: dict[int, int] = {}
 
     def partition_count(self) -> int:
         return self.partitions
@@ -70,8 +71,13 @@ class MemoryLog:
     async def read_batches(self, partition: int) -> AsyncIterator[bytes]:
         if self.gate is not None:
             await self.gate.wait()
-        for batch in list(self.batches[partition]):
+        start = self.log_start.get(partition, 0)
+        for batch in list(self.batches[partition])[start:]:
             yield batch
+
+    def delete_records(self, partition: int, offset: int) -> None:
+        """Batches below `offset` (their index: one offset a batch here) are not read."""
+        self.log_start[partition] = max(self.log_start.get(partition, 0), offset)
 
     def topic_partitions(self, topic: str) -> int | None:
         return self.topics.get(topic)

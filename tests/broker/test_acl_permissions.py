@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,7 @@ from ads.protocol.errors import ErrorCode
 from ads.records.batch import build_batch
 from ads.testing import EmbeddedBroker
 from kafka_wire import RawConnection
+from share_support import share_state_request
 
 E = ErrorCode
 K = m.ApiKey
@@ -489,12 +491,21 @@ def _share_acknowledge(bs: str, group: str) -> int:
         group_id=group, member_id="m-acl", share_session_epoch=1)).error_code)
 
 
+def _share_state(bs: str, api: int, admin: bool) -> int:
+    """An internal share-state request (brokers send them: CLUSTER_ACTION)."""
+    r = raw(bs, api, 0, share_state_request(api, "g-acl", uuid.uuid4(), 0), admin)
+    return _parts(r.results, "partitions")
+
+
 def _consumer_group_describe(bs: str, group: str) -> int:
     r = raw(bs, K.CONSUMER_GROUP_DESCRIBE, 0, m.ConsumerGroupDescribeRequest(
         group_ids=[group]))
     return int(r.groups[0].error_code)
 
 
+SHARE_STATE_APIS = (K.INITIALIZE_SHARE_GROUP_STATE, K.READ_SHARE_GROUP_STATE,
+                    K.WRITE_SHARE_GROUP_STATE, K.DELETE_SHARE_GROUP_STATE,
+                    K.READ_SHARE_GROUP_STATE_SUMMARY)
 TOPIC_DENIED, GROUP_DENIED = E.TOPIC_AUTHORIZATION_FAILED, E.GROUP_AUTHORIZATION_FAILED
 TXN_DENIED, CLUSTER_DENIED = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, E.CLUSTER_AUTHORIZATION_FAILED
 TYPE_TOPIC, TYPE_BROKER = ConfigResource.Type.TOPIC, ConfigResource.Type.BROKER
@@ -733,6 +744,9 @@ TABLE: list[Row] = [
      None),
     (K.SHARE_ACKNOWLEDGE, DESCRIBED, "group", lambda bs: _share_acknowledge(bs, "g-seen"),
      GROUP_DENIED),
+    *[row for api in SHARE_STATE_APIS for row in (
+        (api, ALLOWED, "CLUSTER_ACTION", lambda bs, a=api: _share_state(bs, a, True), None),
+        (api, DENIED, "raw", lambda bs, a=api: _share_state(bs, a, False), CLUSTER_DENIED))],
 ]
 
 

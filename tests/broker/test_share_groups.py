@@ -8,19 +8,16 @@ test uses its own topic and group.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
+import base64
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import AcknowledgeType, Message, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient
 
 from ads.protocol import codec
 from ads.protocol import messages as m
@@ -28,6 +25,7 @@ from ads.records.batch import iter_batch_headers
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
 from kafka_wire import RawConnection
+from share_support import share_state_request, share_worker
 
 LOCK_MS = 1500
 DELIVERY_LIMIT = 3
@@ -38,9 +36,9 @@ CONFIG = {
     "group.share.record.lock.duration.ms": str(LOCK_MS),
     "group.share.delivery.count.limit": str(DELIVERY_LIMIT),
     "offsets.topic.num.partitions": "1",
+    "share.coordinator.state.topic.num.partitions": "1",
 }
 SHARE_APIS = {76, 77, 78, 79}
-WORKER = str(Path(__file__).with_name("share_worker.py"))
 K = m.ApiKey
 
 
@@ -211,31 +209,31 @@ def test_share_groups_locks_expire_to_another_consumer(bs: str) -> None:
     assert {got[k] for k in held} == {2}  # delivered again, once
     # Not before the lock expired (the records may have been fetched a poll before).
     assert first_held_at is not None and first_held_at - acquired_at >= LOCK_MS / 1000 - 0.5
+    # Deleting the group (both members left) deletes its share-partitions' state.
+    assert [state_start(bs, "sg-lock", "sg-lock", p) for p in (0, 1)] == [0, 0]
+    wait_members(bs, "sg-lock", 0)
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.delete_consumer_groups(["sg-lock"])["sg-lock"].result(10)
+    assert [state_start(bs, "sg-lock", "sg-lock", p) for p in (0, 1)] == [-1, -1]
+
+
+def state_start(bootstrap: str, group: str, topic: str, partition: int) -> int:
+    """The share-partition's start offset as its share coordinator has it (-1: no state)."""
+    with RawConnection(bootstrap) as conn:
+        meta = conn.request(K.METADATA, 12, m.MetadataRequest(
+            topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)]))
+        r = conn.request(K.READ_SHARE_GROUP_STATE_SUMMARY, 1, share_state_request(
+            K.READ_SHARE_GROUP_STATE_SUMMARY, group, meta.topics[0].topic_id, partition))
+    return int(r.results[0].partitions[0].start_offset)
 
 
 def test_share_groups_consumer_killed_mid_batch_loses_nothing(bs: str) -> None:
     create_topic(bs, "sg-kill", 2)
     produce(bs, "sg-kill", 16)
-    proc = subprocess.Popen([sys.executable, WORKER, bs, "sg-kill", "sg-kill"],  # noqa: S603
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    acked: set[tuple[int, int]] = set()
-    held: set[tuple[int, int]] = set()
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            word, *rest = line.split()
-            if word in ("acked", "held"):
-                (acked if word == "acked" else held).add((int(rest[0]), int(rest[1])))
-            elif word == "holding":
-                break
-        os.kill(proc.pid, signal.SIGKILL)  # mid-batch: the held records are not acknowledged
-        proc.wait(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        if proc.stdout is not None:
-            proc.stdout.close()
+    with share_worker(bs, "sg-kill", "sg-kill") as worker:
+        worker.kill()  # mid-batch: the held records are not acknowledged
+    acked, held = worker.acked, worker.held
+    assert worker.committed
     assert acked and held
     c = consumer(bs, "sg-kill", "sg-kill")
     got: dict[tuple[int, int], int] = {}
@@ -256,7 +254,7 @@ def test_share_groups_consumer_killed_mid_batch_loses_nothing(bs: str) -> None:
 def share_fetch(conn: RawConnection, group: str, member: str, epoch: int,
                 parts: list[tuple[object, int]], acks: dict[tuple[object, int], list[
                     tuple[int, int, list[int]]]] | None = None,
-                max_records: int = 100) -> m.ShareFetchResponse:
+                max_records: int = 100, max_wait_ms: int = 0) -> m.ShareFetchResponse:
     Q = m.ShareFetchRequest  # noqa: N806
     acks = acks or {}
     topics: dict[object, list[m.ShareFetchRequest.FetchTopic.FetchPartition]] = {}
@@ -267,7 +265,7 @@ def share_fetch(conn: RawConnection, group: str, member: str, epoch: int,
                     first_offset=f, last_offset=la, acknowledge_types=t)
                 for f, la, t in acks.get((topic_id, index), [])]))
     return conn.request(K.SHARE_FETCH, 1, Q(
-        group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=0,
+        group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=max_wait_ms,
         min_bytes=1, max_records=max_records, batch_size=max_records,
         topics=[Q.FetchTopic(topic_id=t, partitions=ps) for t, ps in topics.items()]))
 
@@ -286,7 +284,8 @@ def test_share_groups_sessions_and_acknowledgement_errors_on_the_wire(bs: str) -
         assert share_fetch(conn, "sg-wire", "w1", 3, [part]).error_code == 122  # not found
         assert share_fetch(conn, "sg-wire", "w1", 0, [part], {part: [(0, 0, [1])]}
                            ).error_code == 42  # INVALID_REQUEST: acks in a new session
-        r: E = share_fetch(conn, "sg-wire", "w1", 0, [part], max_records=2)
+        # The first fetch waits while the share-partition's state is read (and initialized).
+        r: E = share_fetch(conn, "sg-wire", "w1", 0, [part], max_records=2, max_wait_ms=5000)
         [p] = r.responses[0].partitions
         assert (r.error_code, p.error_code, r.acquisition_lock_timeout_ms) == (0, 0, LOCK_MS)
         # Two records asked, one batch each: two whole batches, offsets 0-1, first delivery.
@@ -324,3 +323,46 @@ def test_share_groups_sessions_and_acknowledgement_errors_on_the_wire(bs: str) -
         unknown = share_fetch(conn, "sg-wire", "w3", 0, [(uuid.uuid4(), 0), (tid, 7)])
         assert sorted(p.error_code for t in unknown.responses for p in t.partitions) == [
             3, 100]  # UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID
+
+
+def test_share_groups_share_state_apis_on_the_wire(bs: str) -> None:
+    """The share coordinator's APIs as brokers send them: FindCoordinator key type 2, and
+    Kafka's error codes for unknown share-partitions and old epochs."""
+    create_topic(bs, "sg-state", 1)
+    with RawConnection(bs) as conn:
+        meta = conn.request(K.METADATA, 12, m.MetadataRequest(
+            topics=[m.MetadataRequest.MetadataRequestTopic(name="sg-state")]))
+        tid = meta.topics[0].topic_id
+        key = f"sg-state-g:{base64.urlsafe_b64encode(tid.bytes).decode().rstrip('=')}:0"
+        found = conn.request(K.FIND_COORDINATOR, 4, m.FindCoordinatorRequest(
+            key_type=2, coordinator_keys=[key])).coordinators[0]
+        assert (found.error_code, found.node_id) == (0, 1)
+
+        def call(api: int, version: int = 0, group: str = "sg-state-g", topic: object = tid,
+                 **fields: object) -> object:
+            r = conn.request(api, version, share_state_request(api, group, topic, 0, **fields))
+            return r.results[0].partitions[0]
+
+        read = call(K.READ_SHARE_GROUP_STATE, leader_epoch=3)
+        assert (read.error_code, read.start_offset) == (0, -1)  # no state yet
+        batches = [(5, 6, 2, 1), (7, 7, 0, 2)]
+        assert call(K.WRITE_SHARE_GROUP_STATE, 1, leader_epoch=3, state_epoch=0,
+                    start_offset=5, state_batches=batches).error_code == 0
+        read = call(K.READ_SHARE_GROUP_STATE, leader_epoch=3)
+        assert (read.error_code, read.start_offset, read.state_epoch) == (0, 5, 0)
+        assert [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                for b in read.state_batches] == batches
+        summary = call(K.READ_SHARE_GROUP_STATE_SUMMARY, 1)
+        assert (summary.start_offset, summary.leader_epoch,
+                summary.delivery_complete_count) == (5, 3, 2)
+        assert call(K.WRITE_SHARE_GROUP_STATE, leader_epoch=2).error_code == 74  # fenced
+        assert call(K.INITIALIZE_SHARE_GROUP_STATE, state_epoch=1,
+                    start_offset=9).error_code == 0
+        assert call(K.WRITE_SHARE_GROUP_STATE, leader_epoch=3, state_epoch=0
+                    ).error_code == 124  # FENCED_STATE_EPOCH
+        read = call(K.READ_SHARE_GROUP_STATE, leader_epoch=3)
+        assert (read.start_offset, read.state_epoch, read.state_batches) == (9, 1, [])
+        assert call(K.DELETE_SHARE_GROUP_STATE).error_code == 0
+        assert call(K.READ_SHARE_GROUP_STATE, leader_epoch=3).start_offset == -1
+        assert call(K.READ_SHARE_GROUP_STATE, topic=uuid.uuid4()).error_code == 3
+        assert call(K.READ_SHARE_GROUP_STATE, group="").error_code == 42  # INVALID_REQUEST

@@ -17,7 +17,9 @@ MESSAGES = ROOT / "src" / "ads" / "protocol" / "messages.py"
 # The share-group APIs come from the kafka-clients jar the Java tests build with (the
 # schema folder has their drafts): `make test` copies it beside the Java programs.
 CLIENTS_JAR = ROOT / "tests" / "java" / "target" / "kafka-4.4.0" / "lib" / "kafka-clients-4.4.0.jar"
-NEWER_APIS = ["ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge"]
+NEWER_APIS = ["ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge",
+              "InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState",
+              "DeleteShareGroupState", "ReadShareGroupStateSummary"]
 
 
 def _load(name: str, path: Path) -> ModuleType:

@@ -548,7 +548,7 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
      "Members one consumer-protocol group may have."),
     ("group.consumer.assignors", LI, "uniform,range", ListOf(("uniform", "range")), MEDIUM,
      "Server-side assignors of consumer-protocol groups; the first is the default."),
-    # share groups (KIP-932): served only with group.share.enable (state in memory)
+    # share groups (KIP-932): served only with group.share.enable
     ("group.share.enable", B, "false", None, MEDIUM,
      "Serve share groups: ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, "
      "ShareAcknowledge."),
@@ -567,6 +567,21 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
     ("group.share.auto.offset.reset", S, "latest", OneOf(("latest", "earliest")), MEDIUM,
      "Where share groups start on a partition they have no state for "
      "(share.auto.offset.reset)."),
+    # the share coordinator (KIP-932): share-partitions' state in __share_group_state
+    ("share.coordinator.state.topic.num.partitions", I, "50", POS, HIGH,
+     "Partitions of __share_group_state."),
+    ("share.coordinator.state.topic.replication.factor", SH, "3", POS, HIGH,
+     "Replicas of __share_group_state."),
+    ("share.coordinator.state.topic.min.isr", SH, "2", POS, HIGH,
+     "min.insync.replicas of __share_group_state."),
+    ("share.coordinator.state.topic.segment.bytes", I, "104857600", POS, HIGH,
+     "Segment size of __share_group_state."),
+    ("share.coordinator.load.buffer.size", I, "5242880", POS, HIGH,
+     "Read size used when loading a __share_group_state partition."),
+    ("share.coordinator.snapshot.update.records.per.snapshot", I, "500", Range(0, 500), MEDIUM,
+     "ShareUpdate records of a share-partition before the next ShareSnapshot."),
+    ("share.coordinator.state.topic.prune.interval.ms", I, "300000", POS, MEDIUM,
+     "How often the records of __share_group_state no longer needed are deleted."),
     # transactions and producer ids
     ("transactional.id.expiration.ms", I, "604800000", POS, HIGH,
      "Idle time after which a transactional id's state is dropped."),

@@ -19,11 +19,13 @@ from ads.broker.quotas import ClientQuotas
 from ads.broker.settings import RequestSettings
 from ads.broker.share_partitions import SharePartitionManager
 from ads.broker.share_sessions import ShareSessionCache
+from ads.broker.share_state import ShareStatePersister
 from ads.broker.topic_admin import TopicAdmin
 from ads.common.clock import Clock
 from ads.common.partitions import TopicPartition
 from ads.controller.controller import Controller
 from ads.coordinator.group.coordinator import GroupCoordinator
+from ads.coordinator.share.coordinator import ShareCoordinator
 from ads.coordinator.transaction.coordinator import MarkerWriter, TransactionCoordinator
 from ads.metadata.acl import AclStore
 from ads.metadata.cache import TopicCache
@@ -58,6 +60,11 @@ class BrokerContext(Protocol):
     # Share groups (KIP-932, with group.share.enable): sessions and share-partitions.
     share_sessions: ShareSessionCache
     share_partitions: SharePartitionManager
+    # Their durable state (`__share_group_state`), for the share-partitions whose key
+    # hashes to a partition of it led here.
+    share_coordinator: ShareCoordinator
+    # How this broker's share-partition leaders reach the share coordinator.
+    share_state: ShareStatePersister
     # How this broker reaches the others (the inter-broker listener, TLS or not).
     inter_broker: InterBroker
     # Client quotas (`ads.broker.quotas`), kept current from the entity configs.

@@ -3,10 +3,10 @@
 The group coordinator gets `__consumer_offsets` (`internal_topics.InternalTopicLog`), the
 topic metadata and the broker's clock; the transaction coordinator `__transaction_state`,
 the topic metadata, the clock, the broker's producer ids and the marker writer
-(`markers.py`). Leadership of internal-topic partitions reaches the
-coordinator runtime through `become_leader` / `become_follower`: the replica manager calls
-them whenever this broker becomes leader or follower of such a partition, on one broker as
-in a cluster.
+(`markers.py`); the share coordinator `__share_group_state` (its timers prune it).
+Leadership of internal-topic partitions reaches the coordinator runtime through
+`become_leader` / `become_follower`: the replica manager calls them whenever this broker
+becomes leader or follower of such a partition, on one broker as in a cluster.
 
 Coordinator timers (sessions, rebalances, KIP-848 heartbeats and revocations, offset
 expiry) fire at their deadline: `DeadlineTimer` keeps one event-loop timer armed at the
@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ads.broker import group_configs
 from ads.broker.internal_topics import (
     OFFSETS_TOPIC_SPEC,
+    SHARE_GROUP_STATE_TOPIC_SPEC,
     TRANSACTION_STATE_TOPIC_SPEC,
     BrokerTopicMetadata,
     InternalTopicLog,
@@ -34,6 +35,8 @@ from ads.broker.internal_topics import (
 from ads.broker.settings import group_config, txn_config
 from ads.coordinator.group.api import GroupTimeouts
 from ads.coordinator.group.coordinator import GroupCoordinator
+from ads.coordinator.share.coordinator import ShareCoordinator
+from ads.coordinator.share.shard import ShareCoordinatorConfig
 from ads.coordinator.transaction.coordinator import TransactionCoordinator
 from ads.metadata.entity_config import group_entity_path
 
@@ -118,23 +121,34 @@ def create_transaction_coordinator(broker: BrokerContext) -> TransactionCoordina
                                   txn_config(broker.config))
 
 
+def create_share_coordinator(broker: BrokerContext) -> ShareCoordinator:
+    get = broker.config.get_int
+    config = ShareCoordinatorConfig(
+        get("share.coordinator.snapshot.update.records.per.snapshot"),
+        get("share.coordinator.state.topic.prune.interval.ms"))
+    return ShareCoordinator(InternalTopicLog(broker, SHARE_GROUP_STATE_TOPIC_SPEC),
+                            BrokerTopicMetadata(broker), broker.clock, config)
+
+
 def start(broker: BrokerContext) -> DeadlineTimer:
     """Runs the timers at their deadlines; returns what wakes them (`stop` it at shutdown).
     The coordinators load the partitions this broker leads as the replica manager reports
     leadership (`leadership_changed`)."""
     groups, txns = broker.group_coordinator, broker.transaction_coordinator
+    shares = broker.share_coordinator
 
     def tick() -> None:
         groups.tick()
         txns.tick()
+        shares.tick()
 
     def next_deadline_ms() -> int | None:
-        deadlines = [d for d in (groups.next_deadline_ms(), txns.next_deadline_ms())
-                     if d is not None]
+        deadlines = [d for d in (groups.next_deadline_ms(), txns.next_deadline_ms(),
+                                 shares.next_deadline_ms()) if d is not None]
         return min(deadlines, default=None)
 
     deadlines = DeadlineTimer(broker.clock, tick, next_deadline_ms)
-    groups.runtime.wakeup = txns.runtime.wakeup = deadlines.request
+    groups.runtime.wakeup = txns.runtime.wakeup = shares.runtime.wakeup = deadlines.request
     return deadlines
 
 
@@ -143,6 +157,8 @@ def _runtime(broker: BrokerContext, topic: str) -> CoordinatorRuntime[Any] | Non
         return broker.group_coordinator.runtime
     if topic == TRANSACTION_STATE_TOPIC_SPEC.name:
         return broker.transaction_coordinator.runtime
+    if topic == SHARE_GROUP_STATE_TOPIC_SPEC.name:
+        return broker.share_coordinator.runtime
     return None
 
 
@@ -176,3 +192,4 @@ def stop(broker: BrokerContext, deadlines: DeadlineTimer | None) -> None:
         deadlines.stop()
     broker.group_coordinator.shutdown()
     broker.transaction_coordinator.shutdown()
+    broker.share_coordinator.shutdown()

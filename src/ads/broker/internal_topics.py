@@ -2,7 +2,8 @@
 
 `InternalTopicLog` implements `ads.coordinator.topic.InternalTopic` for one internal topic,
 named with its settings by an `InternalTopicSpec` (`OFFSETS_TOPIC_SPEC` for the group
-coordinator, `TRANSACTION_STATE_TOPIC_SPEC` for the transaction coordinator), and
+coordinator, `TRANSACTION_STATE_TOPIC_SPEC` for the transaction coordinator,
+`SHARE_GROUP_STATE_TOPIC_SPEC` for the share coordinator), and
 `BrokerTopicMetadata` implements `TopicMetadata` over the broker's metadata. Both are used
 from the event loop only.
 
@@ -19,6 +20,7 @@ produce purgatory sees the partition's high watermark pass the batch, or fails a
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from ads.common.partitions import TopicPartition
 from ads.coordinator.group.records import OFFSETS_TOPIC
+from ads.coordinator.share.records import SHARE_GROUP_STATE_TOPIC
 from ads.coordinator.topic import AppendError
 from ads.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
 from ads.metadata.model import INTERNAL_TOPICS
@@ -35,6 +38,8 @@ from ads.replication.partition import AppendOrigin, PartitionError, Verification
 
 if TYPE_CHECKING:
     from ads.broker.context import BrokerContext
+
+log = logging.getLogger("ads.broker")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +67,15 @@ TRANSACTION_STATE_TOPIC_SPEC = InternalTopicSpec(
     "transaction.state.log.replication.factor",
     {"cleanup.policy": "compact", "compression.type": "uncompressed"},
     min_isr_key="transaction.state.log.min.isr")
+# Not compacted, as Kafka's: a share-partition's updates count only with every record since
+# its last snapshot, and compaction would keep the last update of each key alone.
+SHARE_GROUP_STATE_TOPIC_SPEC = InternalTopicSpec(
+    SHARE_GROUP_STATE_TOPIC, "share.coordinator.state.topic.num.partitions",
+    "share.coordinator.state.topic.segment.bytes", "share.coordinator.load.buffer.size",
+    "share.coordinator.state.topic.replication.factor",
+    {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1",
+     "compression.type": "producer"},
+    min_isr_key="share.coordinator.state.topic.min.isr")
 
 
 class InternalTopicLog:
@@ -175,6 +189,15 @@ class InternalTopicLog:
                 return
             offset = next_offset
             await asyncio.sleep(0)  # requests for other partitions are served in between
+
+
+    def delete_records(self, partition: int, offset: int) -> None:
+        try:
+            start = self.broker.replica_manager.delete_records(self.name, partition, offset)
+        except PartitionError as exc:
+            log.info("pruning %s-%d below %d: %s", self.name, partition, offset, exc.code.name)
+            return
+        log.debug("pruned %s-%d: log start offset %d", self.name, partition, start)
 
 
 class BrokerTopicMetadata:

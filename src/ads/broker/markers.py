@@ -33,9 +33,9 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from ads.broker.peer_connections import NetClientError, PeerConnections, error_code
 from ads.common.partitions import TopicPartition
 from ads.coordinator.group.records import OFFSETS_TOPIC
-from ads.net.client import BrokerConnection, NetClientError
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 from ads.records.batch import ControlRecordType, build_control_batch
@@ -62,12 +62,6 @@ def by_topics(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
         grouped.setdefault(topic, []).append(index)
     return grouped
 
-
-def _code(value: int) -> ErrorCode:
-    try:
-        return ErrorCode(value)
-    except ValueError:
-        return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 async def write_local(broker: BrokerContext, producer_id: int, producer_epoch: int,
@@ -99,11 +93,9 @@ async def write_local(broker: BrokerContext, producer_id: int, producer_epoch: i
 class BrokerMarkerWriter:
     def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
-        # One connection per broker and purpose: a broker answers a connection's requests
-        # one at a time, and a marker waits until it is committed (up to
-        # MARKER_COMMIT_TIMEOUT_MS), which a produce's verification must not wait behind.
-        self._connections: dict[tuple[int, str], BrokerConnection] = {}
-        self._connecting: dict[tuple[int, str], asyncio.Lock] = {}
+        # A marker waits until it is committed (up to MARKER_COMMIT_TIMEOUT_MS), which a
+        # produce's verification must not wait behind: one connection per purpose.
+        self._peers = PeerConnections(lambda: broker.inter_broker, _REQUEST_TIMEOUT_S)
 
     async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool,
                             coordinator_epoch: int, partitions: set[TopicPartition]
@@ -142,19 +134,17 @@ class BrokerMarkerWriter:
             topics=[M.WritableTxnMarkerTopic(name=t, partition_indexes=p)
                     for t, p in by_topic.items()])])
         try:
-            conn = await self._connection((node, _MARKERS))
-            response = await conn.request(m.ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION,
-                                          request, timeout_s=_REQUEST_TIMEOUT_S)
+            response = await self._peers.request(node, _MARKERS, m.ApiKey.WRITE_TXN_MARKERS,
+                                                 WRITE_TXN_MARKERS_VERSION, request)
         except NetClientError as exc:
             log.warning("sending markers to broker %d failed: %s", node, exc)
-            await self._drop((node, _MARKERS))
             return dict.fromkeys(parts, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         assert isinstance(response, m.WriteTxnMarkersResponse)
         failed: dict[TopicPartition, ErrorCode] = {}
         for marker in response.markers:
             for t in marker.topics:
                 for p in t.partitions:
-                    code = _code(p.error_code)
+                    code = error_code(p.error_code)
                     if code not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
                         failed[TopicPartition(t.name, p.partition_index)] = code
         return failed
@@ -177,40 +167,19 @@ class BrokerMarkerWriter:
             verify_only=True, topics=[m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(
                 name=t, partitions=p) for t, p in by_topic.items()])])
         try:
-            conn = await self._connection((node, _VERIFY))
-            response = await conn.request(m.ApiKey.ADD_PARTITIONS_TO_TXN,
-                                          VERIFY_VERSION, request, timeout_s=_REQUEST_TIMEOUT_S)
+            response = await self._peers.request(node, _VERIFY, m.ApiKey.ADD_PARTITIONS_TO_TXN,
+                                                 VERIFY_VERSION, request)
         except NetClientError as exc:
             log.warning("verifying a transaction with broker %d failed: %s", node, exc)
-            await self._drop((node, _VERIFY))
             return unavailable
         assert isinstance(response, m.AddPartitionsToTxnResponse)
         found = dict(unavailable)
         for result in response.results_by_transaction:
             for t in result.topic_results:
                 for p in t.results_by_partition:
-                    found[TopicPartition(t.name, p.partition_index)] = _code(
+                    found[TopicPartition(t.name, p.partition_index)] = error_code(
                         p.partition_error_code)
         return found
 
-    async def _drop(self, key: tuple[int, str]) -> None:
-        dropped = self._connections.pop(key, None)
-        if dropped is not None:
-            await dropped.close()
-
-    async def _connection(self, key: tuple[int, str]) -> BrokerConnection:
-        # One connect at a time per broker and purpose: two racing ones would leave one
-        # unclosed.
-        async with self._connecting.setdefault(key, asyncio.Lock()):
-            conn = self._connections.get(key)
-            if conn is not None and not conn.closed:
-                return conn
-            conn = await self.broker.inter_broker.connect(key[0],
-                                                          request_timeout_s=_REQUEST_TIMEOUT_S)
-            self._connections[key] = conn
-            return conn
-
     async def close(self) -> None:
-        for conn in self._connections.values():
-            await conn.close()
-        self._connections.clear()
+        await self._peers.close()

@@ -38,6 +38,7 @@ from ads.broker.settings import (
 )
 from ads.broker.share_partitions import SharePartitionManager
 from ads.broker.share_sessions import ShareSessionCache
+from ads.broker.share_state import ShareStatePersister
 from ads.broker.shutdown import controlled_shutdown
 from ads.broker.topic_admin import TopicAdmin, log_failure
 from ads.common.clock import Clock, SystemClock
@@ -143,12 +144,12 @@ class Broker:
             config.get_int("max.incremental.fetch.session.cache.slots"))
         self.share_sessions = ShareSessionCache(
             self.clock, config.get_int("group.share.session.timeout.ms"))
+        self.share_coordinator = coordinators.create_share_coordinator(self)
+        self.share_state = ShareStatePersister(self)
         self.share_partitions = SharePartitionManager(
             self.replica_manager, share_config(config),
-            str(config.get("group.share.auto.offset.reset")), self.clock)
-        self.replica_manager.add_leadership_listener(
-            lambda topic, index, leader, _epoch: self.share_partitions.leadership_changed(
-                topic, index, leader))
+            str(config.get("group.share.auto.offset.reset")), self.clock, self.share_state)
+        self.replica_manager.add_leadership_listener(self.share_partitions.leadership_changed)
         # One per entry of `listeners`; each knows its name and security protocol.
         self.listeners: list[KafkaListener] = []
         self._tls = {e.listener_name: listener_tls(config, e) for e in config.listener_endpoints}
@@ -311,6 +312,8 @@ class Broker:
         await asyncio.gather(self._tasks.close(), self.topics.close())
         coordinators.stop(self, self.coordinator_deadlines)
         await self.txn_requests.close()
+        await self.share_partitions.close()
+        await self.share_state.close()
         if self.controller is not None:
             await asyncio.to_thread(self.controller.stop)
         await asyncio.to_thread(self.metadata.close)

@@ -1,10 +1,22 @@
 """The share-partitions this broker leads (KIP-932): acquisition reads and acknowledgements.
 
 One `SharePartition` (`ads.replication.share_partition`, where the record states and their
-rules are) per share group and partition led here, made on the group's first ShareFetch of
-the partition at `share.auto.offset.reset` (the broker's `group.share.auto.offset.reset`:
-`latest`, the high watermark, or `earliest`, the log start offset) and dropped when the
-leadership moves away.
+rules are) per share group and partition led here, loaded on the group's first ShareFetch
+of the partition here (after this broker became its leader) from the share coordinator
+(`share_state.ShareStatePersister`), and dropped when the leadership moves away. A
+share-partition without state starts at `share.auto.offset.reset` (the broker's
+`group.share.auto.offset.reset`: `latest`, the high watermark, or `earliest`, the log start
+offset), and that start is written (InitializeShareGroupState) before any record is handed
+out, so that a later leader starts there too. While it loads, fetches of it get nothing
+(a waiting fetch is woken when the load ends) and acknowledgements INVALID_RECORD_STATE.
+
+Durable progress, as Kafka's leaders: an acknowledgement (ACCEPT, RELEASE, REJECT) is
+answered only once its state batches are written (WriteShareGroupState, committed
+acks=all by the coordinator); if the write fails its records stay ACQUIRED and the member
+gets the error. Records released by a lock's expiry or a closed session are written in the
+background. Writes of one share-partition go one at a time, in order. Acquisition is not
+written: after a move of the leadership, records that were ACQUIRED come back AVAILABLE
+with the delivery count last written for them.
 
 A share fetch reads through the replica manager's one read path, from each share-
 partition's next fetch offset, without waiting; it then reads the headers of the batches
@@ -15,25 +27,37 @@ acquired it waits in the replica manager's fetch purgatory, woken by appends to 
 partitions, by acknowledgements that release records, or at the next lock deadline, and
 tries again until `max_wait_ms`.
 
-State is in memory only (no share coordinator yet): a restart or a move of the leadership
-loses the in-flight records and the acknowledged progress. Used from the broker's event
-loop only.
+Used from the broker's event loop only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from ads.common.clock import Clock
 from ads.common.partitions import TopicPartition
+from ads.common.tasks import TaskSet
 from ads.protocol.errors import ErrorCode
 from ads.replication.partition import PartitionError
 from ads.replication.purgatory import DelayedFetch
 from ads.replication.replica_manager import FetchParams, FetchPartition, ReplicaManager
-from ads.replication.share_partition import AcquiredRecords, ShareConfig, SharePartition
+from ads.replication.share_partition import (
+    AcquiredRecords,
+    ShareConfig,
+    SharePartition,
+    StateBatch,
+)
 from ads.storage.files import FileRegion
+
+log = logging.getLogger("ads.broker.share")
+
+# A load that cannot read the state (no coordinator yet) is tried again, this many times.
+_LOAD_ATTEMPTS = 30
+_LOAD_BACKOFF_S = 0.5
 
 
 @dataclass(slots=True)
@@ -47,54 +71,211 @@ class ShareRead:
 
 # One acknowledgement batch: first offset, last offset, acknowledge types.
 AckBatch = tuple[int, int, Sequence[int]]
+ShareKey = tuple[str, TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class PersistedState:
+    """What the share coordinator has of a share-partition."""
+
+    state_epoch: int
+    start_offset: int
+    batches: tuple[StateBatch, ...]
+
+
+class StatePersister(Protocol):
+    """The share coordinator as a share-partition leader reaches it (`share_state.py`)."""
+
+    async def read(self, group_id: str, tp: TopicPartition, leader_epoch: int
+                   ) -> PersistedState | None | ErrorCode:
+        """The state (None: none written yet), or the error."""
+        ...
+
+    async def initialize(self, group_id: str, tp: TopicPartition, state_epoch: int,
+                         start_offset: int) -> ErrorCode:
+        ...
+
+    async def write(self, group_id: str, tp: TopicPartition, state_epoch: int,
+                    leader_epoch: int, start_offset: int, batches: list[StateBatch]
+                    ) -> ErrorCode:
+        ...
+
+
+# What a member is told of an acknowledgement whose state could not be written (Kafka's
+# mapping of its persister's errors).
+_WRITE_ERRORS = {
+    ErrorCode.FENCED_LEADER_EPOCH: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.FENCED_STATE_EPOCH: ErrorCode.FENCED_STATE_EPOCH,
+    ErrorCode.NOT_COORDINATOR: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+}
 
 
 class SharePartitionManager:
     def __init__(self, replicas: ReplicaManager, config: ShareConfig, auto_offset_reset: str,
-                 clock: Clock) -> None:
+                 clock: Clock, persister: StatePersister) -> None:
         self.replicas = replicas
         self.config = config
         self.auto_offset_reset = auto_offset_reset
         self.clock = clock
-        self.partitions: dict[tuple[str, TopicPartition], SharePartition] = {}
+        self.persister = persister
+        self.partitions: dict[ShareKey, SharePartition] = {}
+        self._loading: dict[ShareKey, asyncio.Task[None]] = {}
+        # Writes of one share-partition go one at a time, in the order they were asked for.
+        self._write_locks: dict[ShareKey, asyncio.Lock] = {}
+        self._tasks = TaskSet(log)
 
     def _share_partition(self, group_id: str, tp: TopicPartition
-                         ) -> SharePartition | ErrorCode:
+                         ) -> SharePartition | ErrorCode | None:
+        """The share-partition if loaded; None while it loads (the load is started)."""
         try:
             part = self.replicas.partition(tp.topic, tp.partition)
         except PartitionError as exc:
             return exc.code
-        sp = self.partitions.get((group_id, tp))
+        key = (group_id, tp)
+        sp = self.partitions.get(key)
         if sp is None:
-            start = (part.log_start_offset if self.auto_offset_reset == "earliest"
-                     else part.high_watermark)
-            sp = SharePartition(start, self.config)
-            self.partitions[(group_id, tp)] = sp
-        else:
-            sp.move_start(part.log_start_offset)
+            if key not in self._loading:
+                task = asyncio.ensure_future(self._load(key, part.leader_epoch))
+                self._loading[key] = task
+                task.add_done_callback(lambda _t: self._loaded(key, task))
+            return None
+        sp.move_start(part.log_start_offset)
         return sp
 
-    def leadership_changed(self, topic: str, index: int, leader: bool) -> None:
-        """A partition no longer led here takes its share-partitions with it."""
-        if leader:
+    def _loaded(self, key: ShareKey, task: asyncio.Task[None]) -> None:
+        if self._loading.get(key) is task:
+            del self._loading[key]
+        if not task.cancelled() and task.exception() is not None:
+            log.error("loading share-partition %s of %s failed", key[1], key[0],
+                      exc_info=task.exception())
+        # A fetch waiting for the share-partition tries again.
+        self.replicas.fetch_purgatory.check_and_complete(key[1])
+
+    async def _load(self, key: ShareKey, leader_epoch: int) -> None:
+        group_id, tp = key
+        for _ in range(_LOAD_ATTEMPTS):
+            sp = await self._read(group_id, tp, leader_epoch)
+            if sp is not None:
+                break
+            await asyncio.sleep(_LOAD_BACKOFF_S)
+        else:
             return
+        try:
+            part = self.replicas.partition(tp.topic, tp.partition)
+        except PartitionError:
+            return
+        if part.leader_epoch != leader_epoch or self.partitions.get(key) is not None:
+            return  # led under another epoch since: that load decides
+        sp.leader_epoch = leader_epoch
+        self.partitions[key] = sp
+
+    async def _read(self, group_id: str, tp: TopicPartition, leader_epoch: int
+                    ) -> SharePartition | None:
+        """The share-partition from its durable state, made at the reset offset and
+        initialized when it has none; None when the coordinator cannot be asked now."""
+        state = await self.persister.read(group_id, tp, leader_epoch)
+        if isinstance(state, ErrorCode):
+            log.info("reading the state of share-partition %s of %s: %s", tp, group_id,
+                     state.name)
+            return None
+        if state is not None:
+            sp = SharePartition.from_state(state.start_offset, state.batches, self.config)
+            sp.state_epoch = state.state_epoch
+            return sp
+        try:
+            part = self.replicas.partition(tp.topic, tp.partition)
+        except PartitionError:
+            return None
+        start = (part.log_start_offset if self.auto_offset_reset == "earliest"
+                 else part.high_watermark)
+        error = await self.persister.initialize(group_id, tp, 0, start)
+        if error is not ErrorCode.NONE:
+            log.info("initializing the state of share-partition %s of %s: %s", tp, group_id,
+                     error.name)
+            return None
+        return SharePartition(start, self.config)
+
+    def leadership_changed(self, topic: str, index: int, leader: bool,
+                           leader_epoch: int | None) -> None:
+        """A partition no longer led here, or led under a new epoch: its share-partitions
+        go (a new leadership reads them again from the share coordinator)."""
         tp = TopicPartition(topic, index)
-        for key in [k for k in self.partitions if k[1] == tp]:
+        for key in [k for k, sp in self.partitions.items()
+                    if k[1] == tp and (not leader or sp.leader_epoch != leader_epoch)]:
             del self.partitions[key]
+        if not leader:  # a load under way for a new epoch checks the epoch at its end
+            for key in [k for k in self._loading if k[1] == tp]:
+                self._loading.pop(key).cancel()
+            for key in [k for k in self._write_locks
+                        if k[1] == tp and not self._write_locks[k].locked()]:
+                del self._write_locks[key]
+
+    async def close(self) -> None:
+        for task in self._loading.values():
+            task.cancel()
+        self._loading.clear()
+        await self._tasks.close()
+
+    # -- writing the state -----------------------------------------------------------
+    async def _write(self, key: ShareKey, sp: SharePartition, batches: list[StateBatch]
+                     ) -> ErrorCode:
+        async with self._write_locks.setdefault(key, asyncio.Lock()):
+            if self.partitions.get(key) is not sp:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER  # the leadership moved meanwhile
+            # The start as it is once these batches apply, so the coordinator's start
+            # offset (ReadShareGroupStateSummary) follows the acknowledgements.
+            error = await self.persister.write(key[0], key[1], sp.state_epoch, sp.leader_epoch,
+                                               sp.start_after(batches), batches)
+        if error is not ErrorCode.NONE:
+            log.info("writing the state of share-partition %s of %s: %s", key[1], key[0],
+                     error.name)
+        return error
+
+    def _save_released(self, key: ShareKey, sp: SharePartition) -> None:
+        """Writes in the background what lock expiry or a closed session released."""
+        if not sp.unsaved:
+            return
+        batches, sp.unsaved = sp.unsaved, []
+
+        async def save() -> None:
+            await self._write(key, sp, batches)
+
+        self._tasks.spawn(save(), "writing released share records")
 
     # -- acknowledgements ------------------------------------------------------------
-    def acknowledge(self, group_id: str, member_id: str, tp: TopicPartition,
-                    batches: Iterable[AckBatch]) -> ErrorCode:
-        """The partition's acknowledgement batches; the last error of any of them."""
+    async def acknowledge(self, group_id: str, member_id: str, tp: TopicPartition,
+                          batches: Iterable[AckBatch]) -> ErrorCode:
+        """The partition's acknowledgement batches, answered once their state is written;
+        the last error of any of them."""
         sp = self._share_partition(group_id, tp)
+        if sp is None:  # loading: nothing is acquired here yet
+            return ErrorCode.INVALID_RECORD_STATE
         if isinstance(sp, ErrorCode):
             return sp
+        key = (group_id, tp)
         now = self.clock.time_ms()
         error = ErrorCode.NONE
+        prepared: list[AckBatch] = []
+        written: list[StateBatch] = []
         for first, last, types in batches:
-            result = sp.acknowledge(member_id, first, last, types, now)
-            if result is not ErrorCode.NONE:
+            result = sp.prepare_acknowledge(member_id, first, last, types, now)
+            if isinstance(result, ErrorCode):
                 error = result
+            else:
+                prepared.append((first, last, types))
+                written.extend(result)
+        self._save_released(key, sp)
+        if prepared:
+            failed = await self._write(key, sp, written)
+            for first, last, types in prepared:
+                sp.complete_acknowledge(member_id, first, last, types,
+                                        failed is ErrorCode.NONE)
+            if failed is not ErrorCode.NONE:
+                error = _WRITE_ERRORS.get(failed, ErrorCode.UNKNOWN_SERVER_ERROR)
         # Released records may be what another member's waiting fetch wants.
         self.replicas.fetch_purgatory.check_and_complete(tp)
         return error
@@ -104,6 +285,7 @@ class SharePartitionManager:
         for tp in tps:
             sp = self.partitions.get((group_id, tp))
             if sp is not None and sp.release_member(member_id):
+                self._save_released((group_id, tp), sp)
                 self.replicas.fetch_purgatory.check_and_complete(tp)
 
     # -- acquisition -----------------------------------------------------------------
@@ -161,9 +343,12 @@ class SharePartitionManager:
             if isinstance(sp, ErrorCode):
                 reads[tp] = ShareRead(sp)
                 continue
-            sp.expire(now)
-            offset = sp.next_fetch_offset()
             reads[tp] = ShareRead()
+            if sp is None:
+                continue  # loading
+            sp.expire(now)
+            self._save_released((group_id, tp), sp)
+            offset = sp.next_fetch_offset()
             if offset is not None:
                 targets.append((tp, sp))
                 fetches.append(FetchPartition(tp.topic, tp.partition, offset, max_bytes, -1))

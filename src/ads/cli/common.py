@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 TIMEOUT_S = 10.0
 
 # Kafka's own definition of an internal topic (`Topic.INTERNAL_TOPICS`).
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 # Errors that mean "the cluster could not be reached", as opposed to a refusal.
 _UNREACHABLE = frozenset({

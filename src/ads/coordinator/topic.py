@@ -69,6 +69,12 @@ class InternalTopic(Protocol):
         for a partition that does not exist yet). May yield to the event loop between reads."""
         ...
 
+    def delete_records(self, partition: int, offset: int) -> None:
+        """Moves the partition's log start offset up to `offset` (Kafka's DeleteRecords on
+        the leader): the records below it are no longer read. A failure (not the leader
+        any more) is logged; the owner tries again at its next pruning."""
+        ...
+
 
 class TopicMetadata(Protocol):
     """The user topics a coordinator checks commits and subscriptions against."""

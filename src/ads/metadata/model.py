@@ -27,7 +27,8 @@ def decode_topic_id(text: str) -> uuid.UUID:
 # Kafka's rule: ASCII letters, digits, '.', '_' and '-', at most 249 characters.
 _LEGAL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 MAX_TOPIC_NAME_LENGTH = 249
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state",
+                             "__share_group_state"})
 
 
 class InvalidTopicError(ValueError):

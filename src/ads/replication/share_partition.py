@@ -36,9 +36,19 @@ archived as a gap.
 Lock expiry is applied lazily: every operation first expires the locks due (`expire`), and
 a fetch waiting for records wakes at the next deadline (`next_deadline_ms`).
 
-Not persisted: the window lives in the leader's memory only; a restart or a move of the
-leadership starts the group again from `share.auto.offset.reset`. Not thread-safe: used
-from the broker's event loop only.
+Durable state (the share coordinator, `ads.broker.share_partitions`): what is written of a
+share-partition is its start offset and *state batches*, `(first, last, state, delivery
+count)` with the states AVAILABLE, ACKNOWLEDGED and ARCHIVED; ACQUIRED is never written.
+`from_state` rebuilds a window from them: offsets the batches do not cover (records
+acquired and never acknowledged, or never delivered) are AVAILABLE with delivery count 0,
+and the window ends after the last batch. An acknowledgement is applied in two steps:
+`prepare_acknowledge` checks it, marks its spans *pending* and returns the state batches it
+makes; once they are written, `complete_acknowledge` applies it (or, when the write failed,
+leaves the records ACQUIRED). A pending span is not expired, released or acknowledged again
+meanwhile. Records released by lock expiry or a departed member are queued in `unsaved`,
+for the owner to write.
+
+Not thread-safe: used from the broker's event loop only.
 """
 
 from __future__ import annotations
@@ -77,6 +87,8 @@ class Span:
     delivery_count: int = 0
     member_id: str | None = None
     deadline_ms: int = 0
+    # An acknowledgement of it is being written (`prepare_acknowledge`).
+    pending: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +96,11 @@ class ShareConfig:
     record_lock_duration_ms: int = 30_000
     delivery_count_limit: int = 5
     max_record_locks: int = 2_000
+
+
+# (first offset, last offset, delivery state, delivery count): what the share coordinator
+# keeps of a range of records (its StateBatch).
+StateBatch = tuple[int, int, int, int]
 
 
 class AcquiredRecords(tuple[int, int, int]):
@@ -98,6 +115,29 @@ class SharePartition:
         self.start_offset = start_offset
         self.end_offset = start_offset
         self.spans: list[Span] = []  # contiguous from start_offset to end_offset - 1
+        # The state epoch read from the share coordinator, and the partition's leader epoch
+        # the state was read under (both go with every write).
+        self.state_epoch = 0
+        self.leader_epoch = -1
+        # Releases not yet written (lock expiry, a member gone), oldest first.
+        self.unsaved: list[StateBatch] = []
+
+    @classmethod
+    def from_state(cls, start_offset: int, batches: Iterable[StateBatch], config: ShareConfig
+                   ) -> SharePartition:
+        """The window the share coordinator's state describes (see the module header)."""
+        sp = cls(start_offset, config)
+        for first, last, state, count in sorted(batches):
+            if last < sp.end_offset:
+                continue
+            first = max(first, sp.end_offset)
+            if first > sp.end_offset:
+                sp.spans.append(Span(sp.end_offset, first - 1, RecordState.AVAILABLE))
+            kind = RecordState(state) if state in _WRITTEN_STATES else RecordState.AVAILABLE
+            sp.spans.append(Span(first, last, kind, count))
+            sp.end_offset = last + 1
+        sp._compact()
+        return sp
 
     # -- reading ---------------------------------------------------------------------
     def next_fetch_offset(self) -> int | None:
@@ -166,9 +206,19 @@ class SharePartition:
 
     def acknowledge(self, member_id: str, first: int, last: int, types: Sequence[int],
                     now_ms: int) -> ErrorCode:
-        """One acknowledgement batch: one type for all of `first`..`last`, or one per
-        offset. INVALID_RECORD_STATE (nothing changed) unless every offset is ACQUIRED by
-        `member_id`."""
+        """One acknowledgement batch applied at once (nothing to write first)."""
+        prepared = self.prepare_acknowledge(member_id, first, last, types, now_ms)
+        if isinstance(prepared, ErrorCode):
+            return prepared
+        self.complete_acknowledge(member_id, first, last, types, True)
+        return ErrorCode.NONE
+
+    def prepare_acknowledge(self, member_id: str, first: int, last: int, types: Sequence[int],
+                            now_ms: int) -> list[StateBatch] | ErrorCode:
+        """Checks one acknowledgement batch (one type for all of `first`..`last`, or one per
+        offset): INVALID_RECORD_STATE (nothing changed) unless every offset is ACQUIRED by
+        `member_id` and not pending. Marks its spans pending; returns the state batches
+        it makes."""
         self.expire(now_ms)
         if last < first or len(types) not in (1, last - first + 1) or any(
                 t not in AcknowledgeType._value2member_map_ for t in types):
@@ -176,34 +226,70 @@ class SharePartition:
         if first < self.start_offset or last >= self.end_offset:
             return ErrorCode.INVALID_RECORD_STATE
         spans = self._carve(first, last)
-        if any(s.state is not RecordState.ACQUIRED or s.member_id != member_id for s in spans):
+        if any(s.state is not RecordState.ACQUIRED or s.member_id != member_id or s.pending
+               for s in spans):
             return ErrorCode.INVALID_RECORD_STATE
+        written: list[StateBatch] = []
         for run_first, run_last, ack in _runs(first, last, types):
             for span in self._carve(run_first, run_last):
-                self._settle(span, AcknowledgeType(ack))
+                span.pending = True
+                written.append((span.first, span.last,
+                                int(self._settled_state(span, AcknowledgeType(ack))),
+                                span.delivery_count))
+        return written
+
+    def start_after(self, written: Iterable[StateBatch]) -> int:
+        """The start offset once the `written` state batches (of a prepared
+        acknowledgement) are applied: past the leading records that are then done."""
+        done = {int(RecordState.ACKNOWLEDGED), int(RecordState.ARCHIVED)}
+        settled = {first: state for first, _, state, _ in written}
+        start = self.start_offset
+        for span in self.spans:
+            state = settled.get(span.first, int(span.state)) if span.pending else int(span.state)
+            if state not in done:
+                break
+            start = span.last + 1
+        return start
+
+    def complete_acknowledge(self, member_id: str, first: int, last: int,
+                             types: Sequence[int], written: bool) -> None:
+        """Applies a prepared acknowledgement once its state is written; `written` False:
+        the records stay ACQUIRED (their lock releases them later)."""
+        for run_first, run_last, ack in _runs(first, last, types):
+            for span in self._carve(max(run_first, self.start_offset),
+                                    min(run_last, self.end_offset - 1)):
+                if not span.pending:
+                    continue
+                span.pending = False
+                if written and span.state is RecordState.ACQUIRED and span.member_id == member_id:
+                    self._settle(span, AcknowledgeType(ack))
         self._compact()
-        return ErrorCode.NONE
+
+    def _settled_state(self, span: Span, ack: AcknowledgeType) -> RecordState:
+        if ack is AcknowledgeType.ACCEPT:
+            return RecordState.ACKNOWLEDGED
+        if ack is AcknowledgeType.RELEASE:
+            return (RecordState.ARCHIVED
+                    if span.delivery_count >= self.config.delivery_count_limit
+                    else RecordState.AVAILABLE)
+        return RecordState.ARCHIVED
 
     def _settle(self, span: Span, ack: AcknowledgeType) -> None:
-        if ack is AcknowledgeType.ACCEPT:
-            span.state = RecordState.ACKNOWLEDGED
-        elif ack is AcknowledgeType.RELEASE:
-            self._release(span)
-        else:
-            span.state = RecordState.ARCHIVED
+        span.state = self._settled_state(span, ack)
         span.member_id = None
 
     def _release(self, span: Span) -> None:
-        span.member_id = None
-        span.state = (RecordState.ARCHIVED
-                      if span.delivery_count >= self.config.delivery_count_limit
-                      else RecordState.AVAILABLE)
+        """Lock expiry or a member gone: AVAILABLE again (ARCHIVED at the limit), and
+        queued for writing."""
+        self._settle(span, AcknowledgeType.RELEASE)
+        self.unsaved.append((span.first, span.last, int(span.state), span.delivery_count))
 
     def expire(self, now_ms: int) -> bool:
         """Releases the records whose lock is past its deadline; True if any was."""
         changed = False
         for span in self.spans:
-            if span.state is RecordState.ACQUIRED and span.deadline_ms <= now_ms:
+            if (span.state is RecordState.ACQUIRED and span.deadline_ms <= now_ms
+                    and not span.pending):
                 self._release(span)
                 changed = True
         if changed:
@@ -214,7 +300,8 @@ class SharePartition:
         """Releases everything `member_id` holds (its share session closed)."""
         changed = False
         for span in self.spans:
-            if span.state is RecordState.ACQUIRED and span.member_id == member_id:
+            if (span.state is RecordState.ACQUIRED and span.member_id == member_id
+                    and not span.pending):
                 self._release(span)
                 changed = True
         if changed:
@@ -253,7 +340,7 @@ class SharePartition:
         if span.first == offset or span.last < offset:
             return
         tail = Span(offset, span.last, span.state, span.delivery_count, span.member_id,
-                    span.deadline_ms)
+                    span.deadline_ms, span.pending)
         span.last = offset - 1
         self.spans.insert(index + 1, tail)
 
@@ -275,6 +362,10 @@ class SharePartition:
             else:
                 joined.append(span)
         self.spans = joined
+
+
+_WRITTEN_STATES = frozenset({RecordState.AVAILABLE, RecordState.ACKNOWLEDGED,
+                             RecordState.ARCHIVED})
 
 
 def _runs(first: int, last: int, types: Sequence[int]) -> list[tuple[int, int, int]]:

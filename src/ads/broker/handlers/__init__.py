@@ -24,6 +24,7 @@ from ads.broker.handlers import (
     sasl,
     scram_users,
     share_groups,
+    share_state,
     topics,
     transactions,
 )
@@ -42,5 +43,5 @@ def all_handlers(cluster: bool = False, log_dir_count: int = 1, share: bool = Fa
     if log_dir_count == 1:  # replicas do not move between directories (docs/storage.md)
         extra += log_dirs.HANDLERS_ONE_LOG_DIR
     if share:
-        extra += share_groups.HANDLERS
+        extra += share_groups.HANDLERS + share_state.HANDLERS
     return [h for module in modules for h in module.HANDLERS] + extra

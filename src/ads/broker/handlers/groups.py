@@ -3,7 +3,9 @@
 FindCoordinator (key 10) v0-5: single keys (v0-3) and batches (v4+); group keys create
 `__consumer_offsets` on first use (its files made off the loop; the answer waits for
 them), transaction keys (key type 1) create `__transaction_state` the same way and name
-the leader of the id's partition; share-group keys (v6) are not advertised.
+the leader of the id's partition; share-partition keys (key type 2, "groupId:topicId:
+partition", with group.share.enable) create `__share_group_state` the same way (they need
+CLUSTER_ACTION on the cluster, as brokers ask for them); v6 is not advertised.
 JoinGroup (key 11) v2-9, SyncGroup (key 14) v0-5, Heartbeat (key 12) v0-4, LeaveGroup
 (key 13) v0-5 (batched members from v3), DescribeGroups (key 15) v0-5, ListGroups (key 16)
 v0-5 (state filter v4, type filter v5), DeleteGroups (key 42) v0-2.
@@ -77,13 +79,20 @@ def handle_find_coordinator(ctx: RequestContext, req: m.FindCoordinatorRequest
     return _find_coordinator(ctx, req, ErrorCode.NONE)
 
 
+# What FindCoordinator needs, by key type.
+_RULES = {0: P.COORDINATOR_GROUP, 1: P.COORDINATOR_TXN, 2: P.COORDINATOR_SHARE}
+
+
 def _runtime(broker: BrokerContext, key_type: int) -> CoordinatorRuntime[Any] | None:
     """The coordinator of a key type: 0 groups (`__consumer_offsets`), 1 transactional ids
-    (`__transaction_state`)."""
+    (`__transaction_state`), 2 share-partitions ("groupId:topicId:partition",
+    `__share_group_state`; with group.share.enable only)."""
     if key_type == 0:
         return broker.group_coordinator.runtime
     if key_type == 1:
         return broker.transaction_coordinator.runtime
+    if key_type == 2 and broker.config.get_bool("group.share.enable"):
+        return broker.share_coordinator.runtime
     return None
 
 
@@ -113,10 +122,10 @@ def _find_coordinator(ctx: RequestContext, req: m.FindCoordinatorRequest,
         error, message = ErrorCode.NONE, None
         ep: ListenerEndpoint | None = None
         node = -1
-        rule = P.COORDINATOR_GROUP if key_type == 0 else P.COORDINATOR_TXN
+        rule = _RULES.get(key_type, P.COORDINATOR_GROUP)
         if runtime is None:
             error, message = ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}"
-        elif not allowed(ctx, rule, key):
+        elif not allowed(ctx, rule, CLUSTER_NAME if key_type == 2 else key):
             error = rule.error
         else:
             error = group_error
@@ -262,11 +271,27 @@ def handle_list_groups(ctx: RequestContext, req: m.ListGroupsRequest) -> m.ListG
                   group_type=g.group_type) for g in listed])
 
 
+async def _delete_share_state(ctx: RequestContext, groups: list[str]) -> dict[str, ErrorCode]:
+    """Empty share groups' state is deleted first, as Kafka does (DeleteShareGroupState):
+    the groups whose state could not be deleted, with the error they get."""
+    coordinator = ctx.broker.group_coordinator
+    failed: dict[str, ErrorCode] = {}
+    for g in groups:
+        d = coordinator.describe_share_group(g)
+        if d.error is ErrorCode.NONE and not d.members:
+            error = await ctx.broker.share_state.delete_group(g)
+            if error is not ErrorCode.NONE:
+                failed[g] = error
+    return failed
+
+
 async def handle_delete_groups(ctx: RequestContext, req: m.DeleteGroupsRequest
                                ) -> m.DeleteGroupsResponse:
     rule = P.GROUP_DELETE
     permitted = [g for g in req.groups_names if allowed(ctx, rule, g)]
-    errors = dict(zip(permitted, await ctx.broker.group_coordinator.delete_groups(permitted),
+    errors = await _delete_share_state(ctx, permitted)
+    permitted = [g for g in permitted if g not in errors]
+    errors.update(zip(permitted, await ctx.broker.group_coordinator.delete_groups(permitted),
                       strict=True))
     R = m.DeleteGroupsResponse.DeletableGroupResult  # noqa: N806
     return m.DeleteGroupsResponse(results=[

@@ -7,18 +7,17 @@ and assignment are the group coordinator's (`ads.coordinator.group.share`); reco
 acquired and acknowledged on the partition leaders (`ads.broker.share_partitions`), in the
 share sessions of `ads.broker.share_sessions`.
 
-Gaps: no share coordinator (`__share_group_state`): a share-partition's state lives in its
-leader's memory, so a leader restart or move loses the in-flight records and acknowledged
-progress. Group configs are the broker's `group.share.*` defaults (no per-group
-IncrementalAlterConfigs). `share.isolation.level` is read_uncommitted only. ShareFetch and
+Acknowledgements are answered once the share coordinator has their state
+(`share_partitions.py`). Gaps: group configs are the broker's `group.share.*` defaults (no
+per-group IncrementalAlterConfigs). `share.isolation.level` is read_uncommitted only. ShareFetch and
 ShareAcknowledge v2 (acquire modes, lock renewal) are not served. Authorized operations of
 ShareGroupDescribe are reported when asked.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Awaitable
 
 from ads.broker import permissions as P
 from ads.broker.authorized_operations import NOT_REQUESTED, ResourceType
@@ -119,17 +118,23 @@ def _names(ctx: RequestContext, ids: set[uuid.UUID]) -> dict[uuid.UUID, str | Er
     return names
 
 
-def _acknowledge(ctx: RequestContext, group_id: str, member_id: str,
-                 names: dict[uuid.UUID, str | ErrorCode],
-                 acks: dict[SessionPartition, list[AckBatch]]) -> dict[SessionPartition, ErrorCode]:
+async def _acknowledge(ctx: RequestContext, group_id: str, member_id: str,
+                       names: dict[uuid.UUID, str | ErrorCode],
+                       acks: dict[SessionPartition, list[AckBatch]]
+                       ) -> dict[SessionPartition, ErrorCode]:
+    """Each partition's acknowledgements, all at once; answered once their state is
+    written."""
     out: dict[SessionPartition, ErrorCode] = {}
+    pending = {}
     for key, batches in acks.items():
         name = names[key[0]]
         if isinstance(name, ErrorCode):
             out[key] = name
             continue
-        out[key] = ctx.broker.share_partitions.acknowledge(
+        pending[key] = ctx.broker.share_partitions.acknowledge(
             group_id, member_id, TopicPartition(name, key[1]), batches)
+    done = await asyncio.gather(*pending.values())
+    out.update(zip(pending, done, strict=True))
     return out
 
 
@@ -149,8 +154,7 @@ def _close(ctx: RequestContext, session: ShareSession,
 
 
 # -- ShareFetch ----------------------------------------------------------------------------
-def handle_fetch(ctx: RequestContext, req: m.ShareFetchRequest
-                 ) -> m.ShareFetchResponse | Awaitable[m.ShareFetchResponse]:
+async def handle_fetch(ctx: RequestContext, req: m.ShareFetchRequest) -> m.ShareFetchResponse:
     lock_ms = ctx.broker.share_partitions.config.record_lock_duration_ms
     group_id, member_id = req.group_id or "", req.member_id or ""
     rule = P.GROUP_READ
@@ -172,7 +176,7 @@ def handle_fetch(ctx: RequestContext, req: m.ShareFetchRequest
     if isinstance(session, ErrorCode):
         return FR(error_code=session, acquisition_lock_timeout_ms=lock_ms)
     names = _names(ctx, {k[0] for k in session.partitions} | {k[0] for k in acks})
-    ack_errors = _acknowledge(ctx, group_id, member_id, names, acks)
+    ack_errors = await _acknowledge(ctx, group_id, member_id, names, acks)
     if req.share_session_epoch == FINAL_EPOCH:
         _close(ctx, session, names)
         return _fetch_response(ctx, {}, ack_errors, names, lock_ms)
@@ -183,16 +187,8 @@ def handle_fetch(ctx: RequestContext, req: m.ShareFetchRequest
     max_wait = 0 if acks else req.max_wait_ms
     reads = ctx.broker.share_partitions.fetch(group_id, member_id, list(tps.values()),
                                               max_wait, req.max_bytes, max_records)
-    if isinstance(reads, dict):
-        return _fetch_response(ctx, _by_key(tps, reads, session, names), ack_errors, names,
-                               lock_ms)
-
-    async def later() -> m.ShareFetchResponse:
-        done = await reads
-        return _fetch_response(ctx, _by_key(tps, done, session, names), ack_errors, names,
-                               lock_ms)
-
-    return later()
+    done = reads if isinstance(reads, dict) else await reads
+    return _fetch_response(ctx, _by_key(tps, done, session, names), ack_errors, names, lock_ms)
 
 
 def _by_key(tps: dict[SessionPartition, TopicPartition],
@@ -239,8 +235,8 @@ def _fetch_response(ctx: RequestContext, reads: dict[SessionPartition, ShareRead
 
 
 # -- ShareAcknowledge ----------------------------------------------------------------------
-def handle_acknowledge(ctx: RequestContext, req: m.ShareAcknowledgeRequest
-                       ) -> m.ShareAcknowledgeResponse:
+async def handle_acknowledge(ctx: RequestContext, req: m.ShareAcknowledgeRequest
+                             ) -> m.ShareAcknowledgeResponse:
     group_id, member_id = req.group_id or "", req.member_id or ""
     rule = P.GROUP_READ
     if not ctx.authorize(rule.resource, group_id, rule.operation):
@@ -254,7 +250,7 @@ def handle_acknowledge(ctx: RequestContext, req: m.ShareAcknowledgeRequest
     acks = {(t.topic_id, p.partition_index): _ack_batches(p.acknowledgement_batches)
             for t in req.topics for p in t.partitions}
     names = _names(ctx, {k[0] for k in session.partitions} | {k[0] for k in acks})
-    errors = _acknowledge(ctx, group_id, member_id, names, acks)
+    errors = await _acknowledge(ctx, group_id, member_id, names, acks)
     if req.share_session_epoch == FINAL_EPOCH:
         _close(ctx, session, names)
     Part = AR.ShareAcknowledgeTopicResponse.PartitionData  # noqa: N806
