@@ -1,8 +1,8 @@
 """Group configs (KIP-848, KIP-932) set with the AdminClient change what one group's members
 run with: the heartbeat interval its members are given and the session after which a silent
-member is removed, for consumer-protocol and share groups, while other groups keep the
-broker's. (Describe and alter answers are compared with Apache Kafka's in
-tests/reference/test_reference_topics.py.)"""
+member is removed, for consumer-protocol and share groups, and a share group's delivery
+limit and starting offset, while other groups keep the broker's. (Describe and alter
+answers are compared with Apache Kafka's in tests/reference/test_reference_topics.py.)"""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import AcknowledgeType, KafkaError, KafkaException, Producer, ShareConsumer
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -124,3 +124,32 @@ def test_group_configs_refuse_read_committed_share_groups(configured: EmbeddedBr
         admin.incremental_alter_configs([resource])[resource].result(15)
     assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
     assert "read uncommitted records only" in refused.value.args[0].str()
+
+
+def test_group_configs_share_delivery_limit_and_start_per_group(
+        configured: EmbeddedBroker) -> None:
+    # The broker starts share groups at the latest offset and archives a record after five
+    # deliveries; this group starts at the earliest and archives after two.
+    bs = configured.bootstrap_servers
+    create_topic(bs, "limited", 1)
+    producer = Producer({"bootstrap.servers": bs})
+    producer.produce("limited", b"again", partition=0)
+    assert producer.flush(10) == 0
+    set_group_configs(bs, "limited", share_auto_offset_reset="earliest",
+                      share_delivery_count_limit="2")
+    c = ShareConsumer({"bootstrap.servers": bs, "group.id": "limited",
+                       "share.acknowledgement.mode": "explicit"})
+    c.subscribe(["limited"])
+    counts: list[int] = []
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(counts) < 2:
+            for msg in c.poll(0.3):
+                assert msg.error() is None, msg.error()
+                counts.append(msg.delivery_count())
+                c.acknowledge(msg, AcknowledgeType.RELEASE)
+            c.commit_sync(10)
+        later = [msg.offset() for msg in c.poll(1.5)]
+    finally:
+        c.close()
+    assert counts == [1, 2] and later == []  # archived at the group's limit

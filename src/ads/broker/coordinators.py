@@ -38,7 +38,6 @@ from ads.coordinator.group.coordinator import GroupCoordinator
 from ads.coordinator.share.coordinator import ShareCoordinator
 from ads.coordinator.share.shard import ShareCoordinatorConfig
 from ads.coordinator.transaction.coordinator import TransactionCoordinator
-from ads.metadata.entity_config import group_entity_path
 
 if TYPE_CHECKING:
     from ads.broker.context import BrokerContext
@@ -99,12 +98,13 @@ class DeadlineTimer:
 
 
 def create_group_coordinator(broker: BrokerContext) -> GroupCoordinator:
+    own_settings = group_configs.own_settings(broker.config,
+                                              lambda: broker.metadata.entity_configs)
+
     def group_timeouts(group_id: str) -> GroupTimeouts | None:
-        # A dict look-up per heartbeat; parsed only for the groups that set configs.
-        overrides = broker.metadata.entity_configs.get(group_entity_path(group_id))
-        if not overrides:
+        own = own_settings(group_id)
+        if own is None:
             return None
-        own = group_configs.settings_of(broker.config, overrides)
         return GroupTimeouts(own.consumer_session_timeout_ms,
                              own.consumer_heartbeat_interval_ms,
                              own.share_session_timeout_ms, own.share_heartbeat_interval_ms)

@@ -10,13 +10,15 @@ assignment intervals, dead-letter queues, renew acknowledgements) are refused as
 and so is `share.isolation.level=read_committed` (share fetches do not skip aborted
 transactions yet).
 
-`settings_of(broker_config, overrides)` gives the typed values a group runs with; the
-group coordinator and the share-partitions read them per group.
+`settings_of(broker_config, overrides)` gives the typed values a group runs with;
+`own_settings` looks a group's up in the metadata store's view, for the group coordinator
+(session timeouts, heartbeat intervals) and the share-partitions (locks, delivery limit,
+where a partition starts).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ads.broker.config import (
@@ -27,6 +29,7 @@ from ads.broker.config import (
     ConfigSynonym,
 )
 from ads.broker.configdefs import ConfigType, OneOf, Range, invalid, parse_typed, render
+from ads.metadata.entity_config import group_entity_path
 
 SHARE_AUTO_OFFSET_RESET = ("earliest", "latest")
 SHARE_ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
@@ -202,3 +205,14 @@ def describe(broker: BrokerConfig, overrides: Mapping[str, str]) -> list[ConfigE
         out.append(ConfigEntry(name, render(key.type, value), source, False, False,
                                tuple(synonyms), int(key.type), key.doc))
     return out
+
+
+def own_settings(broker: BrokerConfig,
+                 entity_configs: Callable[[], Mapping[str, Mapping[str, str]]]
+                 ) -> Callable[[str], GroupSettings | None]:
+    """A group's settings when it has configs of its own, else None (it runs on the
+    broker's): a dict look-up for most groups, parsed only for those with configs."""
+    def of(group_id: str) -> GroupSettings | None:
+        overrides = entity_configs().get(group_entity_path(group_id))
+        return settings_of(broker, overrides) if overrides else None
+    return of

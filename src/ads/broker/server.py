@@ -17,7 +17,7 @@ from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 
 from ads.broker import config as bconfig
-from ads.broker import coordinators
+from ads.broker import coordinators, group_configs
 from ads.broker.authentication import Authenticator
 from ads.broker.authorized_operations import ALLOW_ALL, OperationsAuthorizer
 from ads.broker.context import TxnRequests
@@ -148,7 +148,8 @@ class Broker:
         self.share_state = ShareStatePersister(self)
         self.share_partitions = SharePartitionManager(
             self.replica_manager, share_config(config),
-            str(config.get("group.share.auto.offset.reset")), self.clock, self.share_state)
+            str(config.get("group.share.auto.offset.reset")), self.clock, self.share_state,
+            group_configs.own_settings(config, lambda: self.metadata.entity_configs))
         self.replica_manager.add_leadership_listener(self.share_partitions.leadership_changed)
         # One per entry of `listeners`; each knows its name and security protocol.
         self.listeners: list[KafkaListener] = []

@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from ads.broker.group_configs import GroupSettings
 from ads.common.clock import Clock
 from ads.common.partitions import TopicPartition
 from ads.common.tasks import TaskSet
@@ -116,10 +117,14 @@ _WRITE_ERRORS = {
 
 class SharePartitionManager:
     def __init__(self, replicas: ReplicaManager, config: ShareConfig, auto_offset_reset: str,
-                 clock: Clock, persister: StatePersister) -> None:
+                 clock: Clock, persister: StatePersister,
+                 own_settings: Callable[[str], GroupSettings | None] = lambda _g: None
+                 ) -> None:
         self.replicas = replicas
         self.config = config
         self.auto_offset_reset = auto_offset_reset
+        # A group's own configs (share.record.lock.duration.ms, ...) over these.
+        self.own_settings = own_settings
         self.clock = clock
         self.persister = persister
         self.partitions: dict[ShareKey, SharePartition] = {}
@@ -144,7 +149,16 @@ class SharePartitionManager:
                 task.add_done_callback(lambda _t: self._loaded(key, task))
             return None
         sp.move_start(part.log_start_offset)
+        sp.config = self._settings(group_id)[0]  # a group config changed takes effect here
         return sp
+
+    def _settings(self, group_id: str) -> tuple[ShareConfig, str]:
+        """The group's share-partition settings and where it starts on a partition."""
+        own = self.own_settings(group_id)
+        if own is None:
+            return self.config, self.auto_offset_reset
+        return (ShareConfig(own.share_record_lock_duration_ms, own.share_delivery_count_limit,
+                            own.share_partition_max_record_locks), own.share_auto_offset_reset)
 
     def _loaded(self, key: ShareKey, task: asyncio.Task[None]) -> None:
         if self._loading.get(key) is task:
@@ -182,22 +196,23 @@ class SharePartitionManager:
             log.info("reading the state of share-partition %s of %s: %s", tp, group_id,
                      state.name)
             return None
+        config, auto_offset_reset = self._settings(group_id)
         if state is not None:
-            sp = SharePartition.from_state(state.start_offset, state.batches, self.config)
+            sp = SharePartition.from_state(state.start_offset, state.batches, config)
             sp.state_epoch = state.state_epoch
             return sp
         try:
             part = self.replicas.partition(tp.topic, tp.partition)
         except PartitionError:
             return None
-        start = (part.log_start_offset if self.auto_offset_reset == "earliest"
+        start = (part.log_start_offset if auto_offset_reset == "earliest"
                  else part.high_watermark)
         error = await self.persister.initialize(group_id, tp, 0, start)
         if error is not ErrorCode.NONE:
             log.info("initializing the state of share-partition %s of %s: %s", tp, group_id,
                      error.name)
             return None
-        return SharePartition(start, self.config)
+        return SharePartition(start, config)
 
     def leadership_changed(self, topic: str, index: int, leader: bool,
                            leader_epoch: int | None) -> None:
