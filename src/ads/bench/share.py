@@ -5,8 +5,9 @@ thread (confluent-kafka's `ShareConsumer`, which acknowledges a poll's records i
 on the next poll, as a queue worker that processes every record would). The group is set to
 start at the earliest offset (the group config `share.auto.offset.reset`), so the records
 must be there before the run: `ads bench produce` first. The run stops after `num_records`
-records or when no record came for `timeout_s`; a record delivered twice (its lock ran out)
-counts twice, and the report says how many there were.
+distinct records or when no record came for `timeout_s`; a record delivered again (a
+consumer that stops releases the records its client fetched ahead; a lock that ran out)
+counts once, and the report says how many deliveries were repeats.
 
 With `compare`, a classic group consumer (`ads bench consume --group`) reads the same records
 in the same run, and the report gives the share consumers' rate over its rate.
@@ -62,17 +63,22 @@ class _Tally:
         self.errors: list[str] = []
 
     def add(self, msgs: list[Any]) -> None:
+        """Counts each record once: one delivered again (a consumer that stopped released
+        what it had fetched ahead) is only counted as such."""
         now = time.perf_counter()
         with self.lock:
-            if not self.count:
-                self.first, self.first_batch = now, len(msgs)
-            self.count += len(msgs)
-            self.size += sum(len(m) for m in msgs)
+            new = 0
             for m in msgs:
                 key = (m.partition(), m.offset())
                 if key in self.offsets:
                     self.redelivered += 1
+                    continue
                 self.offsets.add(key)
+                new += 1
+                self.size += len(m)
+            if not self.count:
+                self.first, self.first_batch = now, new
+            self.count += new
             self.last = self.idle_since = now
 
     def done(self, timeout_s: float) -> bool:
@@ -107,6 +113,7 @@ def _worker(opts: ShareConsumeOptions, group: str, tally: _Tally) -> None:
             msgs = [m for m in consumer.poll(0.2) if m.error() is None]
             if msgs:
                 tally.add(msgs)
+        consumer.commit_sync(_TIMEOUT_S)  # accepts the last poll's records; close would not
     except KafkaException as exc:
         with tally.lock:
             tally.errors.append(str(exc))
@@ -135,7 +142,7 @@ def _share_run(opts: ShareConsumeOptions) -> dict[str, Any]:
     steady = steady if steady > 0 else (last or time.perf_counter()) - start
     return {
         "records": count, "bytes": tally.size, "complete": count >= opts.num_records,
-        "distinct_records": len(tally.offsets), "redelivered": tally.redelivered,
+        "redelivered": tally.redelivered,
         "steady_s": round(steady, 4),
         "records_per_s": round(rate(steady_count, steady), 1),
         "mb_per_s": round(rate(tally.size * steady_count / count if count else 0,
