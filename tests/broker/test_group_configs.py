@@ -1,8 +1,9 @@
 """Group configs (KIP-848, KIP-932) set with the AdminClient change what one group's members
 run with: the heartbeat interval its members are given and the session after which a silent
 member is removed, for consumer-protocol and share groups, and a share group's delivery
-limit and starting offset, while other groups keep the broker's. (Describe and alter
-answers are compared with Apache Kafka's in tests/reference/test_reference_topics.py.)"""
+limit, starting offset and isolation level, while other groups keep the broker's.
+(Describe and alter answers are compared with Apache Kafka's in
+tests/reference/test_reference_topics.py.)"""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import AcknowledgeType, KafkaError, KafkaException, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -114,16 +115,57 @@ def test_group_configs_session_timeout_removes_a_silent_member(
         assert consumer_members(conn, "lasting") == 1
 
 
-def test_group_configs_refuse_read_committed_share_groups(configured: EmbeddedBroker) -> None:
-    # Share fetches do not skip aborted transactions: the setting is refused, not ignored.
-    admin = AdminClient({"bootstrap.servers": configured.bootstrap_servers})
-    resource = ConfigResource(ResourceType.GROUP, "committed-only", incremental_configs=[
-        ConfigEntry("share.isolation.level", "read_committed",
-                    incremental_operation=AlterConfigOpType.SET)])
-    with pytest.raises(KafkaException) as refused:
-        admin.incremental_alter_configs([resource])[resource].result(15)
-    assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
-    assert "read uncommitted records only" in refused.value.args[0].str()
+def share_read(bs: str, group: str, topic: str, want: int, quiet_s: float = 1.5
+               ) -> list[bytes]:
+    """Values a share consumer of `group` gets: until `want` came, then `quiet_s` more
+    (nothing else may come); accepted as they come."""
+    c = ShareConsumer({"bootstrap.servers": bs, "group.id": group})
+    c.subscribe([topic])
+    got: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(got) < want:
+            got += [msg.value() for msg in c.poll(0.3) if msg.error() is None]
+        quiet = time.monotonic() + quiet_s
+        while time.monotonic() < quiet:
+            got += [msg.value() for msg in c.poll(0.3) if msg.error() is None]
+        c.commit_sync(10)
+    finally:
+        c.close()
+    return got
+
+
+def test_group_configs_read_committed_share_group_skips_aborted_and_open(
+        configured: EmbeddedBroker) -> None:
+    bs = configured.bootstrap_servers
+    create_topic(bs, "txn-share", 1)
+    producer = Producer({"bootstrap.servers": bs, "transactional.id": "share-txn"})
+    producer.init_transactions(15)
+    for outcome, prefix in (("commit", b"c"), ("abort", b"a"), ("commit", b"d")):
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce("txn-share", prefix + b"%d" % i, partition=0)
+        assert producer.flush(10) == 0  # in the log before the abort, for it to be skipped
+        getattr(producer, f"{outcome}_transaction")(15)
+    plain = Producer({"bootstrap.servers": bs})
+    plain.produce("txn-share", b"plain", partition=0)
+    assert plain.flush(10) == 0
+    producer.begin_transaction()  # left open: past the last stable offset
+    producer.produce("txn-share", b"open", partition=0)
+    assert producer.flush(10) == 0
+    for group, isolation in (("committed", "read_committed"), ("uncommitted", None)):
+        set_group_configs(bs, group, share_auto_offset_reset="earliest",
+                          **({"share_isolation_level": isolation} if isolation else {}))
+    committed = [*(b"c%d" % i for i in range(5)), *(b"d%d" % i for i in range(5))]
+    aborted = [b"a%d" % i for i in range(5)]
+    # Up to the last stable offset, without the aborted records and the markers.
+    assert sorted(share_read(bs, "committed", "txn-share", 11)) == sorted(
+        [*committed, b"plain"])
+    assert sorted(share_read(bs, "uncommitted", "txn-share", 17)) == sorted(
+        [*committed, *aborted, b"plain", b"open"])
+    producer.commit_transaction(15)
+    # Once committed, the rest comes; the aborted records never do.
+    assert share_read(bs, "committed", "txn-share", 1) == [b"open"]
 
 
 def test_group_configs_share_delivery_limit_and_start_per_group(

@@ -6,9 +6,7 @@ resource of type GROUP and described with DescribeConfigs, as Kafka 4.x serves t
 key is backed by a broker key (its default) and kept between two broker keys that bound
 it (`group.share.min.record.lock.duration.ms` ...), with Kafka's messages for a value out
 of range. ADS serves the keys it acts on; the others Kafka knows (streams groups,
-assignment intervals, dead-letter queues, renew acknowledgements) are refused as unknown,
-and so is `share.isolation.level=read_committed` (share fetches do not skip aborted
-transactions yet).
+assignment intervals, dead-letter queues, renew acknowledgements) are refused as unknown.
 
 `settings_of(broker_config, overrides)` gives the typed values a group runs with;
 `own_settings` looks a group's up in the metadata store's view, for the group coordinator
@@ -131,10 +129,6 @@ def validate(broker: BrokerConfig, configs: Mapping[str, str]) -> dict[str, obje
         if key is None:
             raise ConfigError(f"Unknown group config name: {name}", key=name)
         value = _parse(key, raw)
-        if name == "share.isolation.level" and value == "read_committed":
-            # Share fetches do not filter aborted transactions yet: refused, not ignored.
-            raise ConfigError(f"Invalid value {raw} for configuration {name}: ADS's share "
-                              "groups read uncommitted records only", key=name)
         if key.bounds is not None:
             low, high = (broker.get_int(b) for b in key.bounds)
             assert isinstance(value, int)

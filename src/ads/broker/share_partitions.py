@@ -36,23 +36,26 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from ads.broker.group_configs import GroupSettings
 from ads.common.clock import Clock
 from ads.common.partitions import TopicPartition
 from ads.common.tasks import TaskSet
 from ads.protocol.errors import ErrorCode
+from ads.records.batch import BATCH_OVERHEAD, read_batch_header
 from ads.replication.partition import PartitionError
 from ads.replication.purgatory import DelayedFetch
 from ads.replication.replica_manager import FetchParams, FetchPartition, ReplicaManager
 from ads.replication.share_partition import (
+    AcknowledgeType,
     AcquiredRecords,
     ShareConfig,
     SharePartition,
     StateBatch,
 )
 from ads.storage.files import FileRegion
+from ads.storage.txn_index import AbortedTxn
 
 log = logging.getLogger("ads.broker.share")
 
@@ -115,6 +118,12 @@ _WRITE_ERRORS = {
 }
 
 
+class _GroupShare(NamedTuple):
+    config: ShareConfig
+    auto_offset_reset: str
+    read_committed: bool
+
+
 class SharePartitionManager:
     def __init__(self, replicas: ReplicaManager, config: ShareConfig, auto_offset_reset: str,
                  clock: Clock, persister: StatePersister,
@@ -149,16 +158,19 @@ class SharePartitionManager:
                 task.add_done_callback(lambda _t: self._loaded(key, task))
             return None
         sp.move_start(part.log_start_offset)
-        sp.config = self._settings(group_id)[0]  # a group config changed takes effect here
+        sp.config = self._settings(group_id).config  # a group config changed counts here
         return sp
 
-    def _settings(self, group_id: str) -> tuple[ShareConfig, str]:
-        """The group's share-partition settings and where it starts on a partition."""
+    def _settings(self, group_id: str) -> _GroupShare:
+        """The group's share-partition settings, where it starts on a partition and
+        whether it reads committed records only."""
         own = self.own_settings(group_id)
         if own is None:
-            return self.config, self.auto_offset_reset
-        return (ShareConfig(own.share_record_lock_duration_ms, own.share_delivery_count_limit,
-                            own.share_partition_max_record_locks), own.share_auto_offset_reset)
+            return _GroupShare(self.config, self.auto_offset_reset, False)
+        return _GroupShare(
+            ShareConfig(own.share_record_lock_duration_ms, own.share_delivery_count_limit,
+                        own.share_partition_max_record_locks),
+            own.share_auto_offset_reset, own.share_isolation_level == "read_committed")
 
     def _loaded(self, key: ShareKey, task: asyncio.Task[None]) -> None:
         if self._loading.get(key) is task:
@@ -196,7 +208,7 @@ class SharePartitionManager:
             log.info("reading the state of share-partition %s of %s: %s", tp, group_id,
                      state.name)
             return None
-        config, auto_offset_reset = self._settings(group_id)
+        config, auto_offset_reset, _ = self._settings(group_id)
         if state is not None:
             sp = SharePartition.from_state(state.start_offset, state.batches, config)
             sp.state_epoch = state.state_epoch
@@ -369,7 +381,9 @@ class SharePartitionManager:
                 fetches.append(FetchPartition(tp.topic, tp.partition, offset, max_bytes, -1))
         if not fetches:
             return reads
-        result = self.replicas.fetch(fetches, FetchParams(max_bytes, 0, 0, False, False))
+        read_committed = self._settings(group_id).read_committed
+        result = self.replicas.fetch(fetches, FetchParams(max_bytes, 0, 0, read_committed,
+                                                          False))
         assert not isinstance(result, Awaitable)  # noqa: S101 - max_wait_ms 0 never waits
         budget = max_records
         for (tp, sp), read in zip(targets, result.reads, strict=True):
@@ -384,6 +398,9 @@ class SharePartitionManager:
             batches = read.records.batches()
             acquired, lo, hi = sp.acquire(member_id, [(b, last) for _, b, last in batches],
                                           budget, now)
+            if acquired and read_committed:
+                acquired = _archive_skipped(sp, member_id, acquired, batches,
+                                            read.aborted or [], now)
             if acquired:
                 budget -= sum(a[1] - a[0] + 1 for a in acquired)
                 first, last_region = batches[lo][0], batches[hi - 1][0]
@@ -391,6 +408,49 @@ class SharePartitionManager:
                                  - first.offset)
                 reads[tp] = ShareRead(ErrorCode.NONE, region, acquired)
         return reads
+
+
+def _skipped(batches: list[tuple[FileRegion, int, int]], aborted: list[AbortedTxn]
+             ) -> list[tuple[int, int]]:
+    """(base, last offset) of the batches a read_committed reader skips: control batches,
+    and the batches of transactions the log's aborted-transaction index names, from their
+    first offset to their ABORT marker (the rule of Kafka's consumer)."""
+    starts = sorted(aborted, key=lambda a: a.first_offset)
+    aborting: set[int] = set()
+    out: list[tuple[int, int]] = []
+    i = 0
+    for region, base, last in batches:
+        while i < len(starts) and starts[i].first_offset <= last:
+            aborting.add(starts[i].producer_id)
+            i += 1
+        header = read_batch_header(region.header_bytes(BATCH_OVERHEAD))
+        if header.is_control:
+            out.append((base, last))
+            aborting.discard(header.producer_id)  # its marker ends the transaction
+        elif header.is_transactional and header.producer_id in aborting:
+            out.append((base, last))
+    return out
+
+
+def _archive_skipped(sp: SharePartition, member_id: str, acquired: list[AcquiredRecords],
+                     batches: list[tuple[FileRegion, int, int]], aborted: list[AbortedTxn],
+                     now: int) -> list[AcquiredRecords]:
+    """share.isolation.level=read_committed: the acquired records of aborted transactions
+    and of markers are archived at once (never delivered, as Kafka's share-partitions
+    archive them) and left out of what the member is told it acquired."""
+    skipped = _skipped(batches, aborted)
+    kept: list[AcquiredRecords] = []
+    for first, last, count in acquired:
+        cuts = [(max(b, first), min(e, last)) for b, e in skipped if b <= last and e >= first]
+        at = first
+        for lo, hi in cuts:
+            if lo > at:
+                kept.append(AcquiredRecords((at, lo - 1, count)))
+            sp.acknowledge(member_id, lo, hi, [AcknowledgeType.REJECT], now)
+            at = hi + 1
+        if at <= last:
+            kept.append(AcquiredRecords((at, last, count)))
+    return kept
 
 
 def _answered(reads: dict[TopicPartition, ShareRead]) -> bool:

@@ -84,6 +84,11 @@ class FileRegion:
             data += more
         return data
 
+    def header_bytes(self, size: int) -> bytes:
+        """The first `size` bytes of the region: the header of the batch it starts with,
+        for a reader that decides on a batch without its records."""
+        return os.pread(self.fd, min(size, self.length), self.offset)
+
     def batches(self) -> list[tuple[FileRegion, int, int]]:
         """Each batch of the region as (its own region, base offset, last offset): one
         read of the header's first 27 bytes per batch, the records stay on disk."""
