@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["LoadOptions", "LoadResult", "PartitionStatus", "Report", "install_stop_handlers",
-           "load", "restore_stop_handlers", "status"]
+           "load", "restore_stop_handlers", "status", "utc_date"]
 
 _CONCURRENT_WRITERS = 16
 
@@ -171,8 +171,6 @@ class _Progress:
 
 def _batch_frame(spark: SparkSession, o: LoadOptions, start: Offsets, end: Offsets
                  ) -> object:
-    from pyspark.sql import functions as f
-
     ranged = {tp: s for tp, s in start.items() if end[tp] > s}
     assign: dict[str, list[int]] = {}
     for tp in sorted(ranged):
@@ -189,10 +187,18 @@ def _batch_frame(spark: SparkSession, o: LoadOptions, start: Offsets, end: Offse
     for key, value in o.security:
         reader = reader.option(f"kafka.{key}", value)
     df = reader.load()
-    return df.withColumn("date", f.date_format(
+    return df.withColumn("date", utc_date(spark))
+
+
+def utc_date(spark: SparkSession) -> Any:
+    """The ``date`` partition column: the record timestamp's UTC date, ``yyyy-MM-dd``,
+    whatever the session's time zone (timestamps are shown in it)."""
+    from pyspark.sql import functions as f
+
+    return f.date_format(
         f.to_utc_timestamp(f.col("timestamp"),
                            spark.conf.get("spark.sql.session.timeZone") or "UTC"),
-        "yyyy-MM-dd"))
+        "yyyy-MM-dd")
 
 
 def load(spark: SparkSession, o: LoadOptions, report: Report = print) -> LoadResult:

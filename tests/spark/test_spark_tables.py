@@ -1,0 +1,219 @@
+"""`ads pipeline table`: a topic of JSON records kept as a Delta Lake and as an Iceberg
+table, with the job SIGKILLed mid-batch and started again, and a restart after the table
+committed a batch that Spark's checkpoint did not: every record is in the table exactly
+once (offsets contiguous per partition), records that do not parse are in the dead-letter
+table, the table is partitioned by date; read through Spark SQL and through the table
+format's own Python reader."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Producer
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+from test_spark_copy import CopyJob, kill_mid_batch
+from test_spark_read import TS
+
+from ads.spark.tables import (
+    TableError,
+    TableOptions,
+    dead_letter_name,
+    iceberg_catalog,
+    iceberg_identifier,
+    run_table,
+)
+from ads.testing import EmbeddedBroker
+from conftest import create_topic
+
+PARTITIONS = 4
+DAY_MS = 86_400_000
+SCHEMA = "id BIGINT, name STRING, amount DOUBLE"
+
+
+def is_bad(i: int) -> bool:
+    return i % 401 == 7
+
+
+def produce_json(bootstrap: str, topic: str, count: int) -> None:
+    """Records ``0 .. count-1``, record i to partition i % 4, JSON but for a few that do
+    not parse; the first half dated a day before the second."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for i in range(count):
+        value = (b"{not json %d" % i if i % 2 else b'{"id": "x%d"}' % i) if is_bad(i) else \
+            json.dumps({"id": i, "name": f"n{i}", "amount": i / 4}).encode()
+        producer.produce(topic, value=value, key=b"k%d" % i, partition=i % PARTITIONS,
+                         timestamp=TS + (0 if i < count // 2 else DAY_MS) + i,
+                         headers=[("seq", b"%d" % i)])
+        if i % 1000 == 999:
+            producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def check_rows(table: pa.Table, count: int) -> None:
+    """Each good record exactly once, at its offset, with its columns and date."""
+    rows = table.select(["partition", "offset", "id", "name", "date"]).to_pylist()
+    assert len(rows) == count - sum(map(is_bad, range(count)))
+    seen = sorted((r["partition"], r["offset"]) for r in rows)
+    assert len(set(seen)) == len(seen)
+    for r in rows:
+        i = r["offset"] * PARTITIONS + r["partition"]  # record i is offset i // 4 of i % 4
+        assert (r["id"], r["name"]) == (i, f"n{i}")
+        assert r["date"] == ("2023-11-14" if i < count // 2 else "2023-11-15")
+    expected = sorted((i % PARTITIONS, i // PARTITIONS) for i in range(count) if not is_bad(i))
+    assert seen == expected
+
+
+def check_dead_letters(table: pa.Table, count: int) -> None:
+    got = sorted((r["partition"], r["offset"], r["value"][:1]) for r in
+                 table.select(["partition", "offset", "value"]).to_pylist())
+    assert got == sorted((i % PARTITIONS, i // PARTITIONS, b"{")
+                         for i in range(count) if is_bad(i))
+
+
+def spark_sql_check(spark: SparkSession, files: list[str], count: int) -> None:
+    """The table's data files as its log lists them, read by Spark and counted in SQL:
+    offsets per partition contiguous from 0, none twice."""
+    spark.read.parquet(*files).createOrReplaceTempView("kept")
+    per = spark.sql("SELECT partition, count(*) AS n, count(DISTINCT offset) AS d, "
+                    "min(offset) AS lo, max(offset) AS hi FROM kept "
+                    "GROUP BY partition ORDER BY partition").collect()
+    for r in per:
+        bad = sum(1 for i in range(count) if is_bad(i) and i % PARTITIONS == r["partition"])
+        assert r["n"] == r["d"] == r["hi"] - r["lo"] + 1 - bad, r
+        assert r["lo"] == 0 and r["hi"] == count // PARTITIONS - 1, r
+    assert [r["partition"] for r in per] == list(range(PARTITIONS))
+
+
+def job_args(bootstrap: str, topic: str, fmt: str, path: Path, checkpoint: Path) -> list[str]:
+    return ["--bootstrap-server", bootstrap, "--topic", topic, "--table-format", fmt,
+            "--path", str(path), "--checkpoint", str(checkpoint), "--value-format", "json",
+            "--schema", SCHEMA, "--master", "local[2]", "--trigger", "100ms",
+            "--max-records-per-batch", "800", "--spark-conf", "spark.ui.enabled=false"]
+
+
+def options(bootstrap: str, topic: str, fmt: str, path: Path, checkpoint: Path,
+            **more: Any) -> TableOptions:
+    return TableOptions(bootstrap_servers=bootstrap, topic=topic, table_format=fmt,
+                        path=path, checkpoint=checkpoint, trigger="once",
+                        value_format="json", schema=SCHEMA, **more)
+
+
+def kill_twice_then_finish(spark: SparkSession, bootstrap: str, topic: str, fmt: str,
+                           path: Path, checkpoint: Path, logs: Path, kills: int) -> None:
+    """The job SIGKILLed ``kills`` times mid-batch, then run to the end in this process;
+    then Spark's commit of its last batch is removed (a kill after the table's commit and
+    before Spark's) and the job run again."""
+    args = job_args(bootstrap, topic, fmt, path, checkpoint)
+    committed = 0
+    for n in range(kills):
+        job = CopyJob(logs / f"run-{n}.log", *args, verb="table")
+        committed = kill_mid_batch(job, checkpoint, after=committed + 1, limit_s=90)
+    lines: list[str] = []
+    o = options(bootstrap, topic, fmt, path, checkpoint)
+    result = run_table(spark, o, report=lines.append)
+    assert result.batches >= 1 and result.skipped == 0, lines
+
+    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    for name in (f"{last}", f".{last}.crc"):
+        (checkpoint / "commits" / name).unlink(missing_ok=True)
+    again = run_table(spark, o, report=lines.append)
+    assert (again.skipped, again.records) == (1, 0), lines
+    assert any("already in the table" in line for line in lines)
+
+
+@pytest.mark.timeout(240)  # 30 s alone; more when other work shares the cores
+def test_spark_table_delta_exactly_once_through_kills(
+        spark: SparkSession, broker: EmbeddedBroker, tmp_path: Path) -> None:
+    bootstrap = broker.bootstrap_servers
+    count = 8000
+    create_topic(bootstrap, "t-delta", PARTITIONS)
+    produce_json(bootstrap, "t-delta", count)
+    path = tmp_path / "orders"
+    kill_twice_then_finish(spark, bootstrap, "t-delta", "delta", path, tmp_path / "cp",
+                           tmp_path, kills=2)
+
+    table = DeltaTable(str(path))
+    check_rows(table.to_pyarrow_table(), count)
+    assert table.metadata().partition_columns == ["date"]
+    assert {p["date"] for p in table.partitions()} == {"2023-11-14", "2023-11-15"}
+    check_dead_letters(DeltaTable(str(tmp_path / dead_letter_name("orders")))
+                       .to_pyarrow_table(), count)
+    spark_sql_check(spark, table.file_uris(), count)
+
+
+@pytest.mark.timeout(240)
+def test_spark_table_iceberg_exactly_once_through_a_kill(
+        spark: SparkSession, broker: EmbeddedBroker, tmp_path: Path) -> None:
+    bootstrap = broker.bootstrap_servers
+    count = 4000
+    create_topic(bootstrap, "t.ice", PARTITIONS)
+    produce_json(bootstrap, "t.ice", count)
+    warehouse = tmp_path / "warehouse"
+    kill_twice_then_finish(spark, bootstrap, "t.ice", "iceberg", warehouse,
+                           tmp_path / "cp", tmp_path, kills=1)
+
+    catalog = iceberg_catalog(warehouse)
+    table = catalog.load_table("ads.t_ice")
+    assert iceberg_identifier("t.ice") == "ads.t_ice"
+    check_rows(table.scan().to_arrow(), count)
+    assert [f.name for f in table.spec().fields] == ["date"]
+    batches = [s.summary["ads.batch"] for s in table.snapshots()]
+    assert batches == [str(b) for b in range(len(batches))]  # one snapshot per batch
+    check_dead_letters(catalog.load_table(dead_letter_name("ads.t_ice")).scan().to_arrow(),
+                       count)
+    spark_sql_check(spark, [t.file.file_path for t in table.scan().plan_files()], count)
+
+
+def test_spark_table_bytes_values_and_refusals(spark: SparkSession, broker: EmbeddedBroker,
+                                               tmp_path: Path) -> None:
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, "t-raw", PARTITIONS)
+    produce_json(bootstrap, "t-raw", 20)
+    path = tmp_path / "raw"
+    result = run_table(spark, TableOptions(
+        bootstrap_servers=bootstrap, topic="t-raw", table_format="delta", path=path,
+        checkpoint=tmp_path / "cp", trigger="once", partition_by_date=False),
+        report=lambda _: None)
+    assert (result.records, result.dead_letters) == (20, 0)
+    table = DeltaTable(str(path))
+    assert table.metadata().partition_columns == []
+    got = table.to_pyarrow_table()
+    assert got.column_names == ["topic", "partition", "offset", "timestamp", "key",
+                                "headers", "value"]
+    rows = sorted(got.to_pylist(), key=lambda r: (r["partition"], r["offset"]))
+    assert rows[0]["headers"] == [{"key": "seq", "value": b"0"}]
+    assert rows[0]["value"] == json.dumps({"id": 0, "name": "n0", "amount": 0.0}).encode()
+    assert not (tmp_path / dead_letter_name("raw")).exists()
+
+    def refused(message: str, **more: Any) -> None:
+        with pytest.raises(TableError, match=message):
+            run_table(spark, TableOptions(**{  # type: ignore[arg-type]
+                "bootstrap_servers": bootstrap, "topic": "t-raw", "table_format": "delta",
+                "path": tmp_path / "no", "checkpoint": tmp_path / "cp-no", **more}))
+
+    refused("'t-none' does not exist", topic="t-none")
+    refused("does not parse", value_format="json", schema="id BIGINT,,")
+    refused("offset, Date clash", value_format="json", schema="offset BIGINT, Date STRING")
+    refused("goes with the json value format", schema="id BIGINT")
+    refused("table format must be one of", table_format="hudi")
+    assert not (tmp_path / "cp-no").exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--value-format", "json"], "--schema goes with --value-format json"),
+    (["--trigger", "soon"], "--trigger"),
+    (["--max-records-per-batch", "0"], "must be positive"),
+])
+def test_spark_table_cli_usage_errors(args: list[str], message: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "ads.cli.main", "pipeline", "table",
+                           "--topic", "a", "--table-format", "delta", "--path", "x", *args],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
