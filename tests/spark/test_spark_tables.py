@@ -206,6 +206,54 @@ def test_spark_table_bytes_values_and_refusals(spark: SparkSession, broker: Embe
     assert not (tmp_path / "cp-no").exists()
 
 
+def read_table(fmt: str, path: Path, topic: str) -> pa.Table:
+    if fmt == "delta":
+        return DeltaTable(str(path)).to_pyarrow_table()
+    return iceberg_catalog(path).load_table(iceberg_identifier(topic)).scan().to_arrow()
+
+
+@pytest.mark.parametrize("fmt", ["delta", "iceberg"])
+def test_spark_table_upsert_keeps_the_latest_per_key(
+        fmt: str, spark: SparkSession, broker: EmbeddedBroker, tmp_path: Path) -> None:
+    bootstrap = broker.bootstrap_servers
+    topic = f"u-{fmt}"
+    # Not compacted: a compacted topic refuses records without a key, and one is sent.
+    create_topic(bootstrap, topic, 2)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    latest: dict[bytes, int] = {}
+
+    def delivered(err: Any, _msg: Any) -> None:
+        assert err is None, err
+
+    def put(i: int, key: bytes | None, value: bytes | None) -> None:
+        producer.produce(topic, key=key, value=value, partition=i % 2, timestamp=TS + i,
+                         on_delivery=delivered)
+        if key is not None and value is not None and not value.startswith(b"{bad"):
+            latest[key] = json.loads(value)["id"]
+        elif key is not None and value is None:
+            latest.pop(key, None)
+
+    for i in range(40):  # keys 0..9, each written four times in the first batch
+        put(i, b"k%d" % (i % 10), json.dumps({"id": i, "name": f"n{i}", "amount": 1.0})
+            .encode())
+    put(40, None, b'{"id": 40}')  # no key: nothing to upsert, a dead letter
+    put(41, b"k1", b"{bad")  # does not parse: a dead letter, k1 keeps its row
+    assert producer.flush(15) == 0
+    path = tmp_path / "table"
+    o = options(bootstrap, topic, fmt, path, tmp_path / "cp", mode="upsert")
+    first = run_table(spark, o, report=lambda _: None)
+    assert (first.records, first.dead_letters) == (10, 2)
+    for i in range(50, 56):  # k0 and k5 deleted, k2 and k3 updated, k10 new
+        key = {50: b"k0", 51: b"k5", 52: b"k2", 53: b"k3", 54: b"k10", 55: b"k2"}[i]
+        put(i, key, None if i in (50, 51) else json.dumps({"id": i, "name": "x"}).encode())
+    put(56, b"k11", None)  # a tombstone for a key never seen deletes nothing
+    assert producer.flush(15) == 0
+    assert run_table(spark, o, report=lambda _: None).records == 6  # one per key in it
+    rows = read_table(fmt, path, topic).select(["key", "id"]).to_pylist()
+    assert sorted((r["key"], r["id"]) for r in rows) == sorted(latest.items())
+    assert b"k0" not in latest and latest[b"k2"] == 55 and latest[b"k1"] == 31
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--value-format", "json"], "--schema goes with --value-format json"),
     (["--trigger", "soon"], "--trigger"),

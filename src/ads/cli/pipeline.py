@@ -150,6 +150,9 @@ def _add_table_parser(
                             "records that do not parse go to the dead-letter table")
     table.add_argument("--schema", metavar="DDL",
                        help="columns of the JSON values, e.g. 'id BIGINT, name STRING'")
+    table.add_argument("--mode", default="append", choices=["append", "upsert"],
+                       help="append (default): every record a row; upsert: one row per key, "
+                            "the latest record's (MERGE on key), a tombstone deletes it")
     table.add_argument("--partition-by", default="date", choices=["date", "none"],
                        help="date (default): the record timestamp's UTC date")
     table.add_argument("--once", action="store_true",
@@ -263,7 +266,7 @@ def _table_options(args: argparse.Namespace) -> tuple[TableOptions, dict[str, st
         checkpoint=checkpoint.absolute(), trigger="once" if args.once else args.trigger,
         max_records_per_batch=args.max_records_per_batch, starting=args.starting_offsets,
         fail_on_data_loss=args.fail_on_data_loss == "true", value_format=args.value_format,
-        schema=args.schema, partition_by_date=args.partition_by == "date",
+        schema=args.schema, partition_by_date=args.partition_by == "date", mode=args.mode,
         security=_security(args))
     return options, parse_assignments(args.spark_conf, "--spark-conf")
 

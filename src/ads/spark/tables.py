@@ -54,9 +54,11 @@ __all__ = ["FORMATS", "TableError", "TableOptions", "TableResult", "dead_letter_
 
 FORMATS = ("delta", "iceberg")
 VALUE_FORMATS = ("bytes", "json")
+MODES = ("append", "upsert")
 METADATA_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "headers")
 _BAD = "_ads_bad"
 _CORRUPT = "_ads_corrupt"
+_TOMBSTONE = "_ads_tombstone"
 _NAMESPACE = "ads"
 _DEAD_LETTER = "_dead_letter"
 
@@ -80,6 +82,7 @@ class TableOptions:
     value_format: str = "bytes"  # bytes | json
     schema: str | None = None  # DDL of the JSON values, with value_format="json"
     partition_by_date: bool = True
+    mode: str = "append"  # upsert: one row per key, the latest; a tombstone deletes it
     # client security properties (``ads.spark.options.security_properties``)
     security: tuple[tuple[str, str], ...] = ()
 
@@ -103,6 +106,8 @@ class _Writer(Protocol):
     def written(self, app: str) -> int | None: ...
 
     def append(self, data: pa.Table, app: str, batch: int) -> None: ...
+
+    def upsert(self, data: pa.Table, app: str, batch: int) -> None: ...
 
 
 def dead_letter_name(name: str) -> str:
@@ -148,6 +153,25 @@ class _DeltaWriter:
                             app_transactions=[Transaction(app, batch)],
                             custom_metadata={"ads.topic": self.topic, "ads.batch": str(batch)}))
 
+    def upsert(self, data: pa.Table, app: str, batch: int) -> None:
+        """One MERGE on ``key``: a tombstone deletes the key's row, another record
+        replaces it or adds it (``data`` holds one row per key)."""
+        from deltalake import CommitProperties, DeltaTable, Transaction
+
+        if not DeltaTable.is_deltatable(self.path):
+            DeltaTable.create(self.path, data.drop_columns([_TOMBSTONE]).schema,
+                              partition_by=self.partition_by or None)
+        (DeltaTable(self.path).merge(
+            data, predicate="t.key = s.key", source_alias="s", target_alias="t",
+            commit_properties=CommitProperties(
+                app_transactions=[Transaction(app, batch)],
+                custom_metadata={"ads.topic": self.topic, "ads.batch": str(batch)}))
+         .when_matched_delete(predicate=f"s.{_TOMBSTONE}")
+         .when_matched_update_all(predicate=f"NOT s.{_TOMBSTONE}", except_cols=[_TOMBSTONE])
+         .when_not_matched_insert_all(predicate=f"NOT s.{_TOMBSTONE}",
+                                      except_cols=[_TOMBSTONE])
+         .execute())
+
 
 class _IcebergWriter:
     def __init__(self, catalog: Any, identifier: str, partition_by: list[str],
@@ -172,22 +196,45 @@ class _IcebergWriter:
         value = table.properties.get(f"ads.batch.{app}")
         return None if value is None else int(value)
 
-    def append(self, data: pa.Table, app: str, batch: int) -> None:
+    def _created(self, schema: pa.Schema) -> Any:
         table = self._table()
         if table is None:
             self.catalog.create_namespace_if_not_exists(_NAMESPACE)
-            table = self.catalog.create_table_if_not_exists(self.identifier,
-                                                             schema=data.schema)
+            table = self.catalog.create_table_if_not_exists(self.identifier, schema=schema)
             if self.partition_by:
                 with table.update_spec() as spec:
                     for column in self.partition_by:
                         spec.add_identity(column)
+        return table
+
+    def append(self, data: pa.Table, app: str, batch: int) -> None:
         # One commit: the data, and the batch it holds where `written` finds it (a table
         # property, which outlives snapshot expiry; the snapshot summary says it too).
-        with table.transaction() as tx:
-            tx.append(data, snapshot_properties={
-                "ads.topic": self.topic, "ads.query-id": app, "ads.batch": str(batch)})
+        with self._created(data.schema).transaction() as tx:
+            tx.append(data, snapshot_properties=self._summary(app, batch))
             tx.set_properties({f"ads.batch.{app}": str(batch)})
+
+    def upsert(self, data: pa.Table, app: str, batch: int) -> None:
+        """One commit: the rows of the batch's keys deleted, its records other than
+        tombstones appended (``data`` holds one row per key)."""
+        import pyarrow.compute as pc
+        from pyiceberg.expressions import In
+
+        rows = data.filter(pc.invert(data.column(_TOMBSTONE))).drop_columns([_TOMBSTONE])
+        table = self._created(rows.schema)
+        summary = self._summary(app, batch)
+        with table.transaction() as tx:
+            if table.current_snapshot() is not None:
+                # `In` is a pydantic model whose real __new__ takes (term, literals),
+                # which mypy's view of its fields does not show.
+                keys = In("key", data.column("key").to_pylist())  # type: ignore[call-arg,arg-type]
+                tx.delete(keys, snapshot_properties=summary)
+            if rows.num_rows:
+                tx.append(rows, snapshot_properties=summary)
+            tx.set_properties({f"ads.batch.{app}": str(batch)})
+
+    def _summary(self, app: str, batch: int) -> dict[str, str]:
+        return {"ads.topic": self.topic, "ads.query-id": app, "ads.batch": str(batch)}
 
 
 def _writers(o: TableOptions) -> tuple[_Writer, _Writer]:
@@ -207,6 +254,8 @@ def _check(o: TableOptions) -> None:
     if o.table_format not in FORMATS:
         raise TableError(f"table format must be one of {', '.join(FORMATS)}, got "
                          f"{o.table_format!r}")
+    if o.mode not in MODES:
+        raise TableError(f"mode must be one of {', '.join(MODES)}, got {o.mode!r}")
     if o.value_format not in VALUE_FORMATS:
         raise TableError(f"value format must be one of {', '.join(VALUE_FORMATS)}, got "
                          f"{o.value_format!r}")
@@ -250,21 +299,39 @@ def _rows(spark: SparkSession, source: DataFrame, o: TableOptions) -> DataFrame:
         columns += [f.col("value"), f.col("_parsed.*"), bad.alias(_BAD)]
     if o.partition_by_date:
         columns.append(utc_date(spark).alias("date"))
+    if o.mode == "upsert":
+        columns.append(f.col("value").isNull().alias(_TOMBSTONE))
     frame = source.select(*columns)
     return frame.drop(_CORRUPT) if o.value_format == "json" else frame
 
 
 def _split(batch: pa.Table, o: TableOptions) -> tuple[pa.Table, pa.Table]:
-    """(rows for the table, rows for the dead-letter table)."""
+    """(rows for the table, rows for the dead-letter table). In upsert mode a record
+    without a key has no row to replace: it is a dead letter too."""
     import pyarrow.compute as pc
 
     bad = batch.column(_BAD)
+    if o.mode == "upsert":
+        bad = pc.or_(bad, pc.is_null(batch.column("key")))
     good = batch.filter(pc.invert(bad)).drop_columns([_BAD])
     if o.value_format == "json":
         good = good.drop_columns(["value"])
     dead = batch.filter(bad).select(
         [*METADATA_COLUMNS, "value", *(["date"] if o.partition_by_date else [])])
-    return good, dead
+    return (_latest_per_key(good) if o.mode == "upsert" else good), dead
+
+
+def _latest_per_key(rows: pa.Table) -> pa.Table:
+    """The last record of each key: by timestamp, then partition and offset (a key's
+    records are in one partition when the producer partitions by key)."""
+    import pyarrow as pa
+
+    ordered = rows.sort_by([("timestamp", "ascending"), ("partition", "ascending"),
+                            ("offset", "ascending")])
+    ordered = ordered.append_column("_ads_row", pa.array(range(ordered.num_rows),
+                                                         pa.int64()))
+    last = ordered.group_by("key").aggregate([("_ads_row", "max")]).column("_ads_row_max")
+    return ordered.take(last).drop_columns(["_ads_row"])
 
 
 def _query_id(checkpoint: Path) -> str:
@@ -286,7 +353,9 @@ def _batch_writer(o: TableOptions, result: TableResult, began: float,
                    "skipped")
             return
         good, dead = _split(frame.toArrow(), o)
-        if good.num_rows:
+        if good.num_rows and o.mode == "upsert":
+            table.upsert(good, app, batch)
+        elif good.num_rows:
             table.append(good, app, batch)
         late = dead_letter.written(app)
         if dead.num_rows and (late is None or late < batch):
