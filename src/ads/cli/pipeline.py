@@ -120,10 +120,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
 
     _add_table_parser(verbs)
 
-    stat = verbs.add_parser("status", help="what a dataset holds and its lag per partition")
-    stat.add_argument("--output", required=True, metavar="PATH")
+    stat = verbs.add_parser(
+        "status", help="what a dataset holds, or how far a streaming job (copy, table) has "
+                       "got, and the lag per partition")
+    where = stat.add_mutually_exclusive_group(required=True)
+    where.add_argument("--output", metavar="PATH", help="a dataset of ads pipeline load")
+    where.add_argument("--checkpoint", metavar="DIR",
+                       help="the checkpoint of ads pipeline copy or table")
     stat.add_argument("--bootstrap-server", metavar="HOST:PORT",
-                      help="cluster to measure lag against (default: the one loaded from)")
+                      help="cluster to measure lag against (default: the one loaded from; "
+                           "none for a checkpoint, which does not name it)")
     stat.add_argument("--command-config", metavar="FILE", help=_COMMAND_CONFIG_HELP)
     stat.set_defaults(func=_status)
 
@@ -153,6 +159,12 @@ def _add_table_parser(
     table.add_argument("--mode", default="append", choices=["append", "upsert"],
                        help="append (default): every record a row; upsert: one row per key, "
                             "the latest record's (MERGE on key), a tombstone deletes it")
+    table.add_argument("--maintain-every", type=int, default=0, metavar="N",
+                       help="every N micro-batches, compact the Delta table's files and "
+                            "delete what is older than --retention-hours (Delta: files no "
+                            "longer referenced; Iceberg: snapshots); default 0, never")
+    table.add_argument("--retention-hours", type=float, default=168.0, metavar="H",
+                       help="what maintenance keeps (default 168, a week)")
     table.add_argument("--partition-by", default="date", choices=["date", "none"],
                        help="date (default): the record timestamp's UTC date")
     table.add_argument("--once", action="store_true",
@@ -258,6 +270,8 @@ def _table_options(args: argparse.Namespace) -> tuple[TableOptions, dict[str, st
         raise UsageError("--max-records-per-batch must be positive")
     if (args.value_format == "json") != (args.schema is not None):
         raise UsageError("--schema goes with --value-format json, and only with it")
+    if args.maintain_every < 0 or args.retention_hours < 0:
+        raise UsageError("--maintain-every and --retention-hours must not be negative")
     checkpoint = (Path(args.checkpoint) if args.checkpoint else
                   Path("ads-checkpoints") / f"table-{args.topic}")
     options = TableOptions(
@@ -267,6 +281,7 @@ def _table_options(args: argparse.Namespace) -> tuple[TableOptions, dict[str, st
         max_records_per_batch=args.max_records_per_batch, starting=args.starting_offsets,
         fail_on_data_loss=args.fail_on_data_loss == "true", value_format=args.value_format,
         schema=args.schema, partition_by_date=args.partition_by == "date", mode=args.mode,
+        maintain_every=args.maintain_every, retention_hours=args.retention_hours,
         security=_security(args))
     return options, parse_assignments(args.spark_conf, "--spark-conf")
 
@@ -328,7 +343,7 @@ def _copy_options(args: argparse.Namespace) -> tuple[CopyOptions, dict[str, str]
 def _status(args: argparse.Namespace) -> int:
     try:
         from ads.spark.output import OutputError
-        from ads.spark.pipeline import status
+        from ads.spark.pipeline import checkpoint_status, status
         from ads.spark.wire import KafkaWireError
     except ImportError as exc:
         print(f"ads pipeline: {_NEEDS_SPARK} ({exc})", file=sys.stderr)
@@ -336,17 +351,26 @@ def _status(args: argparse.Namespace) -> int:
     from ads.spark.options import SourceOptionError
 
     try:
-        last, rows = status(args.output, args.bootstrap_server, dict(_security(args)))
-    except (OutputError, KafkaWireError, SourceOptionError, UsageError) as exc:
+        if args.checkpoint:
+            batch, rows = checkpoint_status(args.checkpoint, args.bootstrap_server,
+                                            dict(_security(args)))
+            head = None if batch is None else f"micro-batch {batch} committed"
+        else:
+            last, rows = status(args.output, args.bootstrap_server, dict(_security(args)))
+            head = None if last is None else \
+                f"batch {last.batch} committed, {len(last.files)} files in it"
+    except (OutputError, KafkaWireError, SourceOptionError, UsageError, OSError,
+            ValueError) as exc:
         print(f"ads pipeline status: {exc}", file=sys.stderr)
         return 1
-    if last is None:
-        print(f"{args.output}: nothing loaded yet")
+    where = args.checkpoint or args.output
+    if head is None:
+        print(f"{where}: nothing committed yet")
         return 0
-    print(f"{args.output}: batch {last.batch} committed, {len(last.files)} files in it")
+    print(f"{where}: {head}")
     header = ("TOPIC", "PARTITION", "LOADED-TO", "RECORDS", "END", "LAG")
     lines = [header] + [
-        (r.topic, str(r.partition), _dash(r.loaded_to), str(r.records), _dash(r.end),
+        (r.topic, str(r.partition), _dash(r.loaded_to), _dash(r.records), _dash(r.end),
          _dash(r.lag)) for r in rows]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     for line in lines:

@@ -83,6 +83,10 @@ class TableOptions:
     schema: str | None = None  # DDL of the JSON values, with value_format="json"
     partition_by_date: bool = True
     mode: str = "append"  # upsert: one row per key, the latest; a tombstone deletes it
+    # after every this many micro-batches: compaction (Delta) and the removal of what is
+    # older than retention_hours (Delta: unreferenced files; Iceberg: snapshots); 0: never
+    maintain_every: int = 0
+    retention_hours: float = 168.0
     # client security properties (``ads.spark.options.security_properties``)
     security: tuple[tuple[str, str], ...] = ()
 
@@ -108,6 +112,8 @@ class _Writer(Protocol):
     def append(self, data: pa.Table, app: str, batch: int) -> None: ...
 
     def upsert(self, data: pa.Table, app: str, batch: int) -> None: ...
+
+    def maintain(self, retention_hours: float) -> str: ...
 
 
 def dead_letter_name(name: str) -> str:
@@ -172,6 +178,21 @@ class _DeltaWriter:
                                       except_cols=[_TOMBSTONE])
          .execute())
 
+    def maintain(self, retention_hours: float) -> str:
+        """Small files rewritten into large ones (OPTIMIZE), then files that no version
+        newer than the retention needs deleted (VACUUM; this includes files a killed write
+        left). The batch record (``txn``) survives both."""
+        from deltalake import DeltaTable
+
+        if not DeltaTable.is_deltatable(self.path):
+            return ""
+        table = DeltaTable(self.path)
+        done = table.optimize.compact()
+        removed = table.vacuum(retention_hours=int(retention_hours), dry_run=False,
+                               enforce_retention_duration=False, full=True)
+        return (f"{done.get('numFilesRemoved', 0)} files compacted into "
+                f"{done.get('numFilesAdded', 0)}, {len(removed)} old files deleted")
+
 
 class _IcebergWriter:
     def __init__(self, catalog: Any, identifier: str, partition_by: list[str],
@@ -233,6 +254,19 @@ class _IcebergWriter:
                 tx.append(rows, snapshot_properties=summary)
             tx.set_properties({f"ads.batch.{app}": str(batch)})
 
+    def maintain(self, retention_hours: float) -> str:
+        """Snapshots older than the retention expired (pyiceberg cannot compact data files
+        yet). The batch record is a table property, which expiry keeps."""
+        from datetime import UTC, datetime, timedelta
+
+        table = self._table()
+        if table is None:
+            return ""
+        before = len(table.snapshots())
+        cutoff = datetime.now(UTC) - timedelta(hours=retention_hours)
+        table.maintenance.expire_snapshots().older_than(cutoff).commit()
+        return f"{before - len(table.refresh().snapshots())} snapshots expired"
+
     def _summary(self, app: str, batch: int) -> dict[str, str]:
         return {"ads.topic": self.topic, "ads.query-id": app, "ads.batch": str(batch)}
 
@@ -254,6 +288,8 @@ def _check(o: TableOptions) -> None:
     if o.table_format not in FORMATS:
         raise TableError(f"table format must be one of {', '.join(FORMATS)}, got "
                          f"{o.table_format!r}")
+    if o.maintain_every < 0 or o.retention_hours < 0:
+        raise TableError("maintenance interval and retention must not be negative")
     if o.mode not in MODES:
         raise TableError(f"mode must be one of {', '.join(MODES)}, got {o.mode!r}")
     if o.value_format not in VALUE_FORMATS:
@@ -367,6 +403,12 @@ def _batch_writer(o: TableOptions, result: TableResult, began: float,
         bad = f", {dead.num_rows} to the dead-letter table" if dead.num_rows else ""
         report(f"batch {batch}: {good.num_rows} records{bad}, "
                f"{result.records / elapsed:,.0f} records/s overall")
+        if o.maintain_every and batch % o.maintain_every == o.maintain_every - 1:
+            # After the batch's commit: a kill here loses no data, only this round.
+            for name, writer in (("table", table), ("dead-letter table", dead_letter)):
+                what = writer.maintain(o.retention_hours)
+                if what:
+                    report(f"batch {batch}: {name} maintained: {what}")
 
     return write
 
