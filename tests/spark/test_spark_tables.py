@@ -202,6 +202,12 @@ def test_spark_table_bytes_values_and_refusals(spark: SparkSession, broker: Embe
     assert rows[0]["headers"] == [{"key": "seq", "value": b"0"}]
     assert rows[0]["value"] == json.dumps({"id": 0, "name": "n0", "amount": 0.0}).encode()
     assert not (tmp_path / dead_letter_name("raw")).exists()
+    shown = subprocess.run([sys.executable, "-m", "ads.cli.main", "pipeline", "status",
+                            "--checkpoint", str(tmp_path / "cp"), "--bootstrap-server",
+                            bootstrap], capture_output=True, text=True, timeout=60, check=False)
+    assert shown.returncode == 0, shown.stderr
+    assert "micro-batch 0 committed" in shown.stdout
+    assert "t-raw  3          5          -        5    0" in shown.stdout, shown.stdout
 
     def refused(message: str, **more: Any) -> None:
         with pytest.raises(TableError, match=message):

@@ -107,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
                    "(spark.jars.packages), e.g. org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0")
     p.add_argument("--skip-load", action="store_true", help="no ads pipeline load run")
     p.add_argument("--table", action="append", default=[], choices=["delta", "iceberg"],
-                   help="also measure ads pipeline table --once into this table format")
+                   help="also measure ads pipeline table --once into this table format "
+                        "(repeat a format to measure it again, warm)")
     args = p.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -191,8 +192,8 @@ def _spark_runs(args: argparse.Namespace, bootstrap: str, work: Path) -> None:
             result = load(spark, options, report=lambda line: None)
             print(_line("pipeline load to Parquet (one batch, committed)", result.records,
                         args.record_size, result.seconds), flush=True)
-        for fmt in args.table:
-            _table_run(spark, args, bootstrap, work, fmt)
+        for n, fmt in enumerate(args.table):
+            _table_run(spark, args, bootstrap, work / f"table-{n}", fmt)
     finally:
         spark.stop()
 
