@@ -246,10 +246,11 @@ class _IcebergWriter:
         summary = self._summary(app, batch)
         with table.transaction() as tx:
             if table.current_snapshot() is not None:
-                # `In` is a pydantic model whose real __new__ takes (term, literals),
-                # which mypy's view of its fields does not show.
-                keys = In("key", data.column("key").to_pylist())  # type: ignore[call-arg,arg-type]
-                tx.delete(keys, snapshot_properties=summary)
+                # `In` is a pydantic model whose __new__ takes (term, literals), which
+                # mypy's view of its fields does not show: called as Any.
+                in_set: Any = In
+                tx.delete(in_set("key", data.column("key").to_pylist()),
+                          snapshot_properties=summary)
             if rows.num_rows:
                 tx.append(rows, snapshot_properties=summary)
             tx.set_properties({f"ads.batch.{app}": str(batch)})
