@@ -113,7 +113,9 @@ def kill_then_finish(spark: SparkSession, bootstrap: str, topic: str, fmt: str,
     """The job SIGKILLed ``kills`` times mid-batch (the first time in its first batch,
     then each time in a batch after the one the killed run was in), then run to the end
     in this process; then Spark's commit of its last batch is removed (the state a kill
-    after the table's commit and before Spark's leaves) and the job run again."""
+    after the table's commit and before Spark's leaves; for Delta, the dead-letter
+    table's commits from that batch's on too: a kill between the two tables' commits) and
+    the job run again."""
     args = job_args(bootstrap, topic, fmt, path, checkpoint)
     committed = -1
     for n in range(kills):
@@ -127,10 +129,24 @@ def kill_then_finish(spark: SparkSession, bootstrap: str, topic: str, fmt: str,
     last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
     for name in (f"{last}", f".{last}.crc"):
         (checkpoint / "commits" / name).unlink(missing_ok=True)
+    if fmt == "delta":
+        unlog_batch(path.parent / dead_letter_name(path.name), last)
     again = run_table(spark, o, report=lines.append)
     assert (again.skipped, again.records) == (1, 0), lines
+    # the dead letters of the replayed batch written again where their commit was removed
+    assert (again.dead_letters > 0) == (fmt == "delta"), lines
     assert any("already in the table" in line for line in lines)
     return lines
+
+
+def unlog_batch(table: Path, batch: int) -> None:
+    """Removes the Delta log's commit of ``batch`` and those after it (maintenance)."""
+    for entry in sorted((table / "_delta_log").glob("*.json"), reverse=True):
+        actions = [json.loads(line) for line in entry.read_text().splitlines() if line]
+        entry.unlink()
+        if any(a.get("txn", {}).get("version") == batch for a in actions):
+            return
+    raise AssertionError(f"no commit of batch {batch} in {table}")
 
 
 @pytest.mark.timeout(240)  # 40 s alone; twice that when other work shares the cores

@@ -381,22 +381,34 @@ def _batch_writer(o: TableOptions, result: TableResult, began: float,
                   report: Report) -> Callable[[DataFrame, int], None]:
     table, dead_letter = _writers(o)
 
+    def holds(writer: _Writer, app: str, batch: int) -> bool:
+        done = writer.written(app)
+        return done is not None and done >= batch
+
     def write(frame: DataFrame, batch: int) -> None:
         app = _query_id(o.checkpoint)
-        done = table.written(app)
-        if done is not None and done >= batch:
+        in_table = holds(table, app, batch)
+        # The dead-letter table is written second: when it holds the batch, so does the
+        # table (or the batch had no rows for it).
+        if in_table and holds(dead_letter, app, batch):
             result.skipped += 1
-            report(f"batch {batch}: already in the table (written before a restart), "
+            report(f"batch {batch}: already in the tables (written before a restart), "
                    "skipped")
             return
         good, dead = _split(frame.toArrow(), o)
-        if good.num_rows and o.mode == "upsert":
-            table.upsert(good, app, batch)
-        elif good.num_rows:
-            table.append(good, app, batch)
-        late = dead_letter.written(app)
-        if dead.num_rows and (late is None or late < batch):
+        if not in_table and good.num_rows:
+            (table.upsert if o.mode == "upsert" else table.append)(good, app, batch)
+        if dead.num_rows and not holds(dead_letter, app, batch):
             dead_letter.append(dead, app, batch)
+        else:
+            dead = dead.slice(0, 0)
+        if in_table:
+            # A job killed between the two writes: the dead letters were the rest of it.
+            result.skipped += 1
+            result.dead_letters += dead.num_rows
+            report(f"batch {batch}: already in the table (written before a restart), "
+                   f"{dead.num_rows} to the dead-letter table")
+            return
         result.batches += 1
         result.records += good.num_rows
         result.dead_letters += dead.num_rows
