@@ -199,18 +199,19 @@ def test_spark_copy_cli_usage_errors(args: list[str], message: str) -> None:
 
 
 class CopyJob:
-    """``ads pipeline copy`` in a process group of its own, so that SIGKILL takes the
-    driver, its JVM and Spark's Python workers down at once, as a lost machine would. Its
-    output goes to a file (a pipe nobody reads would stall Spark's logging)."""
+    """``ads pipeline copy`` (or another ``verb``) in a process group of its own, so that
+    SIGKILL takes the driver, its JVM and Spark's Python workers down at once, as a lost
+    machine would. Its output goes to a file (a pipe nobody reads would stall Spark's
+    logging)."""
 
-    def __init__(self, log: Path, *args: str) -> None:
+    def __init__(self, log: Path, *args: str, verb: str = "copy") -> None:
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable,
                    PYSPARK_DRIVER_PYTHON=sys.executable,
                    PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
         self.log = log
         with log.open("w") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "ads.cli.main", "pipeline", "copy", *args],
+                [sys.executable, "-m", "ads.cli.main", "pipeline", verb, *args],
                 stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
     def output(self) -> str:

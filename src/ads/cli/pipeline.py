@@ -1,6 +1,8 @@
 """`ads pipeline load` and `ads pipeline status`: exactly-once loading of topics into a
 Parquet dataset on Spark (see `ads.spark.pipeline`); `ads pipeline copy`: a streaming copy
-of one topic into another through an optional transform, exactly once (`ads.spark.copy`).
+of one topic into another through an optional transform, exactly once (`ads.spark.copy`);
+`ads pipeline table`: a topic kept as a Delta Lake or Iceberg table, exactly once
+(`ads.spark.tables`).
 
 PySpark is an optional extra (`pip install ads[spark]`); it is imported only when a
 pipeline command runs, so the rest of the command line works without it.
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 
     from ads.spark.copy import CopyOptions
     from ads.spark.pipeline import LoadOptions
+    from ads.spark.tables import TableOptions
 
 _NEEDS_SPARK = "needs the spark extra: pip install 'ads[spark]'"
 _COMMAND_CONFIG_HELP = ("client properties file; its security settings (security.protocol, "
@@ -115,12 +118,73 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                       help="extra Spark configuration (repeatable)")
     copy.set_defaults(func=_copy)
 
-    stat = verbs.add_parser("status", help="what a dataset holds and its lag per partition")
-    stat.add_argument("--output", required=True, metavar="PATH")
+    _add_table_parser(verbs)
+
+    stat = verbs.add_parser(
+        "status", help="what a dataset holds, or how far a streaming job (copy, table) has "
+                       "got, and the lag per partition")
+    where = stat.add_mutually_exclusive_group(required=True)
+    where.add_argument("--output", metavar="PATH", help="a dataset of ads pipeline load")
+    where.add_argument("--checkpoint", metavar="DIR",
+                       help="the checkpoint of ads pipeline copy or table")
     stat.add_argument("--bootstrap-server", metavar="HOST:PORT",
-                      help="cluster to measure lag against (default: the one loaded from)")
+                      help="cluster to measure lag against (default: the one loaded from; "
+                           "none for a checkpoint, which does not name it)")
     stat.add_argument("--command-config", metavar="FILE", help=_COMMAND_CONFIG_HELP)
     stat.set_defaults(func=_status)
+
+
+def _add_table_parser(
+        verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    table = verbs.add_parser(
+        "table", help="keep a topic as a Delta Lake or Iceberg table, exactly once")
+    table.add_argument("--bootstrap-server", metavar="HOST:PORT",
+                       help=f"broker(s) to read from (default: ${BOOTSTRAP_ENV} or the "
+                            "profile's, see ads --help)")
+    table.add_argument("--topic", required=True, metavar="TOPIC",
+                       help="topic to keep as a table, read read_committed")
+    table.add_argument("--table-format", required=True, choices=["delta", "iceberg"])
+    table.add_argument("--path", required=True, metavar="PATH",
+                       help="delta: the table's directory (dead letters in PATH_dead_letter); "
+                            "iceberg: the warehouse directory of a SQLite catalog, "
+                            "PATH/catalog.db, holding table ads.TOPIC")
+    table.add_argument("--checkpoint", metavar="DIR",
+                       help="Spark checkpoint; keep it to resume exactly once "
+                            "(default ./ads-checkpoints/table-TOPIC)")
+    table.add_argument("--value-format", default="bytes", choices=["bytes", "json"],
+                       help="bytes (default): the value as it is; json: parsed with --schema, "
+                            "records that do not parse go to the dead-letter table")
+    table.add_argument("--schema", metavar="DDL",
+                       help="columns of the JSON values, e.g. 'id BIGINT, name STRING'")
+    table.add_argument("--mode", default="append", choices=["append", "upsert"],
+                       help="append (default): every record a row; upsert: one row per key, "
+                            "the latest record's (MERGE on key), a tombstone deletes it")
+    table.add_argument("--maintain-every", type=int, default=0, metavar="N",
+                       help="every N micro-batches, compact the Delta table's files and "
+                            "delete what is older than --retention-hours (Delta: files no "
+                            "longer referenced; Iceberg: snapshots); default 0, never")
+    table.add_argument("--retention-hours", type=float, default=168.0, metavar="H",
+                       help="what maintenance keeps (default 168, a week)")
+    table.add_argument("--partition-by", default="date", choices=["date", "none"],
+                       help="date (default): the record timestamp's UTC date")
+    table.add_argument("--once", action="store_true",
+                       help="write all that the topic holds now in one batch, then stop")
+    table.add_argument("--trigger", default="10s", metavar="INTERVAL",
+                       help="how often to look for new records (default 10s)")
+    table.add_argument("--master", default="local[*]",
+                       help="Spark master: local[*] (default), local[N], spark://host:port")
+    table.add_argument("--max-records-per-batch", type=int, default=100_000, metavar="N",
+                       help="records per micro-batch, which the driver holds in memory "
+                            "(default 100000; not with --once)")
+    table.add_argument("--starting-offsets", default="earliest",
+                       choices=["earliest", "latest"],
+                       help="where a new checkpoint starts reading (default earliest)")
+    table.add_argument("--fail-on-data-loss", default="true", choices=["true", "false"],
+                       help="fail when records were deleted before they were written")
+    table.add_argument("--command-config", metavar="FILE", help=_COMMAND_CONFIG_HELP)
+    table.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                       help="extra Spark configuration (repeatable)")
+    table.set_defaults(func=_table)
 
 
 def _session(master: str, conf: dict[str, str], app: str) -> SparkSession:
@@ -184,6 +248,44 @@ def _copy(args: argparse.Namespace) -> int:
                     (CopyError, StreamingQueryException, PySparkException))
 
 
+def _table(args: argparse.Namespace) -> int:
+    try:
+        from pyspark.errors import PySparkException, StreamingQueryException
+
+        from ads.spark.tables import TableError, run_table
+    except ImportError as exc:
+        print(f"ads pipeline: {_NEEDS_SPARK} ({exc})", file=sys.stderr)
+        return 1
+    return _run_job(args, "table", "wrote", _table_options, run_table,
+                    (TableError, StreamingQueryException, PySparkException))
+
+
+def _table_options(args: argparse.Namespace) -> tuple[TableOptions, dict[str, str]]:
+    from ads.spark.options import duration_ms
+    from ads.spark.tables import TableOptions
+
+    resolve_settings(args)
+    duration_ms(args.trigger, "--trigger")
+    if args.max_records_per_batch <= 0:
+        raise UsageError("--max-records-per-batch must be positive")
+    if (args.value_format == "json") != (args.schema is not None):
+        raise UsageError("--schema goes with --value-format json, and only with it")
+    if args.maintain_every < 0 or args.retention_hours < 0:
+        raise UsageError("--maintain-every and --retention-hours must not be negative")
+    checkpoint = (Path(args.checkpoint) if args.checkpoint else
+                  Path("ads-checkpoints") / f"table-{args.topic}")
+    options = TableOptions(
+        bootstrap_servers=args.bootstrap_server, topic=args.topic,
+        table_format=args.table_format, path=Path(args.path).absolute(),
+        checkpoint=checkpoint.absolute(), trigger="once" if args.once else args.trigger,
+        max_records_per_batch=args.max_records_per_batch, starting=args.starting_offsets,
+        fail_on_data_loss=args.fail_on_data_loss == "true", value_format=args.value_format,
+        schema=args.schema, partition_by_date=args.partition_by == "date", mode=args.mode,
+        maintain_every=args.maintain_every, retention_hours=args.retention_hours,
+        security=_security(args))
+    return options, parse_assignments(args.spark_conf, "--spark-conf")
+
+
 def _run_job(args: argparse.Namespace, verb: str, done: str,
              make_options: Callable[[argparse.Namespace], tuple[Any, dict[str, str]]],
              job: Callable[..., Any], failures: tuple[type[Exception], ...]) -> int:
@@ -207,8 +309,10 @@ def _run_job(args: argparse.Namespace, verb: str, done: str,
     finally:
         spark.stop()
     rate = result.records / result.seconds if result.seconds else 0.0
+    dead = getattr(result, "dead_letters", 0)
     print(f"{done} {result.records} records in {result.batches} batches, "
-          f"{result.seconds:.1f} s ({rate:,.0f} records/s)", flush=True)
+          f"{result.seconds:.1f} s ({rate:,.0f} records/s)"
+          + (f", {dead} to the dead-letter table" if dead else ""), flush=True)
     return 0
 
 
@@ -239,7 +343,7 @@ def _copy_options(args: argparse.Namespace) -> tuple[CopyOptions, dict[str, str]
 def _status(args: argparse.Namespace) -> int:
     try:
         from ads.spark.output import OutputError
-        from ads.spark.pipeline import status
+        from ads.spark.pipeline import checkpoint_status, status
         from ads.spark.wire import KafkaWireError
     except ImportError as exc:
         print(f"ads pipeline: {_NEEDS_SPARK} ({exc})", file=sys.stderr)
@@ -247,17 +351,26 @@ def _status(args: argparse.Namespace) -> int:
     from ads.spark.options import SourceOptionError
 
     try:
-        last, rows = status(args.output, args.bootstrap_server, dict(_security(args)))
-    except (OutputError, KafkaWireError, SourceOptionError, UsageError) as exc:
+        if args.checkpoint:
+            batch, rows = checkpoint_status(args.checkpoint, args.bootstrap_server,
+                                            dict(_security(args)))
+            head = None if batch is None else f"micro-batch {batch} committed"
+        else:
+            last, rows = status(args.output, args.bootstrap_server, dict(_security(args)))
+            head = None if last is None else \
+                f"batch {last.batch} committed, {len(last.files)} files in it"
+    except (OutputError, KafkaWireError, SourceOptionError, UsageError, OSError,
+            ValueError) as exc:
         print(f"ads pipeline status: {exc}", file=sys.stderr)
         return 1
-    if last is None:
-        print(f"{args.output}: nothing loaded yet")
+    where = args.checkpoint or args.output
+    if head is None:
+        print(f"{where}: nothing committed yet")
         return 0
-    print(f"{args.output}: batch {last.batch} committed, {len(last.files)} files in it")
+    print(f"{where}: {head}")
     header = ("TOPIC", "PARTITION", "LOADED-TO", "RECORDS", "END", "LAG")
     lines = [header] + [
-        (r.topic, str(r.partition), _dash(r.loaded_to), str(r.records), _dash(r.end),
+        (r.topic, str(r.partition), _dash(r.loaded_to), _dash(r.records), _dash(r.end),
          _dash(r.lag)) for r in rows]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     for line in lines:

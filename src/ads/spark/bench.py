@@ -13,7 +13,10 @@ partitions with ``--records`` records of ``--record-size`` bytes, then measures 
   batch read through ``format("kafka")`` in the same session, alternating with the ``ads``
   runs on the same topic;
 - ``ads pipeline load`` of the whole topic into Parquet in one batch, commit included
-  (``--skip-load`` leaves it out).
+  (``--skip-load`` leaves it out);
+- with ``--table delta`` or ``--table iceberg`` (repeatable), ``ads pipeline table --once``
+  of the whole topic, values as bytes, partitioned by date: one micro-batch, query start
+  and table commit included.
 
 Records/s count records; MB/s count record values (10^6 bytes). The 1-minute load average
 is printed before and after the reads: figures taken on a busy machine spread widely.
@@ -103,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kafka-packages", help="Spark's Kafka connector by Maven coordinates "
                    "(spark.jars.packages), e.g. org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0")
     p.add_argument("--skip-load", action="store_true", help="no ads pipeline load run")
+    p.add_argument("--table", action="append", default=[], choices=["delta", "iceberg"],
+                   help="also measure ads pipeline table --once into this table format "
+                        "(repeat a format to measure it again, warm)")
     args = p.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -180,15 +186,28 @@ def _spark_runs(args: argparse.Namespace, bootstrap: str, work: Path) -> None:
         print(f"load average (1 min) before the reads: {os.getloadavg()[0]:.1f}", flush=True)
         _batch_reads(spark, args, bootstrap)
         print(f"load average (1 min) after the reads: {os.getloadavg()[0]:.1f}", flush=True)
-        if args.skip_load:
-            return
-        options = LoadOptions(bootstrap_servers=bootstrap, topics=(args.topic,),
-                              output=work / "lake", trigger="once")
-        result = load(spark, options, report=lambda line: None)
-        print(_line("pipeline load to Parquet (one batch, committed)", result.records,
-                    args.record_size, result.seconds), flush=True)
+        if not args.skip_load:
+            options = LoadOptions(bootstrap_servers=bootstrap, topics=(args.topic,),
+                                  output=work / "lake", trigger="once")
+            result = load(spark, options, report=lambda line: None)
+            print(_line("pipeline load to Parquet (one batch, committed)", result.records,
+                        args.record_size, result.seconds), flush=True)
+        for n, fmt in enumerate(args.table):
+            _table_run(spark, args, bootstrap, work / f"table-{n}", fmt)
     finally:
         spark.stop()
+
+
+def _table_run(spark: SparkSession, args: argparse.Namespace, bootstrap: str, work: Path,
+               fmt: str) -> None:
+    from ads.spark.tables import TableOptions, run_table
+
+    options = TableOptions(bootstrap_servers=bootstrap, topic=args.topic, table_format=fmt,
+                           path=work / fmt, checkpoint=work / f"checkpoint-{fmt}",
+                           trigger="once")
+    result = run_table(spark, options, report=lambda line: None)
+    print(_line(f"pipeline table to {fmt} (--once, one micro-batch, committed)",
+                result.records, args.record_size, result.seconds), flush=True)
 
 
 if __name__ == "__main__":

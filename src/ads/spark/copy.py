@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-__all__ = ["CopyError", "CopyOptions", "CopyResult", "copy", "load_transform"]
+__all__ = ["CopyError", "CopyOptions", "CopyResult", "copy", "follow", "load_transform"]
 
 Transform = Callable[["DataFrame"], "DataFrame"]
 
@@ -198,13 +198,23 @@ def copy(spark: SparkSession, o: CopyOptions, report: Report = print) -> CopyRes
     query = start_query(spark, o)
     result.query_id = str(query.id)
     report(f"query {query.id}, checkpoint {o.checkpoint}")
+    counted: set[int] = set()
+    follow(query, lambda: _report_progress(query.recentProgress, counted, result, began,
+                                           report))
+    result.seconds = time.monotonic() - began
+    return result
+
+
+def follow(query: StreamingQuery, poll: Callable[[], None]) -> None:
+    """Waits for ``query`` to finish, calling ``poll`` every second and once at the end;
+    on SIGTERM or SIGINT stops it between micro-batches (the running one is given time to
+    finish). A failed query raises its ``StreamingQueryException``."""
     stopping = threading.Event()
     previous = install_stop_handlers(stopping)
-    counted: set[int] = set()
     try:
         while True:
             finished = query.awaitTermination(_POLL_S)
-            _report_progress(query.recentProgress, counted, result, began, report)
+            poll()
             if finished:
                 break
             if stopping.is_set():
@@ -214,9 +224,7 @@ def copy(spark: SparkSession, o: CopyOptions, report: Report = print) -> CopyRes
         restore_stop_handlers(previous)
         if query.isActive:
             query.stop()
-    _report_progress(query.recentProgress, counted, result, began, report)
-    result.seconds = time.monotonic() - began
-    return result
+    poll()
 
 
 def _report_progress(progress: list[Any], counted: set[int], result: CopyResult,

@@ -42,8 +42,8 @@ from ads.spark.wire import Cluster, TopicPartition
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["LoadOptions", "LoadResult", "PartitionStatus", "Report", "install_stop_handlers",
-           "load", "restore_stop_handlers", "status"]
+__all__ = ["LoadOptions", "LoadResult", "PartitionStatus", "Report", "checkpoint_status",
+           "install_stop_handlers", "load", "restore_stop_handlers", "status", "utc_date"]
 
 _CONCURRENT_WRITERS = 16
 
@@ -171,8 +171,6 @@ class _Progress:
 
 def _batch_frame(spark: SparkSession, o: LoadOptions, start: Offsets, end: Offsets
                  ) -> object:
-    from pyspark.sql import functions as f
-
     ranged = {tp: s for tp, s in start.items() if end[tp] > s}
     assign: dict[str, list[int]] = {}
     for tp in sorted(ranged):
@@ -189,10 +187,18 @@ def _batch_frame(spark: SparkSession, o: LoadOptions, start: Offsets, end: Offse
     for key, value in o.security:
         reader = reader.option(f"kafka.{key}", value)
     df = reader.load()
-    return df.withColumn("date", f.date_format(
+    return df.withColumn("date", utc_date(spark))
+
+
+def utc_date(spark: SparkSession) -> Any:
+    """The ``date`` partition column: the record timestamp's UTC date, ``yyyy-MM-dd``,
+    whatever the session's time zone (timestamps are shown in it)."""
+    from pyspark.sql import functions as f
+
+    return f.date_format(
         f.to_utc_timestamp(f.col("timestamp"),
                            spark.conf.get("spark.sql.session.timeZone") or "UTC"),
-        "yyyy-MM-dd"))
+        "yyyy-MM-dd")
 
 
 def load(spark: SparkSession, o: LoadOptions, report: Report = print) -> LoadResult:
@@ -297,7 +303,7 @@ class PartitionStatus:
     topic: str
     partition: int
     loaded_to: int | None  # next offset to load; None if nothing loaded yet
-    records: int
+    records: int | None  # None for a streaming job, whose checkpoint does not count them
     end: int | None  # the partition's latest offset; None if the cluster was not asked
     lag: int | None
 
@@ -311,14 +317,20 @@ def status(output: str | Path, bootstrap_servers: str | None = None,
     last = OutputLog(output).latest()
     if last is None:
         return None, []
-    loaded = from_json_offsets(last.offsets)
-    records = from_json_offsets(last.records)
+    records: dict[TopicPartition, int | None] = dict(from_json_offsets(last.records))
+    return last, _status_rows(from_json_offsets(last.offsets), records,
+                              bootstrap_servers or last.bootstrap_servers, security)
+
+
+def _status_rows(loaded: Offsets, records: Mapping[TopicPartition, int | None],
+                 servers: str | None, security: Mapping[str, str] | None
+                 ) -> list[PartitionStatus]:
     latest: Offsets = {}
-    servers = bootstrap_servers or last.bootstrap_servers
     if servers:
         with Cluster(servers, security=security) as cluster:
             options = SourceOptions(bootstrap_servers=servers, strategy="subscribe",
-                                    topics=tuple(sorted(last.offsets)), fail_on_data_loss=False)
+                                    topics=tuple(sorted({tp.topic for tp in loaded})),
+                                    fail_on_data_loss=False)
             planner = Planner(options, cluster)
             latest = planner.latest(planner.partitions())
     rows = []
@@ -328,4 +340,30 @@ def status(output: str | Path, bootstrap_servers: str | None = None,
         lag = None if end is None else end - (at if at is not None else 0)
         rows.append(PartitionStatus(tp.topic, tp.partition, at, records.get(tp, 0), end,
                                     lag))
-    return last, rows
+    return rows
+
+
+def checkpoint_status(checkpoint: str | Path, bootstrap_servers: str | None = None,
+                      security: Mapping[str, str] | None = None
+                      ) -> tuple[int | None, list[PartitionStatus]]:
+    """The last micro-batch a streaming job (``copy``, ``table``) committed in its
+    checkpoint, the input offsets it reached per partition, and the lag to the topics'
+    ends when ``bootstrap_servers`` is given (the checkpoint does not name the cluster)."""
+    root = Path(checkpoint)
+    commits = root / "commits"
+    done = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] \
+        if commits.is_dir() else []
+    if not done:
+        return None, []
+    batch = max(done)
+    # offsets/N: a version line, the batch's metadata, then one line per source with the
+    # end offsets it logged (the ads source's are {"topic": {"partition": next offset}}).
+    lines = (root / "offsets" / str(batch)).read_text(encoding="utf-8").splitlines()
+    loaded: Offsets = {}
+    for line in lines[2:]:
+        data = json.loads(line) if line.strip() not in ("", "-") else None
+        if isinstance(data, str):  # a source whose offset is a JSON string of JSON
+            data = json.loads(data)
+        if isinstance(data, dict):
+            loaded.update(from_json_offsets(data))
+    return batch, _status_rows(loaded, dict.fromkeys(loaded), bootstrap_servers, security)

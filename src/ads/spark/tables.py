@@ -1,0 +1,469 @@
+"""``ads pipeline table``: a Structured Streaming job that keeps a topic as a Delta Lake or
+Iceberg table, each micro-batch committed exactly once.
+
+The query reads the topic with the ``ads`` source (``read_committed``, headers included)
+and hands every micro-batch to ``foreachBatch``, which runs in the driver: the batch is
+collected as Arrow and written by the Python ``deltalake`` (delta-rs) or ``pyiceberg``
+packages. Spark's own Delta and Iceberg packages are not used: their newest builds are for
+Spark 4.1 and fail on Spark 4.3's changed internals on the first write (docs/spark.md,
+"Table topics").
+
+Exactly once, the two halves:
+
+- Spark's offset log: before micro-batch ``b`` runs, its offset range is written to
+  ``<checkpoint>/offsets/b``; a restarted query replays the last logged batch over exactly
+  that range, so the rows of batch ``b`` are the same on every run.
+- The table records the batches written into it, atomically with their data: a Delta
+  commit carries a ``txn`` action (``appId`` = the query id from
+  ``<checkpoint>/metadata``, ``version`` = ``b``); an Iceberg commit sets the table
+  property ``ads.batch.<query id>`` = ``b`` in the same transaction as the append, whose
+  snapshot summary also names the batch (``ads.query-id``, ``ads.batch``). Before writing
+  batch ``b``, the job reads the recorded batch and skips the write when it is ``b`` or
+  more: the job died after the table commit and before Spark's commit log.
+
+The dead-letter table (values that do not parse with ``--value-format json``) is a second
+table with its own record of batches, written after the main table, so a job killed
+between the two writes completes the dead-letter write on replay and nothing else.
+
+Every micro-batch passes through the driver's memory as Arrow: ``--max-records-per-batch``
+bounds it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ads.spark.copy import follow
+from ads.spark.options import duration_ms
+from ads.spark.pipeline import Report, utc_date
+from ads.spark.wire import Cluster
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+__all__ = ["FORMATS", "TableError", "TableOptions", "TableResult", "dead_letter_name",
+           "iceberg_catalog", "iceberg_identifier", "run_table"]
+
+FORMATS = ("delta", "iceberg")
+VALUE_FORMATS = ("bytes", "json")
+MODES = ("append", "upsert")
+METADATA_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "headers")
+_BAD = "_ads_bad"
+_CORRUPT = "_ads_corrupt"
+_TOMBSTONE = "_ads_tombstone"
+_NAMESPACE = "ads"
+_DEAD_LETTER = "_dead_letter"
+
+
+class TableError(RuntimeError):
+    """The job cannot start: the topic is missing, the schema does not parse or names a
+    column the table keeps for the record's metadata."""
+
+
+@dataclass(frozen=True, slots=True)
+class TableOptions:
+    bootstrap_servers: str
+    topic: str
+    table_format: str  # delta | iceberg
+    path: Path  # Delta: the table's directory; Iceberg: the catalog's warehouse directory
+    checkpoint: Path
+    trigger: str = "10s"  # an interval, or "once": all that is there in one batch, then stop
+    max_records_per_batch: int = 100_000
+    starting: str = "earliest"
+    fail_on_data_loss: bool = True
+    value_format: str = "bytes"  # bytes | json
+    schema: str | None = None  # DDL of the JSON values, with value_format="json"
+    partition_by_date: bool = True
+    mode: str = "append"  # upsert: one row per key, the latest; a tombstone deletes it
+    # after every this many micro-batches: compaction (Delta) and the removal of what is
+    # older than retention_hours (Delta: unreferenced files; Iceberg: snapshots); 0: never
+    maintain_every: int = 0
+    retention_hours: float = 168.0
+    # client security properties (``ads.spark.options.security_properties``)
+    security: tuple[tuple[str, str], ...] = ()
+
+    def interval_s(self) -> float | None:
+        if self.trigger == "once":
+            return None
+        return duration_ms(self.trigger, "--trigger") / 1000
+
+
+@dataclass(slots=True)
+class TableResult:
+    batches: int = 0
+    records: int = 0  # rows written to the table
+    dead_letters: int = 0  # rows written to the dead-letter table
+    skipped: int = 0  # replayed batches the table already held
+    seconds: float = 0.0
+    query_id: str = ""
+
+
+class _Writer(Protocol):
+    def written(self, app: str) -> int | None: ...
+
+    def append(self, data: pa.Table, app: str, batch: int) -> None: ...
+
+    def upsert(self, data: pa.Table, app: str, batch: int) -> None: ...
+
+    def maintain(self, retention_hours: float) -> str: ...
+
+
+def dead_letter_name(name: str) -> str:
+    return name + _DEAD_LETTER
+
+
+def iceberg_identifier(topic: str) -> str:
+    """``ads.<topic>``, with what Iceberg names cannot hold (``.`` separates namespaces)
+    as ``_``."""
+    return f"{_NAMESPACE}.{re.sub(r'[^A-Za-z0-9_]', '_', topic)}"
+
+
+def iceberg_catalog(warehouse: Path) -> Any:
+    """The SQL catalog kept in ``warehouse/catalog.db`` (SQLite), tables under
+    ``warehouse``."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    warehouse = warehouse.absolute()
+    warehouse.mkdir(parents=True, exist_ok=True)
+    return SqlCatalog(_NAMESPACE, uri=f"sqlite:///{warehouse / 'catalog.db'}",
+                      warehouse=warehouse.as_uri())
+
+
+class _DeltaWriter:
+    def __init__(self, path: Path, partition_by: list[str], topic: str) -> None:
+        self.path = str(path.absolute())
+        self.partition_by = partition_by
+        self.topic = topic
+
+    def written(self, app: str) -> int | None:
+        from deltalake import DeltaTable
+
+        if not DeltaTable.is_deltatable(self.path):
+            return None
+        version: int | None = DeltaTable(self.path).transaction_version(app)
+        return version
+
+    def append(self, data: pa.Table, app: str, batch: int) -> None:
+        from deltalake import CommitProperties, Transaction, write_deltalake
+
+        write_deltalake(self.path, data, mode="append", partition_by=self.partition_by or None,
+                        commit_properties=CommitProperties(
+                            app_transactions=[Transaction(app, batch)],
+                            custom_metadata={"ads.topic": self.topic, "ads.batch": str(batch)}))
+
+    def upsert(self, data: pa.Table, app: str, batch: int) -> None:
+        """One MERGE on ``key``: a tombstone deletes the key's row, another record
+        replaces it or adds it (``data`` holds one row per key)."""
+        from deltalake import CommitProperties, DeltaTable, Transaction
+
+        if not DeltaTable.is_deltatable(self.path):
+            DeltaTable.create(self.path, data.drop_columns([_TOMBSTONE]).schema,
+                              partition_by=self.partition_by or None)
+        (DeltaTable(self.path).merge(
+            data, predicate="t.key = s.key", source_alias="s", target_alias="t",
+            commit_properties=CommitProperties(
+                app_transactions=[Transaction(app, batch)],
+                custom_metadata={"ads.topic": self.topic, "ads.batch": str(batch)}))
+         .when_matched_delete(predicate=f"s.{_TOMBSTONE}")
+         .when_matched_update_all(predicate=f"NOT s.{_TOMBSTONE}", except_cols=[_TOMBSTONE])
+         .when_not_matched_insert_all(predicate=f"NOT s.{_TOMBSTONE}",
+                                      except_cols=[_TOMBSTONE])
+         .execute())
+
+    def maintain(self, retention_hours: float) -> str:
+        """Small files rewritten into large ones (OPTIMIZE), then files that no version
+        newer than the retention needs deleted (VACUUM; this includes files a killed write
+        left). The batch record (``txn``) survives both."""
+        from deltalake import DeltaTable
+
+        if not DeltaTable.is_deltatable(self.path):
+            return ""
+        table = DeltaTable(self.path)
+        done = table.optimize.compact()
+        removed = table.vacuum(retention_hours=int(retention_hours), dry_run=False,
+                               enforce_retention_duration=False, full=True)
+        return (f"{done.get('numFilesRemoved', 0)} files compacted into "
+                f"{done.get('numFilesAdded', 0)}, {len(removed)} old files deleted")
+
+
+class _IcebergWriter:
+    def __init__(self, catalog: Any, identifier: str, partition_by: list[str],
+                 topic: str) -> None:
+        self.catalog = catalog
+        self.identifier = identifier
+        self.partition_by = partition_by
+        self.topic = topic
+
+    def _table(self) -> Any:
+        from pyiceberg.exceptions import NoSuchTableError
+
+        try:
+            return self.catalog.load_table(self.identifier)
+        except NoSuchTableError:
+            return None
+
+    def written(self, app: str) -> int | None:
+        table = self._table()
+        if table is None:
+            return None
+        value = table.properties.get(f"ads.batch.{app}")
+        return None if value is None else int(value)
+
+    def _created(self, schema: pa.Schema) -> Any:
+        table = self._table()
+        if table is None:
+            self.catalog.create_namespace_if_not_exists(_NAMESPACE)
+            table = self.catalog.create_table_if_not_exists(self.identifier, schema=schema)
+            if self.partition_by:
+                with table.update_spec() as spec:
+                    for column in self.partition_by:
+                        spec.add_identity(column)
+        return table
+
+    def append(self, data: pa.Table, app: str, batch: int) -> None:
+        # One commit: the data, and the batch it holds where `written` finds it (a table
+        # property, which outlives snapshot expiry; the snapshot summary says it too).
+        with self._created(data.schema).transaction() as tx:
+            tx.append(data, snapshot_properties=self._summary(app, batch))
+            tx.set_properties({f"ads.batch.{app}": str(batch)})
+
+    def upsert(self, data: pa.Table, app: str, batch: int) -> None:
+        """One commit: the rows of the batch's keys deleted, its records other than
+        tombstones appended (``data`` holds one row per key)."""
+        import pyarrow.compute as pc
+        from pyiceberg.expressions import In
+
+        rows = data.filter(pc.invert(data.column(_TOMBSTONE))).drop_columns([_TOMBSTONE])
+        table = self._created(rows.schema)
+        summary = self._summary(app, batch)
+        with table.transaction() as tx:
+            if table.current_snapshot() is not None:
+                # `In` is a pydantic model whose __new__ takes (term, literals), which
+                # mypy's view of its fields does not show: called as Any.
+                in_set: Any = In
+                tx.delete(in_set("key", data.column("key").to_pylist()),
+                          snapshot_properties=summary)
+            if rows.num_rows:
+                tx.append(rows, snapshot_properties=summary)
+            tx.set_properties({f"ads.batch.{app}": str(batch)})
+
+    def maintain(self, retention_hours: float) -> str:
+        """Snapshots older than the retention expired (pyiceberg cannot compact data files
+        yet). The batch record is a table property, which expiry keeps."""
+        from datetime import UTC, datetime, timedelta
+
+        table = self._table()
+        if table is None:
+            return ""
+        before = len(table.snapshots())
+        cutoff = datetime.now(UTC) - timedelta(hours=retention_hours)
+        table.maintenance.expire_snapshots().older_than(cutoff).commit()
+        return f"{before - len(table.refresh().snapshots())} snapshots expired"
+
+    def _summary(self, app: str, batch: int) -> dict[str, str]:
+        return {"ads.topic": self.topic, "ads.query-id": app, "ads.batch": str(batch)}
+
+
+def _writers(o: TableOptions) -> tuple[_Writer, _Writer]:
+    """The table's writer and its dead-letter table's."""
+    partition_by = ["date"] if o.partition_by_date else []
+    if o.table_format == "delta":
+        dead = o.path.parent / dead_letter_name(o.path.name)
+        return (_DeltaWriter(o.path, partition_by, o.topic),
+                _DeltaWriter(dead, partition_by, o.topic))
+    catalog = iceberg_catalog(o.path)
+    name = iceberg_identifier(o.topic)
+    return (_IcebergWriter(catalog, name, partition_by, o.topic),
+            _IcebergWriter(catalog, dead_letter_name(name), partition_by, o.topic))
+
+
+def _check(o: TableOptions) -> None:
+    if o.table_format not in FORMATS:
+        raise TableError(f"table format must be one of {', '.join(FORMATS)}, got "
+                         f"{o.table_format!r}")
+    if o.maintain_every < 0 or o.retention_hours < 0:
+        raise TableError("maintenance interval and retention must not be negative")
+    if o.mode not in MODES:
+        raise TableError(f"mode must be one of {', '.join(MODES)}, got {o.mode!r}")
+    if o.value_format not in VALUE_FORMATS:
+        raise TableError(f"value format must be one of {', '.join(VALUE_FORMATS)}, got "
+                         f"{o.value_format!r}")
+    if (o.value_format == "json") != (o.schema is not None):
+        raise TableError("a schema goes with the json value format, and only with it")
+    if o.schema is not None:
+        from pyspark.sql.types import DataType, StructType
+
+        try:
+            parsed = DataType.fromDDL(o.schema)
+        except Exception as exc:  # noqa: BLE001 - Spark's parse errors share no base
+            raise TableError(f"the schema does not parse: {exc}") from exc
+        if not isinstance(parsed, StructType):
+            raise TableError("the schema must be a list of columns, NAME TYPE, ...")
+        taken = {c.lower() for c in (*METADATA_COLUMNS, "date", _BAD, _CORRUPT)}
+        clash = [f.name for f in parsed.fields if f.name.lower() in taken]
+        if clash:
+            raise TableError(f"the schema's column(s) {', '.join(clash)} clash with the "
+                             f"table's metadata columns ({', '.join(METADATA_COLUMNS)}, "
+                             "date)")
+    with Cluster(o.bootstrap_servers, security=dict(o.security)) as cluster:
+        cluster.refresh([o.topic])
+        if not cluster.partitions(o.topic):
+            raise TableError(f"topic {o.topic!r} does not exist")
+
+
+def _rows(spark: SparkSession, source: DataFrame, o: TableOptions) -> DataFrame:
+    """The columns written, and ``_ads_bad`` (true for a value that does not parse)."""
+    from pyspark.sql import functions as f
+
+    columns: list[Any] = [f.col(c) for c in METADATA_COLUMNS]
+    if o.value_format == "bytes":
+        columns += [f.col("value"), f.lit(False).alias(_BAD)]
+    else:
+        parsed = f.from_json(f.col("value").cast("string"), f"{o.schema}, {_CORRUPT} STRING",
+                             {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
+        # A null value (a tombstone) has nothing to parse: its row has null columns.
+        bad = (f.col("value").isNotNull()
+               & (f.col("_parsed")[_CORRUPT].isNotNull() | ~f.expr("is_valid_utf8(value)")))
+        source = source.withColumn("_parsed", parsed)
+        columns += [f.col("value"), f.col("_parsed.*"), bad.alias(_BAD)]
+    if o.partition_by_date:
+        columns.append(utc_date(spark).alias("date"))
+    if o.mode == "upsert":
+        columns.append(f.col("value").isNull().alias(_TOMBSTONE))
+    frame = source.select(*columns)
+    return frame.drop(_CORRUPT) if o.value_format == "json" else frame
+
+
+def _split(batch: pa.Table, o: TableOptions) -> tuple[pa.Table, pa.Table]:
+    """(rows for the table, rows for the dead-letter table). In upsert mode a record
+    without a key has no row to replace: it is a dead letter too."""
+    import pyarrow.compute as pc
+
+    bad = batch.column(_BAD)
+    if o.mode == "upsert":
+        bad = pc.or_(bad, pc.is_null(batch.column("key")))
+    good = batch.filter(pc.invert(bad)).drop_columns([_BAD])
+    if o.value_format == "json":
+        good = good.drop_columns(["value"])
+    dead = batch.filter(bad).select(
+        [*METADATA_COLUMNS, "value", *(["date"] if o.partition_by_date else [])])
+    return (_latest_per_key(good) if o.mode == "upsert" else good), dead
+
+
+def _latest_per_key(rows: pa.Table) -> pa.Table:
+    """The last record of each key: by timestamp, then partition and offset (a key's
+    records are in one partition when the producer partitions by key)."""
+    import pyarrow as pa
+
+    ordered = rows.sort_by([("timestamp", "ascending"), ("partition", "ascending"),
+                            ("offset", "ascending")])
+    ordered = ordered.append_column("_ads_row", pa.array(range(ordered.num_rows),
+                                                         pa.int64()))
+    last = ordered.group_by("key").aggregate([("_ads_row", "max")]).column("_ads_row_max")
+    return ordered.take(last).drop_columns(["_ads_row"])
+
+
+def _query_id(checkpoint: Path) -> str:
+    """The query's id, which Spark keeps in the checkpoint for the query's lifetime."""
+    meta = json.loads((checkpoint / "metadata").read_text(encoding="utf-8").splitlines()[0])
+    return str(meta["id"])
+
+
+def _batch_writer(o: TableOptions, result: TableResult, began: float,
+                  report: Report) -> Callable[[DataFrame, int], None]:
+    table, dead_letter = _writers(o)
+
+    def holds(writer: _Writer, app: str, batch: int) -> bool:
+        done = writer.written(app)
+        return done is not None and done >= batch
+
+    def write(frame: DataFrame, batch: int) -> None:
+        app = _query_id(o.checkpoint)
+        in_table = holds(table, app, batch)
+        # The dead-letter table is written second: when it holds the batch, so does the
+        # table (or the batch had no rows for it).
+        if in_table and holds(dead_letter, app, batch):
+            result.skipped += 1
+            report(f"batch {batch}: already in the tables (written before a restart), "
+                   "skipped")
+            return
+        good, dead = _split(frame.toArrow(), o)
+        if not in_table and good.num_rows:
+            (table.upsert if o.mode == "upsert" else table.append)(good, app, batch)
+        if dead.num_rows and not holds(dead_letter, app, batch):
+            dead_letter.append(dead, app, batch)
+        else:
+            dead = dead.slice(0, 0)
+        if in_table:
+            # A job killed between the two writes: the dead letters were the rest of it.
+            result.skipped += 1
+            result.dead_letters += dead.num_rows
+            report(f"batch {batch}: already in the table (written before a restart), "
+                   f"{dead.num_rows} to the dead-letter table")
+            return
+        result.batches += 1
+        result.records += good.num_rows
+        result.dead_letters += dead.num_rows
+        elapsed = max(time.monotonic() - began, 1e-9)
+        bad = f", {dead.num_rows} to the dead-letter table" if dead.num_rows else ""
+        report(f"batch {batch}: {good.num_rows} records{bad}, "
+               f"{result.records / elapsed:,.0f} records/s overall")
+        if o.maintain_every and batch % o.maintain_every == o.maintain_every - 1:
+            # After the batch's commit: a kill here loses no data, only this round.
+            for name, writer in (("table", table), ("dead-letter table", dead_letter)):
+                what = writer.maintain(o.retention_hours)
+                if what:
+                    report(f"batch {batch}: {name} maintained: {what}")
+
+    return write
+
+
+def start_query(spark: SparkSession, o: TableOptions, result: TableResult, began: float,
+                report: Report) -> StreamingQuery:
+    from ads.spark import register
+
+    register(spark)
+    _check(o)
+    source = (spark.readStream.format("ads")
+              .option("kafka.bootstrap.servers", o.bootstrap_servers)
+              .option("subscribe", o.topic)
+              .option("startingOffsets", o.starting)
+              .option("failOnDataLoss", str(o.fail_on_data_loss).lower())
+              .option("includeHeaders", "true")
+              .option("kafka.isolation.level", "read_committed")
+              .options(**{f"kafka.{k}": v for k, v in o.security}))
+    interval = o.interval_s()
+    if interval is not None:
+        source = source.option("maxOffsetsPerTrigger", str(o.max_records_per_batch))
+    writer = (_rows(spark, source.load(), o).writeStream
+              .queryName(f"ads table {o.topic}")
+              .foreachBatch(_batch_writer(o, result, began, report))
+              .option("checkpointLocation", str(o.checkpoint)))
+    if interval is None:
+        # Without a read limit, the one batch reaches the topic's end as the job starts.
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{int(interval * 1000)} milliseconds")
+    return writer.start()
+
+
+def run_table(spark: SparkSession, o: TableOptions, report: Report = print) -> TableResult:
+    """Runs the job until ``once`` is done or the process is asked to stop (SIGTERM,
+    SIGINT; the running micro-batch is given time to finish). A failed query raises its
+    ``StreamingQueryException``."""
+    result = TableResult()
+    began = time.monotonic()
+    query = start_query(spark, o, result, began, report)
+    result.query_id = str(query.id)
+    report(f"query {query.id}, checkpoint {o.checkpoint}, {o.table_format} table {o.path}")
+    follow(query, lambda: None)
+    result.seconds = time.monotonic() - began
+    return result

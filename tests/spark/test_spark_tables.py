@@ -1,0 +1,317 @@
+"""`ads pipeline table`: a topic of JSON records kept as a Delta Lake table, with the job
+SIGKILLed mid-batch twice and started again, and as an Iceberg table; for both, a restart
+after the table committed a batch that Spark's checkpoint did not: every record is in the
+table exactly once (offsets contiguous per partition), records that do not parse are in
+the dead-letter table, the table is partitioned by date; read through Spark SQL and
+through the table format's own Python reader. Upsert by key, maintenance, the progress
+`ads pipeline status --checkpoint` shows, refusals."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Producer
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+from test_spark_copy import CopyJob, kill_mid_batch
+from test_spark_read import TS
+
+from ads.spark.pipeline import checkpoint_status
+from ads.spark.tables import (
+    TableError,
+    TableOptions,
+    dead_letter_name,
+    iceberg_catalog,
+    iceberg_identifier,
+    run_table,
+)
+from ads.testing import EmbeddedBroker
+from conftest import create_topic
+
+PARTITIONS = 4
+DAY_MS = 86_400_000
+SCHEMA = "id BIGINT, name STRING, amount DOUBLE"
+
+
+def is_bad(i: int) -> bool:
+    return i % 401 == 7
+
+
+def produce_json(bootstrap: str, topic: str, count: int) -> None:
+    """Records ``0 .. count-1``, record i to partition i % 4, JSON but for a few that do
+    not parse; the first half dated a day before the second."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for i in range(count):
+        value = (b"{not json %d" % i if i % 2 else b'{"id": "x%d"}' % i) if is_bad(i) else \
+            json.dumps({"id": i, "name": f"n{i}", "amount": i / 4}).encode()
+        producer.produce(topic, value=value, key=b"k%d" % i, partition=i % PARTITIONS,
+                         timestamp=TS + (0 if i < count // 2 else DAY_MS) + i,
+                         headers=[("seq", b"%d" % i)])
+        if i % 1000 == 999:
+            producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def check_rows(table: pa.Table, count: int) -> None:
+    """Each good record exactly once, at its offset, with its columns and date."""
+    rows = table.select(["partition", "offset", "id", "name", "date"]).to_pylist()
+    assert len(rows) == count - sum(map(is_bad, range(count)))
+    seen = sorted((r["partition"], r["offset"]) for r in rows)
+    assert len(set(seen)) == len(seen)
+    for r in rows:
+        i = r["offset"] * PARTITIONS + r["partition"]  # record i is offset i // 4 of i % 4
+        assert (r["id"], r["name"]) == (i, f"n{i}")
+        assert r["date"] == ("2023-11-14" if i < count // 2 else "2023-11-15")
+    expected = sorted((i % PARTITIONS, i // PARTITIONS) for i in range(count) if not is_bad(i))
+    assert seen == expected
+
+
+def check_dead_letters(table: pa.Table, count: int) -> None:
+    got = sorted((r["partition"], r["offset"], r["value"][:1]) for r in
+                 table.select(["partition", "offset", "value"]).to_pylist())
+    assert got == sorted((i % PARTITIONS, i // PARTITIONS, b"{")
+                         for i in range(count) if is_bad(i))
+
+
+def spark_sql_check(spark: SparkSession, files: list[str], count: int) -> None:
+    """The table's data files as its log lists them, read by Spark and counted in SQL:
+    offsets per partition contiguous from 0, none twice."""
+    spark.read.parquet(*files).createOrReplaceTempView("kept")
+    per = spark.sql("SELECT partition, count(*) AS n, count(DISTINCT offset) AS d, "
+                    "min(offset) AS lo, max(offset) AS hi FROM kept "
+                    "GROUP BY partition ORDER BY partition").collect()
+    for r in per:
+        bad = sum(1 for i in range(count) if is_bad(i) and i % PARTITIONS == r["partition"])
+        assert r["n"] == r["d"] == r["hi"] - r["lo"] + 1 - bad, r
+        assert r["lo"] == 0 and r["hi"] == count // PARTITIONS - 1, r
+    assert [r["partition"] for r in per] == list(range(PARTITIONS))
+
+
+def job_args(bootstrap: str, topic: str, fmt: str, path: Path, checkpoint: Path) -> list[str]:
+    return ["--bootstrap-server", bootstrap, "--topic", topic, "--table-format", fmt,
+            "--path", str(path), "--checkpoint", str(checkpoint), "--value-format", "json",
+            "--schema", SCHEMA, "--master", "local[2]", "--trigger", "100ms",
+            "--max-records-per-batch", "400", "--spark-conf", "spark.ui.enabled=false"]
+
+
+def options(bootstrap: str, topic: str, fmt: str, path: Path, checkpoint: Path,
+            **more: Any) -> TableOptions:
+    return TableOptions(bootstrap_servers=bootstrap, topic=topic, table_format=fmt,
+                        path=path, checkpoint=checkpoint, trigger="once",
+                        value_format="json", schema=SCHEMA, **more)
+
+
+def kill_then_finish(spark: SparkSession, bootstrap: str, topic: str, fmt: str,
+                     path: Path, checkpoint: Path, logs: Path, kills: int,
+                     **more: Any) -> list[str]:
+    """The job SIGKILLed ``kills`` times mid-batch (the first time in its first batch,
+    then each time in a batch after the one the killed run was in), then run to the end
+    in this process; then Spark's commit of its last batch is removed (the state a kill
+    after the table's commit and before Spark's leaves; for Delta, the dead-letter
+    table's commits from that batch's on too: a kill between the two tables' commits) and
+    the job run again."""
+    args = job_args(bootstrap, topic, fmt, path, checkpoint)
+    committed = -1
+    for n in range(kills):
+        job = CopyJob(logs / f"run-{n}.log", *args, verb="table")
+        committed = kill_mid_batch(job, checkpoint, after=committed + 1, limit_s=90)
+    lines: list[str] = []
+    o = options(bootstrap, topic, fmt, path, checkpoint, **more)
+    result = run_table(spark, o, report=lines.append)
+    assert result.batches >= 1 and result.skipped == 0, lines
+
+    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    for name in (f"{last}", f".{last}.crc"):
+        (checkpoint / "commits" / name).unlink(missing_ok=True)
+    if fmt == "delta":
+        unlog_batch(path.parent / dead_letter_name(path.name), last)
+    again = run_table(spark, o, report=lines.append)
+    assert (again.skipped, again.records) == (1, 0), lines
+    # the dead letters of the replayed batch written again where their commit was removed
+    assert (again.dead_letters > 0) == (fmt == "delta"), lines
+    assert any("already in the table" in line for line in lines)
+    return lines
+
+
+def unlog_batch(table: Path, batch: int) -> None:
+    """Removes the Delta log's commit of ``batch`` and those after it (maintenance)."""
+    for entry in sorted((table / "_delta_log").glob("*.json"), reverse=True):
+        actions = [json.loads(line) for line in entry.read_text().splitlines() if line]
+        entry.unlink()
+        if any(a.get("txn", {}).get("version") == batch for a in actions):
+            return
+    raise AssertionError(f"no commit of batch {batch} in {table}")
+
+
+@pytest.mark.timeout(240)  # 40 s alone; twice that when other work shares the cores
+def test_spark_table_delta_exactly_once_through_kills(
+        spark: SparkSession, broker: EmbeddedBroker, tmp_path: Path) -> None:
+    bootstrap = broker.bootstrap_servers
+    count = 4000
+    create_topic(bootstrap, "t-delta", PARTITIONS)
+    produce_json(bootstrap, "t-delta", count)
+    path = tmp_path / "orders"
+    # Maintenance after the third micro-batch, which the run in this process writes: by
+    # then the first date's partition has a file from each micro-batch.
+    lines = kill_then_finish(spark, bootstrap, "t-delta", "delta", path, tmp_path / "cp",
+                             tmp_path, kills=2, maintain_every=3)
+
+    table = DeltaTable(str(path))
+    assert "OPTIMIZE" in [h["operation"] for h in table.history()], lines
+    check_rows(table.to_pyarrow_table(), count)
+    assert table.metadata().partition_columns == ["date"]
+    assert {p["date"] for p in table.partitions()} == {"2023-11-14", "2023-11-15"}
+    check_dead_letters(DeltaTable(str(tmp_path / dead_letter_name("orders")))
+                       .to_pyarrow_table(), count)
+    spark_sql_check(spark, table.file_uris(), count)
+
+
+@pytest.mark.timeout(240)
+def test_spark_table_iceberg_exactly_once_through_a_replay(
+        spark: SparkSession, broker: EmbeddedBroker, tmp_path: Path) -> None:
+    bootstrap = broker.bootstrap_servers
+    count = 2000
+    create_topic(bootstrap, "t.ice", PARTITIONS)
+    produce_json(bootstrap, "t.ice", count)
+    warehouse = tmp_path / "warehouse"
+    # No SIGKILL here (the Delta test has them, and each costs a Spark process's start):
+    # what differs between the formats is the table's record of batches, which the replay
+    # of a batch the table already holds exercises.
+    kill_then_finish(spark, bootstrap, "t.ice", "iceberg", warehouse, tmp_path / "cp",
+                     tmp_path, kills=0)
+
+    catalog = iceberg_catalog(warehouse)
+    table = catalog.load_table("ads.t_ice")
+    assert iceberg_identifier("t.ice") == "ads.t_ice"
+    check_rows(table.scan().to_arrow(), count)
+    assert [f.name for f in table.spec().fields] == ["date"]
+    batches = [s.summary["ads.batch"] for s in table.snapshots()]
+    assert batches == [str(b) for b in range(len(batches))]  # one snapshot per batch
+    check_dead_letters(catalog.load_table(dead_letter_name("ads.t_ice")).scan().to_arrow(),
+                       count)
+    spark_sql_check(spark, [t.file.file_path for t in table.scan().plan_files()], count)
+
+
+def test_spark_table_bytes_values_and_refusals(spark: SparkSession, broker: EmbeddedBroker,
+                                               tmp_path: Path) -> None:
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, "t-raw", PARTITIONS)
+    produce_json(bootstrap, "t-raw", 20)
+    path = tmp_path / "raw"
+    result = run_table(spark, TableOptions(
+        bootstrap_servers=bootstrap, topic="t-raw", table_format="delta", path=path,
+        checkpoint=tmp_path / "cp", trigger="once", partition_by_date=False),
+        report=lambda _: None)
+    assert (result.records, result.dead_letters) == (20, 0)
+    table = DeltaTable(str(path))
+    assert table.metadata().partition_columns == []
+    got = table.to_pyarrow_table()
+    assert got.column_names == ["topic", "partition", "offset", "timestamp", "key",
+                                "headers", "value"]
+    rows = sorted(got.to_pylist(), key=lambda r: (r["partition"], r["offset"]))
+    assert rows[0]["headers"] == [{"key": "seq", "value": b"0"}]
+    assert rows[0]["value"] == json.dumps({"id": 0, "name": "n0", "amount": 0.0}).encode()
+    assert not (tmp_path / dead_letter_name("raw")).exists()
+    shown = subprocess.run([sys.executable, "-m", "ads.cli.main", "pipeline", "status",
+                            "--checkpoint", str(tmp_path / "cp"), "--bootstrap-server",
+                            bootstrap], capture_output=True, text=True, timeout=60, check=False)
+    assert shown.returncode == 0, shown.stderr
+    assert "micro-batch 0 committed" in shown.stdout
+    assert "t-raw  3          5          -        5    0" in shown.stdout, shown.stdout
+
+    def refused(message: str, **more: Any) -> None:
+        with pytest.raises(TableError, match=message):
+            run_table(spark, TableOptions(**{  # type: ignore[arg-type]
+                "bootstrap_servers": bootstrap, "topic": "t-raw", "table_format": "delta",
+                "path": tmp_path / "no", "checkpoint": tmp_path / "cp-no", **more}))
+
+    refused("'t-none' does not exist", topic="t-none")
+    refused("does not parse", value_format="json", schema="id BIGINT,,")
+    refused("offset, Date clash", value_format="json", schema="offset BIGINT, Date STRING")
+    refused("goes with the json value format", schema="id BIGINT")
+    refused("table format must be one of", table_format="hudi")
+    assert not (tmp_path / "cp-no").exists()
+
+
+def read_table(fmt: str, path: Path, topic: str) -> pa.Table:
+    if fmt == "delta":
+        return DeltaTable(str(path)).to_pyarrow_table()
+    return iceberg_catalog(path).load_table(iceberg_identifier(topic)).scan().to_arrow()
+
+
+@pytest.mark.parametrize("fmt", ["delta", "iceberg"])
+def test_spark_table_upsert_keeps_the_latest_per_key(
+        fmt: str, spark: SparkSession, broker: EmbeddedBroker, tmp_path: Path) -> None:
+    bootstrap = broker.bootstrap_servers
+    topic = f"u-{fmt}"
+    # Not compacted: a compacted topic refuses records without a key, and one is sent.
+    create_topic(bootstrap, topic, 2)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    latest: dict[bytes, int] = {}
+
+    def delivered(err: Any, _msg: Any) -> None:
+        assert err is None, err
+
+    def put(i: int, key: bytes | None, value: bytes | None) -> None:
+        producer.produce(topic, key=key, value=value, partition=i % 2, timestamp=TS + i,
+                         on_delivery=delivered)
+        if key is not None and value is not None and not value.startswith(b"{bad"):
+            latest[key] = json.loads(value)["id"]
+        elif key is not None and value is None:
+            latest.pop(key, None)
+
+    for i in range(40):  # keys 0..9, each written four times in the first batch
+        put(i, b"k%d" % (i % 10), json.dumps({"id": i, "name": f"n{i}", "amount": 1.0})
+            .encode())
+    put(40, None, b'{"id": 40}')  # no key: nothing to upsert, a dead letter
+    put(41, b"k1", b"{bad")  # does not parse: a dead letter, k1 keeps its row
+    assert producer.flush(15) == 0
+    path = tmp_path / "table"
+    # Maintenance after every micro-batch, keeping nothing older than now.
+    o = options(bootstrap, topic, fmt, path, tmp_path / "cp", mode="upsert",
+                maintain_every=1, retention_hours=0)
+    lines: list[str] = []
+    first = run_table(spark, o, report=lines.append)
+    assert (first.records, first.dead_letters) == (10, 2)
+    for i in range(50, 56):  # k0 and k5 deleted, k2 and k3 updated, k10 new
+        key = {50: b"k0", 51: b"k5", 52: b"k2", 53: b"k3", 54: b"k10", 55: b"k2"}[i]
+        put(i, key, None if i in (50, 51) else json.dumps({"id": i, "name": "x"}).encode())
+    put(56, b"k11", None)  # a tombstone for a key never seen deletes nothing
+    assert producer.flush(15) == 0
+    assert run_table(spark, o, report=lines.append).records == 6  # one per key in it
+    rows = read_table(fmt, path, topic).select(["key", "id"]).to_pylist()
+    assert sorted((r["key"], r["id"]) for r in rows) == sorted(latest.items())
+    assert b"k0" not in latest and latest[b"k2"] == 55 and latest[b"k1"] == 31
+    # both tables after each run (the dead-letter table exists from the first run on)
+    assert sum("table maintained" in line for line in lines) == 4, lines
+    batch, progress = checkpoint_status(tmp_path / "cp", bootstrap)
+    assert batch == 1
+    assert [(r.partition, r.loaded_to, r.end, r.lag) for r in progress] == [
+        (0, 25, 25, 0), (1, 24, 24, 0)]
+    if fmt == "delta":
+        table = DeltaTable(str(path))
+        assert "VACUUM END" in [h["operation"] for h in table.history()]
+        files = {p.name for p in path.rglob("*.parquet")}
+        assert files == {Path(u).name for u in table.file_uris()}  # the rest vacuumed
+    else:
+        table = iceberg_catalog(path).load_table(iceberg_identifier(topic))
+        assert len(table.snapshots()) == 1  # the older ones expired
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--value-format", "json"], "--schema goes with --value-format json"),
+    (["--trigger", "soon"], "--trigger"),
+    (["--max-records-per-batch", "0"], "must be positive"),
+])
+def test_spark_table_cli_usage_errors(args: list[str], message: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "ads.cli.main", "pipeline", "table",
+                           "--topic", "a", "--table-format", "delta", "--path", "x", *args],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
