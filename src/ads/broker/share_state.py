@@ -141,6 +141,37 @@ class ShareStatePersister:
                                    b.delivery_count) for b in p.state_batches)
         return error, PersistedState(p.state_epoch, p.start_offset, batches)
 
+    # -- summary (DescribeShareGroupOffsets) -----------------------------------------
+    async def summary(self, group_id: str, tp: TopicPartition) -> tuple[int, int] | ErrorCode:
+        """(start offset, leader epoch) of the share-partition's state, (-1, -1) when it
+        has none; the error when the coordinator cannot say."""
+        key = self._key(group_id, tp)
+        if isinstance(key, ErrorCode):
+            return key
+
+        async def local() -> Reply:
+            answer = self.broker.share_coordinator.summary(key)
+            state = answer.state
+            return answer.error, (-1, -1) if state is None else (state.start_offset,
+                                                                  state.leader_epoch)
+
+        async def remote(node: int) -> Reply:
+            Q = m.ReadShareGroupStateSummaryRequest  # noqa: N806
+            r = await self._remote(node, m.ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, Q(
+                group_id=key.group_id, topics=[Q.ReadStateSummaryData(
+                    topic_id=key.topic_id, partitions=[Q.ReadStateSummaryData.PartitionData(
+                        partition=key.partition, leader_epoch=-1)])]))
+            if not isinstance(r, m.ReadShareGroupStateSummaryResponse) or not r.results or not (
+                    r.results[0].partitions):
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+            p = r.results[0].partitions[0]
+            return error_code(p.error_code), (p.start_offset, p.leader_epoch)
+
+        error, found = await self._ask(key, local, remote)
+        if error is not ErrorCode.NONE:
+            return error
+        return found if isinstance(found, tuple) else (-1, -1)
+
     # -- initialize ------------------------------------------------------------------
     async def initialize(self, group_id: str, tp: TopicPartition, state_epoch: int,
                          start_offset: int) -> ErrorCode:

@@ -1,7 +1,8 @@
 """The commands of `ads`: `broker`, and the clients `topics`, `produce`, `consume`,
-`groups`, `transactions`, `acls`, `quotas`, `users`, `bench` and `pipeline`, plus `log`,
-which reads a broker's data directory, `top`, which reads a broker's `/metrics`, and
-`cluster`, which runs a local cluster and shows any cluster's state.
+`groups`, `share-groups`, `transactions`, `acls`, `quotas`, `users`, `bench` and
+`pipeline`, plus `log`, which reads a broker's data directory, `top`, which reads a
+broker's `/metrics`, and `cluster`, which runs a local cluster and shows any cluster's
+state.
 
 The network ones are clients like any other, built on confluent-kafka (or on PySpark for
 `pipeline`), so they work against any Kafka-protocol cluster.
@@ -24,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "produce": ("ads.cli.produce", "write standard input to a topic, one record per line"),
     "consume": ("ads.cli.consume", "print a topic's records to standard output"),
     "groups": ("ads.cli.groups", "list, describe and manage consumer groups"),
+    "share-groups": ("ads.cli.share_groups", "list, describe and delete share groups"),
     "transactions": ("ads.cli.transactions", "list and describe transactions"),
     "acls": ("ads.cli.acls", "add, remove and list ACLs (like kafka-acls.sh)"),
     "quotas": ("ads.cli.quotas", "set and show client quotas (users, client ids)"),

@@ -1,5 +1,6 @@
 """Share groups (KIP-932): ShareGroupHeartbeat (key 76) v1, ShareGroupDescribe (key 77)
-v1, ShareFetch (key 78) v1 and ShareAcknowledge (key 79) v1.
+v1, ShareFetch (key 78) v1, ShareAcknowledge (key 79) v1 and DescribeShareGroupOffsets
+(key 90) v0-1.
 
 Served only with `group.share.enable=true` (`handlers.all_handlers`); otherwise these APIs
 are neither advertised nor answered, as Kafka 4.0 kept them behind the same key. Membership
@@ -8,10 +9,14 @@ acquired and acknowledged on the partition leaders (`ads.broker.share_partitions
 share sessions of `ads.broker.share_sessions`.
 
 Acknowledgements are answered once the share coordinator has their state
-(`share_partitions.py`). Gaps: group configs are the broker's `group.share.*` defaults (no
-per-group IncrementalAlterConfigs). `share.isolation.level` is read_uncommitted only. ShareFetch and
-ShareAcknowledge v2 (acquire modes, lock renewal) are not served. Authorized operations of
-ShareGroupDescribe are reported when asked.
+(`share_partitions.py`); a group's own configs (`group_configs.py`) set its locks, limits,
+start and isolation level. DescribeShareGroupOffsets asks the share coordinator for each
+share-partition's start offset (ReadShareGroupStateSummary); the lag is the partition's
+high watermark less that, where this broker has a replica (-1 otherwise); without topics
+named it describes the topics the group's members subscribe to. Gaps: ShareFetch and
+ShareAcknowledge v2 (acquire modes, lock renewal), AlterShareGroupOffsets and
+DeleteShareGroupOffsets are not served. Authorized operations of ShareGroupDescribe are
+reported when asked.
 """
 
 from __future__ import annotations
@@ -99,6 +104,65 @@ def handle_describe(ctx: RequestContext, req: m.ShareGroupDescribeRequest
             assignor_name=d.assignor_name, members=members,
             authorized_operations=operations))
     return DR(groups=out)
+
+
+# -- DescribeShareGroupOffsets -------------------------------------------------------------
+OR = m.DescribeShareGroupOffsetsResponse
+OGroup = OR.DescribeShareGroupOffsetsResponseGroup
+OTopic = OGroup.DescribeShareGroupOffsetsResponseTopic
+OPart = OTopic.DescribeShareGroupOffsetsResponsePartition
+
+
+async def handle_describe_offsets(ctx: RequestContext, req: m.DescribeShareGroupOffsetsRequest
+                                  ) -> m.DescribeShareGroupOffsetsResponse:
+    out = []
+    rule = P.GROUP_DESCRIBE
+    for g in req.groups:
+        if not ctx.authorize(rule.resource, g.group_id, rule.operation):
+            out.append(OGroup(group_id=g.group_id, topics=[], error_code=rule.error))
+            continue
+        d = ctx.broker.group_coordinator.describe_share_group(g.group_id)
+        if d.error is not ErrorCode.NONE:
+            out.append(OGroup(group_id=g.group_id, topics=[], error_code=d.error,
+                              error_message=d.error_message))
+            continue
+        if g.topics is not None:
+            asked = [(t.topic_name, list(t.partitions)) for t in g.topics]
+        else:  # the topics its members read
+            names = sorted({n for mem in d.members for n in mem.subscribed_topic_names})
+            asked = [(n, list(range(len(ctx.broker.metadata.topics[n].partitions))))
+                     for n in names if n in ctx.broker.metadata.topics]
+        topics = await asyncio.gather(*(_offsets(ctx, g.group_id, name, parts)
+                                        for name, parts in asked))
+        out.append(OGroup(group_id=g.group_id, topics=list(topics)))
+    return OR(groups=out)
+
+
+async def _offsets(ctx: RequestContext, group_id: str, name: str, partitions: list[int]
+                   ) -> OTopic:
+    state = ctx.broker.metadata.topics.get(name)
+    rule = P.DESCRIBE_TOPIC
+    if state is None or not ctx.authorize(rule.resource, name, rule.operation):
+        error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if state is None else rule.error
+        return OTopic(topic_name=name, partitions=[
+            OPart(partition_index=p, start_offset=-1, leader_epoch=-1, error_code=error)
+            for p in partitions])
+
+    async def one(index: int) -> OPart:
+        if not 0 <= index < len(state.partitions):
+            return OPart(partition_index=index, start_offset=-1, leader_epoch=-1,
+                         error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        found = await ctx.broker.share_state.summary(group_id, TopicPartition(name, index))
+        if isinstance(found, ErrorCode):
+            return OPart(partition_index=index, start_offset=-1, leader_epoch=-1,
+                         error_code=found)
+        start, epoch = found
+        replica = ctx.broker.replica_manager.get(name, index)
+        lag = replica.high_watermark - start if replica is not None and start >= 0 else -1
+        return OPart(partition_index=index, start_offset=start, leader_epoch=epoch, lag=lag)
+
+    parts = await asyncio.gather(*(one(p) for p in partitions))
+    return OTopic(topic_name=name, topic_id=state.topic_id, partitions=list(parts))
 
 
 # -- shared by ShareFetch and ShareAcknowledge ---------------------------------------------
@@ -272,6 +336,8 @@ async def handle_acknowledge(ctx: RequestContext, req: m.ShareAcknowledgeRequest
 
 
 HANDLERS = [
+    ApiHandler(m.DescribeShareGroupOffsetsRequest, m.DescribeShareGroupOffsetsResponse, 0, 1,
+               handle_describe_offsets),
     ApiHandler(m.ShareGroupHeartbeatRequest, m.ShareGroupHeartbeatResponse, 1, 1,
                handle_heartbeat),
     ApiHandler(m.ShareGroupDescribeRequest, m.ShareGroupDescribeResponse, 1, 1,

@@ -39,7 +39,13 @@ public final class Main {
             Map.entry("admin-extra", AdminExtraScenarios::extra),
             Map.entry("admin-log-dirs", AdminScenarios::logDirsAndPartitions),
             Map.entry("admin-security", SecurityScenarios::aclsAndScramUsers),
-            Map.entry("share-group", ShareScenarios::shareGroup)));
+            Map.entry("share-group", fourX("ads.javaclients.ShareScenarios", "shareGroup"))));
+
+    /** A scenario of a class compiled for kafka-clients 4.x only (pom.xml), by name. */
+    private static Scenario fourX(String className, String method) {
+        return env -> Class.forName(className).getDeclaredMethod(method, Env.class)
+                .invoke(null, env);
+    }
 
     public static void main(String[] args) throws Exception {
         System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");

@@ -11,12 +11,17 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
+import org.apache.kafka.clients.admin.ShareGroupDescription;
+import org.apache.kafka.clients.admin.SharePartitionOffsetInfo;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 /**
@@ -24,7 +29,8 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * group read a 2-partition topic together with explicit acknowledgement; a released record
  * comes back with delivery count 2, a rejected one never comes back, every other record is
  * accepted exactly once. The cluster runs with {@code group.share.enable=true} and
- * {@code group.share.auto.offset.reset=earliest}.
+ * {@code group.share.auto.offset.reset=earliest}. Then the Admin client describes the group
+ * and its share-partitions' start offsets. Compiled for kafka-clients 4.x only (pom.xml).
  */
 final class ShareScenarios {
     private ShareScenarios() {}
@@ -40,16 +46,6 @@ final class ShareScenarios {
         p.put("share.acknowledgement.mode", "explicit");
         return new KafkaShareConsumer<>(p, new ByteArrayDeserializer(),
                 new ByteArrayDeserializer());
-    }
-
-    /**
-     * The record's delivery count (-1 when it has none). kafka-clients 3.9 has no
-     * {@code ConsumerRecord.deliveryCount()}, so the shared sources reach it by reflection;
-     * the scenario runs with 4.x only.
-     */
-    static short deliveryCount(ConsumerRecord<?, ?> r) throws ReflectiveOperationException {
-        Object count = ConsumerRecord.class.getMethod("deliveryCount").invoke(r);
-        return ((Optional<?>) count).map(c -> (Short) c).orElse((short) -1);
     }
 
     static void shareGroup(Env env) throws Exception {
@@ -79,7 +75,7 @@ final class ShareScenarios {
                     KafkaShareConsumer<byte[], byte[]> c = consumers.get(n);
                     for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(300))) {
                         String value = text(r.value());
-                        short count = deliveryCount(r);
+                        short count = r.deliveryCount().orElse((short) -1);
                         deliveries.merge(value, 1, Integer::sum);
                         perConsumer.merge("consumer-" + n, 1, Integer::sum);
                         AcknowledgeType type = AcknowledgeType.ACCEPT;
@@ -118,6 +114,21 @@ final class ShareScenarios {
             Check.equal(2, deliveries.get(RELEASED), "deliveries of the released record");
             Check.equal(1, deliveries.get(REJECTED), "deliveries of the rejected record");
             Check.equal(0, late, "records delivered after all were acknowledged");
+            // The Admin client's view (DescribeShareGroups, DescribeShareGroupOffsets): every
+            // record of both partitions is done, so each starts past its last record.
+            try (Admin admin = env.admin()) {
+                ShareGroupDescription d = admin.describeShareGroups(List.of(group))
+                        .describedGroups().get(group).get(30, TimeUnit.SECONDS);
+                Check.equal(2, d.members().size(), "members described");
+                Map<TopicPartition, SharePartitionOffsetInfo> offsets = admin
+                        .listShareGroupOffsets(Map.of(group, new ListShareGroupOffsetsSpec()))
+                        .partitionsToOffsetInfo(group).get(30, TimeUnit.SECONDS);
+                for (int p = 0; p < 2; p++) {
+                    SharePartitionOffsetInfo info = offsets.get(new TopicPartition(topic, p));
+                    Check.equal(RECORDS / 2L, info.startOffset(), "start offset of partition " + p);
+                    Check.equal(Optional.of(0L), info.lag(), "lag of partition " + p);
+                }
+            }
         } finally {
             for (KafkaShareConsumer<byte[], byte[]> c : consumers) {
                 c.close(Duration.ofSeconds(10));
