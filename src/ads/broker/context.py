@@ -17,9 +17,8 @@ from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.listeners import InterBroker
 from ads.broker.quotas import ClientQuotas
 from ads.broker.settings import RequestSettings
-from ads.broker.share_partitions import SharePartitionManager
+from ads.broker.share_partitions import SharePartitionManager, StatePersister
 from ads.broker.share_sessions import ShareSessionCache
-from ads.broker.share_state import ShareStatePersister
 from ads.broker.topic_admin import TopicAdmin
 from ads.common.clock import Clock
 from ads.common.partitions import TopicPartition
@@ -38,6 +37,18 @@ from ads.replication.replica_manager import ReplicaManager
 class TxnRequests(MarkerWriter, Protocol):
     async def verify(self, txn_id: str, producer_id: int, producer_epoch: int,
                      partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        ...
+
+
+class ShareStates(StatePersister, Protocol):
+    """How share-partition leaders and DeleteGroups reach the share coordinator
+    (`ads.broker.share_state.ShareStatePersister`)."""
+
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        ...
+
+    async def close(self) -> None:
+        """Closes its connections to other brokers."""
         ...
 
 
@@ -64,7 +75,7 @@ class BrokerContext(Protocol):
     # hashes to a partition of it led here.
     share_coordinator: ShareCoordinator
     # How this broker's share-partition leaders reach the share coordinator.
-    share_state: ShareStatePersister
+    share_state: ShareStates
     # How this broker reaches the others (the inter-broker listener, TLS or not).
     inter_broker: InterBroker
     # Client quotas (`ads.broker.quotas`), kept current from the entity configs.

@@ -20,7 +20,7 @@ from ads.broker import config as bconfig
 from ads.broker import coordinators, group_configs
 from ads.broker.authentication import Authenticator
 from ads.broker.authorized_operations import ALLOW_ALL, OperationsAuthorizer
-from ads.broker.context import TxnRequests
+from ads.broker.context import ShareStates, TxnRequests
 from ads.broker.dispatch import Dispatcher
 from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.handlers import all_handlers
@@ -145,7 +145,7 @@ class Broker:
         self.share_sessions = ShareSessionCache(
             self.clock, config.get_int("group.share.session.timeout.ms"))
         self.share_coordinator = coordinators.create_share_coordinator(self)
-        self.share_state = ShareStatePersister(self)
+        self.share_state: ShareStates = ShareStatePersister(self)
         self.share_partitions = SharePartitionManager(
             self.replica_manager, share_config(config),
             str(config.get("group.share.auto.offset.reset")), self.clock, self.share_state,
