@@ -41,10 +41,14 @@ class TxnRequests(MarkerWriter, Protocol):
 
 
 class ShareStates(StatePersister, Protocol):
-    """How share-partition leaders and DeleteGroups reach the share coordinator
-    (`ads.broker.share_state.ShareStatePersister`)."""
+    """How share-partition leaders, DeleteGroups and DescribeShareGroupOffsets reach the
+    share coordinator (`ads.broker.share_state.ShareStatePersister`)."""
 
     async def delete_group(self, group_id: str) -> ErrorCode:
+        ...
+
+    async def summary(self, group_id: str, tp: TopicPartition) -> tuple[int, int] | ErrorCode:
+        """(start offset, leader epoch) of a share-partition's state; DescribeShareGroupOffsets."""
         ...
 
     async def close(self) -> None:
