@@ -466,6 +466,18 @@ def _share_group_describe(bs: str, group: str) -> int:
     return int(r.groups[0].error_code)
 
 
+def _share_offsets(bs: str, group: str, topic: str) -> int:
+    """DescribeShareGroupOffsets of one partition: the group's error, else the partition's."""
+    Q = m.DescribeShareGroupOffsetsRequest  # noqa: N806
+    r = raw(bs, K.DESCRIBE_SHARE_GROUP_OFFSETS, 1, Q(groups=[
+        Q.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=[
+            Q.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic(
+                topic_name=topic, partitions=[0])])]))
+    g = r.groups[0]
+    # A topic that may not be described is answered whatever the group's answer.
+    return int(g.topics[0].partitions[0].error_code if g.topics else g.error_code)
+
+
 def _topic_id(bs: str, topic: str) -> Any:
     r = raw(bs, K.METADATA, 12, m.MetadataRequest(
         topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)]))
@@ -734,6 +746,12 @@ TABLE: list[Row] = [
         bs, "g-seen"), None),
     (K.SHARE_GROUP_DESCRIBE, DENIED, "raw", lambda bs: _share_group_describe(
         bs, "g-no"), GROUP_DENIED),
+    (K.DESCRIBE_SHARE_GROUP_OFFSETS, ALLOWED, "DESCRIBE group and topic",
+     lambda bs: _share_offsets(bs, "g-ok-share", "ok-a"), None),
+    (K.DESCRIBE_SHARE_GROUP_OFFSETS, DENIED, "group", lambda bs: _share_offsets(
+        bs, "g-no", "ok-a"), GROUP_DENIED),
+    (K.DESCRIBE_SHARE_GROUP_OFFSETS, DESCRIBED, "topic", lambda bs: _share_offsets(
+        bs, "g-ok-share", "no-a"), TOPIC_DENIED),
     (K.SHARE_FETCH, ALLOWED, "READ group and topic", lambda bs: _share_fetch(
         bs, "g-ok-share-f", "ok-a"), None),
     (K.SHARE_FETCH, DESCRIBED, "group", lambda bs: _share_fetch(bs, "g-seen", "ok-a"),

@@ -19,7 +19,8 @@ MESSAGES = ROOT / "src" / "ads" / "protocol" / "messages.py"
 CLIENTS_JAR = ROOT / "tests" / "java" / "target" / "kafka-4.4.0" / "lib" / "kafka-clients-4.4.0.jar"
 NEWER_APIS = ["ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge",
               "InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState",
-              "DeleteShareGroupState", "ReadShareGroupStateSummary"]
+              "DeleteShareGroupState", "ReadShareGroupStateSummary", "DescribeShareGroupOffsets",
+              "AlterShareGroupOffsets", "DeleteShareGroupOffsets"]
 
 
 def _load(name: str, path: Path) -> ModuleType:

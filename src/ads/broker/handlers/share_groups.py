@@ -121,32 +121,39 @@ async def handle_describe_offsets(ctx: RequestContext, req: m.DescribeShareGroup
         if not ctx.authorize(rule.resource, g.group_id, rule.operation):
             out.append(OGroup(group_id=g.group_id, topics=[], error_code=rule.error))
             continue
+        # As Kafka: the topics named that may not be described are answered so whatever
+        # the group's own answer.
+        denied = [OTopic(topic_name=t.topic_name, partitions=[
+            OPart(partition_index=p, start_offset=-1, leader_epoch=-1,
+                  error_code=P.DESCRIBE_TOPIC.error) for p in t.partitions])
+            for t in g.topics or () if not ctx.authorize(
+                P.DESCRIBE_TOPIC.resource, t.topic_name, P.DESCRIBE_TOPIC.operation)]
         d = ctx.broker.group_coordinator.describe_share_group(g.group_id)
         if d.error is not ErrorCode.NONE:
-            out.append(OGroup(group_id=g.group_id, topics=[], error_code=d.error,
+            out.append(OGroup(group_id=g.group_id, topics=denied, error_code=d.error,
                               error_message=d.error_message))
             continue
         if g.topics is not None:
-            asked = [(t.topic_name, list(t.partitions)) for t in g.topics]
+            hidden = {t.topic_name for t in denied}
+            asked = [(t.topic_name, list(t.partitions)) for t in g.topics
+                     if t.topic_name not in hidden]
         else:  # the topics its members read
             names = sorted({n for mem in d.members for n in mem.subscribed_topic_names})
             asked = [(n, list(range(len(ctx.broker.metadata.topics[n].partitions))))
                      for n in names if n in ctx.broker.metadata.topics]
         topics = await asyncio.gather(*(_offsets(ctx, g.group_id, name, parts)
                                         for name, parts in asked))
-        out.append(OGroup(group_id=g.group_id, topics=list(topics)))
+        out.append(OGroup(group_id=g.group_id, topics=[*denied, *topics]))
     return OR(groups=out)
 
 
 async def _offsets(ctx: RequestContext, group_id: str, name: str, partitions: list[int]
                    ) -> OTopic:
     state = ctx.broker.metadata.topics.get(name)
-    rule = P.DESCRIBE_TOPIC
-    if state is None or not ctx.authorize(rule.resource, name, rule.operation):
-        error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if state is None else rule.error
+    if state is None:
         return OTopic(topic_name=name, partitions=[
-            OPart(partition_index=p, start_offset=-1, leader_epoch=-1, error_code=error)
-            for p in partitions])
+            OPart(partition_index=p, start_offset=-1, leader_epoch=-1,
+                  error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for p in partitions])
 
     async def one(index: int) -> OPart:
         if not 0 <= index < len(state.partitions):
