@@ -8,10 +8,10 @@
 before a source file of the same name, so the compiled modules serve from then on; the
 sources stay the reference and what `ADS_PURE_PYTHON=1` runs (`ads/__init__.py`).
 
-It writes `src/ads/compiled.txt` last, one `module source extension` line per module:
-`ads/__init__.py` reads it to fall back to the sources when one of them is newer than its
-extension (edited or checked out since the build), since the compiled modules call each
-other directly and a half-stale set would run old code.
+It writes `src/ads/compiled.txt` last, one `module source extension` line per module, and
+its time is the build's: `ads/__init__.py` falls back to the sources when one of them is
+newer (edited or checked out since the build), since the compiled modules call each other
+directly and a half-stale set would run old code.
 
 Without a C compiler, or when mypyc fails, it removes any extensions of an earlier build,
 says why and exits 0: the broker then runs as pure Python, only slower.

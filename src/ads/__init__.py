@@ -50,12 +50,15 @@ def _compiled_modules() -> tuple[str, ...]:
     if os.environ.get("ADS_PURE_PYTHON", "") not in ("", "0"):
         return ()
     root = Path(__file__).parent.parent
+    manifest = root / "ads" / "compiled.txt"
     try:
-        lines = (root / "ads" / "compiled.txt").read_text().splitlines()
+        # Written last by the build, so its time is the build's (an extension's own time
+        # is not: the build leaves one whose stub did not change as it was).
+        built = manifest.stat().st_mtime
         modules = []
-        for line in lines:
+        for line in manifest.read_text().splitlines():
             module, source, extension = line.split()
-            if (root / source).stat().st_mtime > (root / extension).stat().st_mtime:
+            if (root / source).stat().st_mtime > built or not (root / extension).exists():
                 return ()
             modules.append(module)
     except (OSError, ValueError):

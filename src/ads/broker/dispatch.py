@@ -28,11 +28,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Generic, TypeVar
 
-from ads.broker.api_handler import ApiHandler as ApiHandler
 from ads.broker.authentication import SaslExchange
 from ads.broker.authorized_operations import (
     ALLOW_ALL,
@@ -48,7 +47,7 @@ from ads.protocol import codec
 from ads.protocol.base import Message
 from ads.protocol.codec import RequestHeader
 from ads.protocol.errors import DecodeError, ErrorCode, UnknownApiKeyError, UnsupportedVersionError
-from ads.protocol.messages import ApiKey
+from ads.protocol.messages import API_KEYS, ApiKey
 
 log = logging.getLogger("ads.broker")
 
@@ -59,9 +58,41 @@ _REQUEST_QUOTA_EXEMPT = frozenset({
     ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
     ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS})
 
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
+
 _PRE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE,
                                  ApiKey.SASL_AUTHENTICATE})
 _SASL = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+
+
+class ApiHandler(Generic[Req, Resp]):
+    """One API served: its request and response classes, the versions it fully implements
+    and its handler, which answers at once or with an awaitable (None: no response, an
+    acks=0 produce). Made once per API at import; its fields are Final.
+
+    A plain class, not a frozen dataclass: this module is compiled with mypyc
+    (tools/build_compiled.py), which cannot compile a generic dataclass."""
+
+    def __init__(self, request: type[Req], response: type[Resp], min_version: int,
+                 max_version: int,
+                 fn: Callable[[RequestContext, Req], Resp | None | Awaitable[Resp | None]]
+                 ) -> None:
+        key = request.API_KEY
+        classes = API_KEYS.get(key) if key is not None else None
+        if classes is None or key is None or classes[1:] != (request, response):
+            raise TypeError(f"{request.__name__} and {response.__name__} are not "
+                            "the request and response of one API")
+        low, high = request.VALID_VERSIONS
+        if not low <= min_version <= max_version <= high:
+            raise ValueError(f"{classes[0]} versions {min_version}-{max_version} "
+                             f"outside the schema's {low}-{high}")
+        self.request: Final = request
+        self.response: Final = response
+        self.min_version: Final = min_version
+        self.max_version: Final = max_version
+        self.fn: Final = fn
+        self.api_key: Final[int] = key
 
 
 @dataclass(slots=True)
