@@ -174,7 +174,8 @@ chaos: test-deps
 	  status=$$?; cat chaos-results/chaos-report.txt 2>/dev/null; exit $$status
 
 clean:
-	/bin/sh -c 'test -x $(PY) && $(PY) tools/build_compiled.py || true'
+	find src -name '*.so' -delete
+	rm -f src/ads/compiled.txt
 	rm -rf $(VENV) build data bench-results chaos-results tests/js/node_modules \
 	  tests/kafka_reference/target tests/kafka_connect/target tests/spark_kafka/target \
 	  tests/java/target tests/kafka_streams/target
