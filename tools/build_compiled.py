@@ -4,9 +4,9 @@
 
 `make install` runs it with the modules the Makefile lists (`COMPILED`). Each module
 `src/ads/x/y.py` gets `src/ads/x/y.<abi>.so` next to it, and the code they share goes to
-`src/ads__mypyc.<abi>.so`; all are build outputs, git-ignored. Python imports an extension
-before a source file of the same name, so the compiled modules serve from then on; the
-sources stay the reference and what `ADS_PURE_PYTHON=1` runs (`ads/__init__.py`).
+`src/ads/native__mypyc.<abi>.so`; all are build outputs, git-ignored. Python imports an
+extension before a source file of the same name, so the compiled modules serve from then on;
+the sources stay the reference and what `ADS_PURE_PYTHON=1` runs (`ads/__init__.py`).
 
 It writes `src/ads/compiled.txt` last, one `module source extension` line per module, and
 its time is the build's: `ads/__init__.py` falls back to the sources when one of them is
@@ -29,12 +29,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
 MANIFEST = SRC / "ads" / "compiled.txt"
-GROUP = "ads"  # the shared library: src/ads__mypyc.<abi>.so
+GROUP = "ads.native"  # the code the modules share: src/ads/native__mypyc.<abi>.so
 
 
 def _remove_outputs() -> None:
     MANIFEST.unlink(missing_ok=True)
-    for path in [*SRC.glob(f"{GROUP}__mypyc.*.so"), *(SRC / "ads").rglob("*.so")]:
+    for path in (SRC / "ads").rglob("*.so"):
         path.unlink()
 
 
