@@ -21,16 +21,15 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable
 
+from broker_cpu import TOPIC, fetch_request, produce_request  # this script's folder
+
 import ads
 from ads.client import Connection
 from ads.net.server import ConnectionInfo, Response
-from ads.protocol import codec
 from ads.protocol import messages as m
-from ads.records.batch import build_batch
 from ads.testing.embedded import EmbeddedBroker
 
-TOPIC = "broker-cpu"
-P, F, C = m.ProduceRequest, m.FetchRequest, m.CreateTopicsRequest
+C = m.CreateTopicsRequest
 Dispatch = Callable[[memoryview, ConnectionInfo], Response | Awaitable[Response]]
 
 
@@ -40,27 +39,13 @@ def _frame(data: bytes) -> memoryview:
     return memoryview(bytearray(data))[4:]
 
 
-def _fetch(offset: int, max_wait_ms: int) -> memoryview:
-    body = F(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
-             isolation_level=0, session_id=0, session_epoch=-1,
-             topics=[F.FetchTopic(topic=TOPIC, partitions=[F.FetchTopic.FetchPartition(
-                 partition=0, current_leader_epoch=-1, fetch_offset=offset,
-                 log_start_offset=-1, partition_max_bytes=1 << 20)])],
-             forgotten_topics_data=[], rack_id="")
-    return _frame(codec.encode_request(m.ApiKey.FETCH, 11, 1, "broker-cpu", body))
-
-
 class Bench:
     def __init__(self, dispatch: Dispatch, count: int) -> None:
         self.dispatch = dispatch
         self.count = count
         self.end = 0  # the partition's log end offset
         self.conn = ConnectionInfo(1, "127.0.0.1:1", host="127.0.0.1")
-        self.produce = _frame(codec.encode_request(m.ApiKey.PRODUCE, 9, 3, "broker-cpu", P(
-            transactional_id=None, acks=1, timeout_ms=30_000, topic_data=[
-                P.TopicProduceData(name=TOPIC, partition_data=[
-                    P.TopicProduceData.PartitionProduceData(
-                        index=0, records=bytes(build_batch([(None, b"x" * 100)])))])])))
+        self.produce = _frame(produce_request())
 
     async def _call(self, frame: memoryview) -> None:
         result = self.dispatch(frame, self.conn)
@@ -76,13 +61,13 @@ class Bench:
         self.end += n
         started = time.thread_time()
         for i in range(n):
-            parked = asyncio.ensure_future(self._call(_fetch(self.end + i, 500)))
+            parked = asyncio.ensure_future(self._call(_frame(fetch_request(self.end + i, 500))))
             await asyncio.sleep(0)  # the fetch parks before the append
             await self._call(self.produce)
             await parked
         out["produce + the long-polling fetch it wakes"] = time.thread_time() - started
         self.end += n
-        empty = _fetch(self.end, 0)
+        empty = _frame(fetch_request(self.end, 0))
         started = time.thread_time()
         for _ in range(n):
             await self._call(empty)
