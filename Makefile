@@ -4,6 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.ads-installed
 TEST_STAMP := $(VENV)/.ads-test-installed
+COMPILED_STAMP := build/.ads-compiled
 JS_STAMP := tests/js/node_modules/.ads-installed
 KAFKA_REF_STAMP := tests/kafka_reference/target/.ads-installed
 KAFKA_CONNECT_STAMP := tests/kafka_connect/target/.ads-installed
@@ -13,15 +14,30 @@ JAVA_SOURCES := $(wildcard tests/java/src/main/java/ads/javaclients/*.java)
 STREAMS_STAMP := tests/kafka_streams/target/.ads-built
 STREAMS_SOURCES := $(wildcard tests/kafka_streams/src/main/java/ads/streams/*.java)
 
-.PHONY: install run test test-deps system-deps lint fuzz chaos clean
+.PHONY: install run test test-pure test-deps system-deps lint fuzz chaos clean
 
-install: $(STAMP)
+install: $(STAMP) $(COMPILED_STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[spark]'
+	$(PY) -m pip install -q -e '.[spark,compile]'
 	touch $@
+
+# The request path's hot modules, compiled with mypyc by the machine's C compiler into
+# extensions beside their sources (git-ignored; docs/architecture.md, "Compiled modules").
+# Without a compiler, or if mypyc fails, the tool says so and the sources serve; rebuilt
+# only when one of these files changes. What each module gained: docs/benchmarks.md.
+COMPILED := src/ads/net/server.py src/ads/net/regions.py \
+  src/ads/protocol/codec.py src/ads/protocol/types.py \
+  src/ads/broker/dispatch.py src/ads/broker/metrics.py \
+  src/ads/broker/handlers/produce.py src/ads/broker/handlers/fetch.py \
+  src/ads/replication/replica_manager.py src/ads/replication/partition.py \
+  src/ads/replication/purgatory.py \
+  src/ads/storage/local_log.py src/ads/records/batch.py
+$(COMPILED_STAMP): $(COMPILED) tools/build_compiled.py Makefile | $(STAMP)
+	$(PY) tools/build_compiled.py $(COMPILED)
+	mkdir -p $(@D) && touch $@
 
 run: install
 	@echo "ADS console and metrics: http://127.0.0.1:9644/ (Prometheus: /metrics)"
@@ -123,6 +139,16 @@ test: test-deps
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
+	$(MAKE) test-pure
+
+# The sources of the compiled modules, run as they are (ADS_PURE_PYTHON=1): the codec,
+# records and storage tests, and a broker process (kill -9 under a confluent-kafka
+# producer, then a consumer reads back everything acknowledged). `make test` runs the rest
+# of the suite on the compiled modules only.
+test-pure: test-deps
+	ADS_PURE_PYTHON=1 $(PY) -m pytest -q tests/protocol tests/records tests/storage \
+	  tests/common/test_compiled_modules.py \
+	  tests/broker/test_restart.py::test_restart_kill9_during_produce_keeps_acknowledged
 
 # The fuzz properties with many more examples than `make test` runs (ADS_FUZZ_EXAMPLES,
 # default 5000 per property; docs/security.md, "Hostile input").
@@ -148,6 +174,8 @@ chaos: test-deps
 	  status=$$?; cat chaos-results/chaos-report.txt 2>/dev/null; exit $$status
 
 clean:
-	rm -rf $(VENV) data bench-results chaos-results tests/js/node_modules \
+	find src -name '*.so' -delete
+	rm -f src/ads/compiled.txt
+	rm -rf $(VENV) build data bench-results chaos-results tests/js/node_modules \
 	  tests/kafka_reference/target tests/kafka_connect/target tests/spark_kafka/target \
 	  tests/java/target tests/kafka_streams/target

@@ -37,7 +37,8 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _fetch(offset: int, max_wait_ms: int) -> bytes:
+def fetch_request(offset: int, max_wait_ms: int) -> bytes:
+    """A whole Fetch v11 frame of partition 0 from `offset` (tools/broker_cpu_inprocess.py too)."""
     body = F(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
              isolation_level=0, session_id=0, session_epoch=-1,
              topics=[F.FetchTopic(topic=TOPIC, partitions=[F.FetchTopic.FetchPartition(
@@ -45,6 +46,14 @@ def _fetch(offset: int, max_wait_ms: int) -> bytes:
                  log_start_offset=-1, partition_max_bytes=1 << 20)])],
              forgotten_topics_data=[], rack_id="")
     return codec.encode_request(m.ApiKey.FETCH, 11, 1, "broker-cpu", body)
+
+
+def produce_request() -> bytes:
+    """A whole Produce v9 frame (acks=1) of one 100-byte record for partition 0."""
+    return codec.encode_request(m.ApiKey.PRODUCE, 9, 3, "broker-cpu", P(
+        transactional_id=None, acks=1, timeout_ms=30_000, topic_data=[P.TopicProduceData(
+            name=TOPIC, partition_data=[P.TopicProduceData.PartitionProduceData(
+                index=0, records=bytes(build_batch([(None, b"x" * 100)])))])]))
 
 
 def _measure(label: str, pid: int, count: int, one: Callable[[int], None]) -> None:
@@ -73,10 +82,7 @@ def main() -> None:
     answer = producer.request(m.ApiKey.LIST_OFFSETS, 7, listing)
     assert isinstance(answer, m.ListOffsetsResponse)
     end = answer.topics[0].partitions[0].offset
-    produce = codec.encode_request(m.ApiKey.PRODUCE, 9, 3, "broker-cpu", P(
-        transactional_id=None, acks=1, timeout_ms=30_000, topic_data=[P.TopicProduceData(
-            name=TOPIC, partition_data=[P.TopicProduceData.PartitionProduceData(
-                index=0, records=bytes(build_batch([(None, b"x" * 100)])))])]))
+    produce = produce_request()
     n = args.requests
 
     def one_produce(_: int) -> None:
@@ -87,7 +93,7 @@ def main() -> None:
     end += n
 
     def one_pair(i: int) -> None:
-        fetcher.send_frame(_fetch(end + i, 500))
+        fetcher.send_frame(fetch_request(end + i, 500))
         time.sleep(0.0005)  # parked before the append
         producer.send_frame(produce)
         producer.receive_frame()
@@ -95,7 +101,7 @@ def main() -> None:
 
     _measure("produce + the long-polling fetch it wakes", args.pid, n, one_pair)
     end += n
-    empty = _fetch(end, 0)
+    empty = fetch_request(end, 0)
 
     def one_empty(_: int) -> None:
         fetcher.send_frame(empty)

@@ -26,12 +26,11 @@ connection is muted that long once it is written.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass
+from typing import Any, Final, Generic, TypeVar
 
 from ads.broker.authentication import SaslExchange
 from ads.broker.authorized_operations import (
@@ -67,30 +66,33 @@ _PRE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE,
 _SASL = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 
-@dataclass(frozen=True, slots=True)
 class ApiHandler(Generic[Req, Resp]):
     """One API served: its request and response classes, the versions it fully implements
     and its handler, which answers at once or with an awaitable (None: no response, an
-    acks=0 produce)."""
+    acks=0 produce). Made once per API at import; its fields are Final.
 
-    request: type[Req]
-    response: type[Resp]
-    min_version: int
-    max_version: int
-    fn: Callable[[RequestContext, Req], Resp | None | Awaitable[Resp | None]]
-    api_key: int = field(init=False)
+    A plain class, not a frozen dataclass: this module is compiled with mypyc
+    (tools/build_compiled.py), which cannot compile a generic dataclass."""
 
-    def __post_init__(self) -> None:
-        key = self.request.API_KEY
+    def __init__(self, request: type[Req], response: type[Resp], min_version: int,
+                 max_version: int,
+                 fn: Callable[[RequestContext, Req], Resp | None | Awaitable[Resp | None]]
+                 ) -> None:
+        key = request.API_KEY
         classes = API_KEYS.get(key) if key is not None else None
-        if classes is None or classes[1:] != (self.request, self.response):
-            raise TypeError(f"{self.request.__name__} and {self.response.__name__} are not "
+        if classes is None or key is None or classes[1:] != (request, response):
+            raise TypeError(f"{request.__name__} and {response.__name__} are not "
                             "the request and response of one API")
-        low, high = self.request.VALID_VERSIONS
-        if not low <= self.min_version <= self.max_version <= high:
-            raise ValueError(f"{classes[0]} versions {self.min_version}-{self.max_version} "
+        low, high = request.VALID_VERSIONS
+        if not low <= min_version <= max_version <= high:
+            raise ValueError(f"{classes[0]} versions {min_version}-{max_version} "
                              f"outside the schema's {low}-{high}")
-        object.__setattr__(self, "api_key", key)
+        self.request: Final = request
+        self.response: Final = response
+        self.min_version: Final = min_version
+        self.max_version: Final = max_version
+        self.fn: Final = fn
+        self.api_key: Final[int] = key
 
 
 @dataclass(slots=True)
@@ -195,7 +197,9 @@ class Dispatcher:
             header.client_id, conn, len(frame))
         try:
             result = handler.fn(ctx, request)
-            if inspect.isawaitable(result):
+            # Handlers answer with a message, None or an awaitable: two cheap tests spare
+            # inspect.isawaitable's on every request answered at once.
+            if result is not None and not isinstance(result, Message):
                 return self._finish(ctx, result, started, started - conn.received_s,
                                     time.perf_counter() - started)
             if self._quotas.request.enabled and header.api_key not in _REQUEST_QUOTA_EXEMPT:

@@ -50,6 +50,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ads.net.limits import ConnectionLimits
 from ads.net.regions import Chunk, inline_small_regions, write_chunks
@@ -103,8 +104,9 @@ class ConnectionInfo:
     # and the SASL requests are served, and frames are limited to the pre-authentication
     # size.
     authenticated: bool = True
-    # The SASL exchange of this connection (the broker's authenticator owns it).
-    sasl: object = None
+    # The SASL exchange of this connection (the broker's authenticator owns it); Any, not
+    # object: mypyc (tools/build_compiled.py) cannot compile a dataclass field of type object.
+    sasl: Any = None
     # perf_counter() after which an authenticated SASL session has expired and must
     # re-authenticate before anything else is served (KIP-368); 0.0: never.
     session_deadline: float = 0.0
@@ -362,7 +364,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._write_bytes(out)
                 self._close()
                 return
-            if result is not None and not inspect.isawaitable(result):
+            # A list is the common answer: spared inspect's slower test of the rest.
+            if type(result) is list or (result is not None
+                                        and not inspect.isawaitable(result)):
                 try:
                     result, large = inline_small_regions(result)
                 except OSError as exc:
