@@ -152,31 +152,29 @@ async def _alter_broker(ctx: RequestContext, name: str, compute: Compute,
     """A broker's dynamic configs (name: its id) or the cluster's default ("")."""
     if name and not name.isdigit():
         return ErrorCode.INVALID_REQUEST, f"Invalid broker id {name}"
-    store = ctx.broker.metadata
-    path = broker_entity_path(int(name) if name else None)
-    current = dict(store.entity_configs.get(path, {}))
-    try:
-        new = compute(dict(current))
-        bconfig.check_dynamic_change(new)
-    except bconfig.ConfigError as exc:
-        return ErrorCode[exc.error_name], str(exc)
-    changes: dict[str, str | None] = {k: None for k in current if k not in new}
-    changes.update((k, v) for k, v in new.items() if current.get(k) != v)
-    if changes and not validate_only:
-        await store.alter_entity_configs(path, changes)
-    return ErrorCode.NONE, None
+    return await _alter_entity(ctx, broker_entity_path(int(name) if name else None), compute,
+                               bconfig.check_dynamic_change, validate_only)
 
 
 async def _alter_group(ctx: RequestContext, name: str, compute: Compute,
                        validate_only: bool) -> tuple[ErrorCode, str | None]:
     if not name:
         return ErrorCode.INVALID_GROUP_ID, "Group name must not be empty"
+    return await _alter_entity(ctx, group_entity_path(name), compute,
+                               lambda new: group_configs.validate(ctx.broker.config, new),
+                               validate_only)
+
+
+async def _alter_entity(ctx: RequestContext, path: str, compute: Compute,
+                        check: Callable[[dict[str, str]], object], validate_only: bool
+                        ) -> tuple[ErrorCode, str | None]:
+    """An entity's configs (a broker's, the cluster default's, a group's) made what
+    `compute` says, once `check` (raising ConfigError) accepts them."""
     store = ctx.broker.metadata
-    path = group_entity_path(name)
     current = dict(store.entity_configs.get(path, {}))
     try:
         new = compute(dict(current))
-        group_configs.validate(ctx.broker.config, new)
+        check(new)
     except bconfig.ConfigError as exc:
         return ErrorCode[exc.error_name], str(exc)
     changes: dict[str, str | None] = {k: None for k in current if k not in new}
