@@ -21,7 +21,8 @@ def get(url: str) -> tuple[int, str]:
         with urllib.request.urlopen(url, timeout=10) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
+        with e:  # its socket closed now, not by the garbage collector in a later test
+            return e.code, e.read().decode()
 
 
 def test_http_console_pages() -> None:

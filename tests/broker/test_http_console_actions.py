@@ -29,7 +29,8 @@ def request(url: str, form: dict[str, str] | None = None, method: str = "POST",
         with urllib.request.urlopen(req, timeout=30) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
+        with e:  # its socket closed now, not by the garbage collector in a later test
+            return e.code, e.read().decode()
 
 
 def topics(bootstrap: str) -> set[str]:
