@@ -37,9 +37,8 @@ from ads.cli.common import (
     CommandError,
     UsageError,
     add_client_arguments,
-    client_config,
+    admin_client,
     connect_broker,
-    make_client,
     result,
     run_command,
 )
@@ -256,10 +255,6 @@ def _name(value: Any) -> str:
     return str(getattr(value, "name", value))
 
 
-def _admin(args: argparse.Namespace) -> ck.AdminClient:
-    return make_client(ck.AdminClient, client_config(args))
-
-
 def add(args: argparse.Namespace) -> int:
     pattern = _pattern(args)
     if pattern not in (PatternType.LITERAL, PatternType.PREFIXED):
@@ -268,7 +263,7 @@ def add(args: argparse.Namespace) -> int:
     wanted = _wanted(args, pattern)
     if any(not entries for entries in wanted.values()):
         raise UsageError("give --allow-principal or --deny-principal to add ACLs")
-    client = _admin(args)
+    client = admin_client(args)
     for r, entries in wanted.items():
         ordered = sorted(entries, key=lambda e: (e[0], e[1], e[2].name, e[3]))
         print(f"Adding ACLs for resource `{_show(r)}`:")
@@ -283,7 +278,7 @@ def add(args: argparse.Namespace) -> int:
 
 def remove(args: argparse.Namespace) -> int:
     wanted = _wanted(args, _pattern(args))
-    client = _admin(args)
+    client = admin_client(args)
     for r, entries in wanted.items():
         shown = _show(r)
         question = (f"Remove every ACL of resource filter `{shown}`? (y/n)" if not entries
@@ -310,7 +305,7 @@ def list_(args: argparse.Namespace) -> int:
     filters = [_filter(r, None) for r in _named(args, pattern)] or [ck.AclBindingFilter(
         ck.ResourceType.ANY, ANY, ck.ResourcePatternType.ANY, ANY, ANY,
         ck.AclOperation.ANY, ck.AclPermissionType.ANY)]
-    client = _admin(args)
+    client = admin_client(args)
     by_resource: dict[str, list[str]] = {}
     for flt in filters:
         for b in result(client.describe_acls(flt), args):

@@ -44,6 +44,8 @@ from ads.common.servers import parse_servers
 if TYPE_CHECKING:
     # Imported where used: the protocol's message classes alone take a tenth of a second,
     # which a command that only uses confluent-kafka should not pay at start-up.
+    from confluent_kafka.admin import AdminClient
+
     from ads.client import Connection, ConnectionFactory
 
 # How long a command waits for the cluster before it gives up with one clear line.
@@ -169,6 +171,19 @@ def client_config(args: argparse.Namespace, defaults: dict[str, Any] | None = No
     conf["bootstrap.servers"] = args.bootstrap_server
     conf.update(overrides or {})
     return conf
+
+
+def add_command(p: argparse.ArgumentParser, name: str, func: Command) -> None:
+    """A verb that takes the client arguments and runs `func` under `run_command`."""
+    add_client_arguments(p)
+    p.set_defaults(func=run_command(name, func))
+
+
+def admin_client(args: argparse.Namespace) -> AdminClient:
+    """confluent-kafka's AdminClient with the command's client settings."""
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415 - when a verb needs it
+
+    return make_client(AdminClient, client_config(args))
 
 
 def make_client(factory: Callable[[dict[str, Any]], T], conf: dict[str, Any]) -> T:

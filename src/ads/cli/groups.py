@@ -29,13 +29,11 @@ from ads.cli.common import (
     TIMEOUT_S,
     CommandError,
     UsageError,
-    add_client_arguments,
-    client_config,
+    add_command,
+    admin_client,
     coordinator_connection,
-    make_client,
     print_table,
     result,
-    run_command,
 )
 
 _REQUEST = {"request_timeout": TIMEOUT_S}
@@ -53,16 +51,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                    help="only groups in this state, e.g. Stable or Empty (repeatable)")
     p.add_argument("--type", action="append", default=[], choices=["classic", "consumer"],
                    help="only groups of this protocol type (repeatable)")
-    _finish(p, "groups list", list_)
+    add_command(p, "groups list", list_)
 
     p = verbs.add_parser("describe", help="committed offsets, lag and members of groups")
     p.add_argument("groups", nargs="+", metavar="GROUP")
     p.add_argument("--members", action="store_true", help="list the members instead")
-    _finish(p, "groups describe", describe)
+    add_command(p, "groups describe", describe)
 
     p = verbs.add_parser("delete", help="delete groups that have no members")
     p.add_argument("groups", nargs="+", metavar="GROUP")
-    _finish(p, "groups delete", delete)
+    add_command(p, "groups delete", delete)
 
     p = verbs.add_parser("reset-offsets", help="move a group's committed offsets")
     p.add_argument("--group", required=True)
@@ -80,12 +78,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     mode.add_argument("--dry-run", action="store_true",
                       help="only show the plan (also the default, with a warning)")
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
-    _finish(p, "groups reset-offsets", reset_offsets)
+    add_command(p, "groups reset-offsets", reset_offsets)
 
     p = verbs.add_parser("delete-offsets", help="delete a group's committed offsets")
     p.add_argument("--group", required=True)
     p.add_argument("--topic", action="append", required=True, metavar="TOPIC[:P,P...]")
-    _finish(p, "groups delete-offsets", delete_offsets)
+    add_command(p, "groups delete-offsets", delete_offsets)
 
     p = verbs.add_parser("import-zookeeper-offsets",
                          help="commit the offsets old consumers kept in ZooKeeper")
@@ -95,16 +93,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p.add_argument("--dry-run", action="store_true", help="only show what would be imported")
     p.add_argument("--force", action="store_true",
                    help="also import groups whose consumers are still registered")
-    _finish(p, "groups import-zookeeper-offsets", import_zookeeper_offsets)
-
-
-def _finish(p: argparse.ArgumentParser, name: str, func: Any) -> None:
-    add_client_arguments(p)
-    p.set_defaults(func=run_command(name, func))
-
-
-def _admin(args: argparse.Namespace) -> AdminClient:
-    return make_client(AdminClient, client_config(args))
+    add_command(p, "groups import-zookeeper-offsets", import_zookeeper_offsets)
 
 
 # -- list, describe, delete ---------------------------------------------------------------
@@ -120,7 +109,7 @@ def list_(args: argparse.Namespace) -> int:
             kwargs["types"] = {ConsumerGroupType[t.upper()] for t in args.type}
     except KeyError as exc:
         raise UsageError(f"unknown group state {exc.args[0]!r}") from exc
-    admin = _admin(args)
+    admin = admin_client(args)
     # ListGroups goes to every known broker; a fresh client knows none until it has
     # fetched metadata, and would report no groups at all.
     try:
@@ -168,7 +157,7 @@ def _log_end_offsets(admin: AdminClient, args: argparse.Namespace,
 
 
 def describe(args: argparse.Namespace) -> int:
-    admin = _admin(args)
+    admin = admin_client(args)
     names = list(dict.fromkeys(args.groups))
     futures = admin.describe_consumer_groups(names, **_REQUEST)
     missing = shown = 0
@@ -229,7 +218,7 @@ def _print_offsets(admin: AdminClient, args: argparse.Namespace, group: str, d: 
 
 
 def delete(args: argparse.Namespace) -> int:
-    admin = _admin(args)
+    admin = admin_client(args)
     names = list(dict.fromkeys(args.groups))
     futures = admin.delete_consumer_groups(names, **_REQUEST)
     failed = False
@@ -283,7 +272,7 @@ def _parse_datetime(text: str) -> int:
 
 
 def reset_offsets(args: argparse.Namespace) -> int:
-    admin = _admin(args)
+    admin = admin_client(args)
     group = args.group
     committed = _committed(admin, args, group)
     if args.all_topics:
@@ -345,7 +334,7 @@ def delete_offsets(args: argparse.Namespace) -> int:
     from ads.protocol import messages as m
     from ads.protocol.errors import ErrorCode
 
-    admin = _admin(args)
+    admin = admin_client(args)
     keys = _topic_partitions(admin, args, _parse_topics(args.topic))
     by_topic: dict[str, list[int]] = {}
     for t, p in keys:
@@ -429,7 +418,7 @@ def import_zookeeper_offsets(args: argparse.Namespace) -> int:
     if not found:
         print("No consumer offsets found in ZooKeeper.")
         return 0
-    admin = None if args.dry_run else _admin(args)
+    admin = None if args.dry_run else admin_client(args)
     failed = False
     for group, (live, offsets) in found.items():
         if not offsets:

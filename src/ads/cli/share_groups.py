@@ -13,22 +13,18 @@ is acknowledged or archived) and the lag behind the partition's high watermark; 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
 
 from ads.cli.common import (
     TIMEOUT_S,
     CommandError,
-    add_client_arguments,
-    client_config,
+    add_command,
+    admin_client,
     connect_broker,
     coordinator_connection,
-    make_client,
     print_table,
     result,
-    run_command,
 )
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
@@ -39,27 +35,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     groups = sub.add_parser("share-groups", help=help_text)
     verbs = groups.add_subparsers(dest="share_groups_command", required=True, metavar="VERB")
     p = verbs.add_parser("list", help="list share groups")
-    _finish(p, "share-groups list", list_)
+    add_command(p, "share-groups list", list_)
     p = verbs.add_parser("describe", help="start offsets and lag, or members, of share groups")
     p.add_argument("groups", nargs="+", metavar="GROUP")
     p.add_argument("--members", action="store_true", help="list the members instead")
-    _finish(p, "share-groups describe", describe)
+    add_command(p, "share-groups describe", describe)
     p = verbs.add_parser("delete", help="delete share groups that have no members")
     p.add_argument("groups", nargs="+", metavar="GROUP")
-    _finish(p, "share-groups delete", delete)
-
-
-def _finish(p: argparse.ArgumentParser, name: str, func: Any) -> None:
-    add_client_arguments(p)
-    p.set_defaults(func=run_command(name, func))
-
-
-def _admin(args: argparse.Namespace) -> AdminClient:
-    return make_client(AdminClient, client_config(args))
+    add_command(p, "share-groups delete", delete)
 
 
 def list_(args: argparse.Namespace) -> int:
-    admin = _admin(args)
+    admin = admin_client(args)
     try:
         brokers = admin.list_topics(timeout=TIMEOUT_S).brokers.values()
     except KafkaException as exc:
@@ -114,7 +101,7 @@ def describe(args: argparse.Namespace) -> int:
 
 
 def delete(args: argparse.Namespace) -> int:
-    admin = _admin(args)
+    admin = admin_client(args)
     futures = admin.delete_consumer_groups(args.groups, request_timeout=TIMEOUT_S)
     for group, future in futures.items():
         result(future, args)

@@ -37,15 +37,13 @@ from ads.cli.common import (
     TIMEOUT_S,
     CommandError,
     UsageError,
-    add_client_arguments,
-    client_config,
+    add_command,
+    admin_client,
     connection_factory,
     describe_error,
     kafka_error_code,
-    make_client,
     parse_assignments,
     result,
-    run_command,
 )
 from ads.metadata.model import encode_topic_id
 
@@ -70,12 +68,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                    help="topic config override (repeatable)")
     p.add_argument("--if-not-exists", action="store_true",
                    help="succeed quietly when the topic already exists")
-    _finish(p, "topics create", create)
+    add_command(p, "topics create", create)
 
     p = verbs.add_parser("list", help="list topic names")
     p.add_argument("--include-internal", action="store_true",
                    help="also list internal topics such as __consumer_offsets")
-    _finish(p, "topics list", list_)
+    add_command(p, "topics list", list_)
 
     p = verbs.add_parser("describe", help="describe topics, their partitions and offsets")
     p.add_argument("topics", nargs="*", metavar="TOPIC", help="default: all topics")
@@ -92,13 +90,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p.add_argument("--replica-offsets", action="store_true",
                    help="also ask every replica's broker for its log end offset "
                         "(ReplicaLogEndOffsets: broker=offset; '?' when it cannot answer)")
-    _finish(p, "topics describe", describe)
+    add_command(p, "topics describe", describe)
 
     p = verbs.add_parser("delete", help="delete topics")
     p.add_argument("topics", nargs="+", metavar="TOPIC")
     p.add_argument("--if-exists", action="store_true",
                    help="succeed quietly for topics that do not exist")
-    _finish(p, "topics delete", delete)
+    add_command(p, "topics delete", delete)
 
     p = verbs.add_parser("alter-config", help="set or delete topic config overrides")
     p.add_argument("topic")
@@ -106,13 +104,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                    help="set a config override (repeatable)")
     p.add_argument("--delete", action="append", default=[], metavar="KEY",
                    help="remove a config override, back to the default (repeatable)")
-    _finish(p, "topics alter-config", alter_config)
+    add_command(p, "topics alter-config", alter_config)
 
     p = verbs.add_parser("add-partitions", help="raise a topic's partition count")
     p.add_argument("topic")
     p.add_argument("--partitions", type=int, required=True,
                    help="the new total partition count")
-    _finish(p, "topics add-partitions", add_partitions)
+    add_command(p, "topics add-partitions", add_partitions)
 
     p = verbs.add_parser("elect-leaders", help="move leadership to preferred replicas "
                                                "(or elect any live replica: unclean)")
@@ -123,7 +121,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                    help="with --topic: only this partition (repeatable)")
     p.add_argument("--all-topic-partitions", action="store_true",
                    help="every partition of every topic")
-    _finish(p, "topics elect-leaders", elect_leaders)
+    add_command(p, "topics elect-leaders", elect_leaders)
 
     p = verbs.add_parser("reassign", help="move partitions' replicas to other brokers "
                                           "(like kafka-reassign-partitions.sh)")
@@ -134,22 +132,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                    help="say whether each reassignment completed (exit 1 while one has not)")
     p.add_argument("--cancel", action="store_true", help="cancel them")
     p.add_argument("--list", action="store_true", help="show reassignments in progress")
-    _finish(p, "topics reassign", _reassign)
-
-
-def _finish(p: argparse.ArgumentParser, name: str, func: Any) -> None:
-    add_client_arguments(p)
-    p.set_defaults(func=run_command(name, func))
+    add_command(p, "topics reassign", _reassign)
 
 
 def _reassign(args: argparse.Namespace) -> int:
     from ads.cli import reassign  # with the protocol's classes, loaded when used
 
     return reassign.reassign(args)
-
-
-def _admin(args: argparse.Namespace) -> AdminClient:
-    return make_client(AdminClient, client_config(args))
 
 
 def _topic_names(admin: AdminClient, args: argparse.Namespace, include_internal: bool
@@ -174,7 +163,7 @@ def create(args: argparse.Namespace) -> int:
                      replication_factor=(-1 if args.replication_factor is None
                                          else args.replication_factor),
                      config=configs)
-    admin = _admin(args)
+    admin = admin_client(args)
     future = admin.create_topics([topic], **_OPERATION)[args.topic]
     try:
         result(future, args, args.topic)
@@ -193,13 +182,13 @@ def _already_exists(future: Any) -> bool:
 
 
 def list_(args: argparse.Namespace) -> int:
-    for name in _topic_names(_admin(args), args, args.include_internal):
+    for name in _topic_names(admin_client(args), args, args.include_internal):
         print(name)
     return 0
 
 
 def describe(args: argparse.Namespace) -> int:
-    admin = _admin(args)
+    admin = admin_client(args)
     names = list(dict.fromkeys(args.topics)) or _topic_names(admin, args,
                                                              args.include_internal)
     if not names:
@@ -304,7 +293,7 @@ def _offsets(admin: AdminClient, args: argparse.Namespace, partitions: list[Topi
 
 def delete(args: argparse.Namespace) -> int:
     names = list(dict.fromkeys(args.topics))
-    admin = _admin(args)  # must outlive its futures: destroying it fails them
+    admin = admin_client(args)  # must outlive its futures: destroying it fails them
     futures = admin.delete_topics(names, **_OPERATION)
     failures: list[str] = []
     for name in names:
@@ -339,7 +328,7 @@ def alter_config(args: argparse.Namespace) -> int:
                 for k in deletes]
     resource = ConfigResource(ConfigResource.Type.TOPIC, args.topic,
                               incremental_configs=entries)
-    admin = _admin(args)
+    admin = admin_client(args)
     futures = admin.incremental_alter_configs([resource], **_REQUEST)
     result(futures[resource], args, args.topic)
     print(f"Completed updating config for topic {args.topic}.")
@@ -349,7 +338,7 @@ def alter_config(args: argparse.Namespace) -> int:
 def add_partitions(args: argparse.Namespace) -> int:
     if args.partitions < 1:
         raise UsageError("--partitions must be at least 1")
-    admin = _admin(args)
+    admin = admin_client(args)
     futures = admin.create_partitions([NewPartitions(args.topic, args.partitions)],
                                       **_OPERATION)
     result(futures[args.topic], args, args.topic)
@@ -362,7 +351,7 @@ def elect_leaders(args: argparse.Namespace) -> int:
         raise UsageError("give --topic TOPIC or --all-topic-partitions")
     if args.partition and not args.topic:
         raise UsageError("--partition needs --topic")
-    admin = _admin(args)
+    admin = admin_client(args)
     partitions = _partitions_to_elect(admin, args) if args.topic else None
     kind = args.election_type
     # No timeouts passed: confluent-kafka 2.x fails on elect_leaders' keyword arguments.

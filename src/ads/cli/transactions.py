@@ -27,17 +27,15 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Iterable
-from typing import Any
 
 from ads.broker.markers import by_topics
 from ads.cli.common import (
     CommandError,
     UsageError,
-    add_client_arguments,
+    add_command,
     connect_broker,
     coordinator_connection,
     print_table,
-    run_command,
 )
 from ads.client import ClientError, parse_servers
 from ads.common.partitions import TopicPartition
@@ -57,11 +55,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                    help="only ids with this producer id (repeatable)")
     p.add_argument("--duration-ms", type=int, default=-1,
                    help="only transactions that started at least this long ago")
-    _finish(p, "transactions list", list_)
+    add_command(p, "transactions list", list_)
 
     p = verbs.add_parser("describe", help="the state of one transactional id")
     p.add_argument("--transactional-id", required=True)
-    _finish(p, "transactions describe", describe)
+    add_command(p, "transactions describe", describe)
 
     p = verbs.add_parser("find-hanging",
                          help="open transactions in partitions that no coordinator will end")
@@ -72,7 +70,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p.add_argument("--max-transaction-timeout", type=int, default=15, metavar="MINUTES",
                    help="only transactions whose producer last wrote longer ago than this "
                         "(the largest transaction timeout; default 15)")
-    _finish(p, "transactions find-hanging", find_hanging)
+    add_command(p, "transactions find-hanging", find_hanging)
 
     p = verbs.add_parser("abort", help="abort a hanging transaction on one partition")
     p.add_argument("--topic", required=True)
@@ -82,12 +80,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p.add_argument("--producer-id", type=int, help="instead of --start-offset: the producer")
     p.add_argument("--producer-epoch", type=int)
     p.add_argument("--coordinator-epoch", type=int)
-    _finish(p, "transactions abort", abort)
-
-
-def _finish(p: argparse.ArgumentParser, name: str, func: Any) -> None:
-    add_client_arguments(p)
-    p.set_defaults(func=run_command(name, func))
+    add_command(p, "transactions abort", abort)
 
 
 def _metadata(args: argparse.Namespace, topics: list[str] | None) -> m.MetadataResponse:

@@ -25,7 +25,6 @@ import sys
 from typing import Any
 
 from confluent_kafka.admin import (
-    AdminClient,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialDeletion,
@@ -34,12 +33,10 @@ from confluent_kafka.admin import (
 
 from ads.cli.common import (
     UsageError,
-    add_client_arguments,
-    client_config,
-    make_client,
+    add_command,
+    admin_client,
     print_table,
     result,
-    run_command,
 )
 
 MECHANISMS = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256,
@@ -58,16 +55,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     _mechanism_argument(p)
     p.add_argument("--iterations", type=int, default=4096,
                    help="PBKDF2 iterations, 4096-16384 (default 4096)")
-    _finish(p, "users create", create)
+    add_command(p, "users create", create)
 
     p = verbs.add_parser("delete", help="delete a user's SCRAM credentials")
     p.add_argument("--user", required=True)
     _mechanism_argument(p)
-    _finish(p, "users delete", delete)
+    add_command(p, "users delete", delete)
 
     p = verbs.add_parser("list", help="users with SCRAM credentials")
     p.add_argument("--user", action="append", default=[], help="only this user (repeatable)")
-    _finish(p, "users list", list_)
+    add_command(p, "users list", list_)
 
 
 def _mechanism_argument(p: argparse.ArgumentParser) -> None:
@@ -75,17 +72,8 @@ def _mechanism_argument(p: argparse.ArgumentParser) -> None:
                    help="SCRAM-SHA-256 or SCRAM-SHA-512 (repeatable; default: both)")
 
 
-def _finish(p: argparse.ArgumentParser, name: str, func: Any) -> None:
-    add_client_arguments(p)
-    p.set_defaults(func=run_command(name, func))
-
-
-def _admin(args: argparse.Namespace) -> AdminClient:
-    return make_client(AdminClient, client_config(args))
-
-
 def _alter(args: argparse.Namespace, alterations: list[Any]) -> None:
-    admin = _admin(args)  # kept until the answers: a destroyed client fails its futures
+    admin = admin_client(args)  # kept until the answers: a destroyed client fails its futures
     for user, future in admin.alter_user_scram_credentials(alterations).items():
         result(future, args, user)
 
@@ -105,7 +93,7 @@ def create(args: argparse.Namespace) -> int:
 
 
 def _described(args: argparse.Namespace, users: list[str] | None) -> dict[str, Any]:
-    admin = _admin(args)
+    admin = admin_client(args)
     answer = admin.describe_user_scram_credentials(users or None)
     if isinstance(answer, dict):
         return {user: result(future, args, user) for user, future in answer.items()}
