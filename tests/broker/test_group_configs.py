@@ -93,6 +93,20 @@ def test_group_configs_set_heartbeat_intervals_per_group(configured: EmbeddedBro
         assert (again.error_code, again.heartbeat_interval_ms) == (ErrorCode.NONE, 9000)
 
 
+def test_group_configs_lock_duration_is_what_share_fetch_tells_the_member(
+        configured: EmbeddedBroker) -> None:
+    bs = configured.bootstrap_servers
+    set_group_configs(bs, "locked", share_record_lock_duration_ms="20000")
+    Q = m.ShareFetchRequest  # noqa: N806
+    with RawConnection(bs) as conn:
+        answers = {group: conn.request(78, 1, Q(
+            group_id=group, member_id="lock-member-0000000000", share_session_epoch=0,
+            max_wait_ms=0, min_bytes=1, max_records=10, batch_size=10, topics=[]))
+            for group in ("locked", "unlocked")}
+    assert {g: (a.error_code, a.acquisition_lock_timeout_ms) for g, a in answers.items()} == {
+        "locked": (ErrorCode.NONE, 20000), "unlocked": (ErrorCode.NONE, 30000)}
+
+
 def test_group_configs_session_timeout_removes_a_silent_member(
         configured: EmbeddedBroker) -> None:
     bs = configured.bootstrap_servers

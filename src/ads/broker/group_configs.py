@@ -205,8 +205,18 @@ def own_settings(broker: BrokerConfig,
                  entity_configs: Callable[[], Mapping[str, Mapping[str, str]]]
                  ) -> Callable[[str], GroupSettings | None]:
     """A group's settings when it has configs of its own, else None (it runs on the
-    broker's): a dict look-up for most groups, parsed only for those with configs."""
+    broker's): a dict look-up for most groups; a group's configs are parsed again only when
+    they change (the store's view holds a new mapping then), not at every heartbeat or
+    fetch."""
+    parsed: dict[str, tuple[Mapping[str, str], GroupSettings]] = {}
+
     def of(group_id: str) -> GroupSettings | None:
         overrides = entity_configs().get(group_entity_path(group_id))
-        return settings_of(broker, overrides) if overrides else None
+        if not overrides:
+            parsed.pop(group_id, None)
+            return None
+        known = parsed.get(group_id)
+        if known is None or known[0] is not overrides:
+            known = parsed[group_id] = (overrides, settings_of(broker, overrides))
+        return known[1]
     return of

@@ -161,6 +161,10 @@ class SharePartitionManager:
         sp.config = self._settings(group_id).config  # a group config changed counts here
         return sp
 
+    def lock_duration_ms(self, group_id: str) -> int:
+        """How long the group's members hold what they acquire (ShareFetch tells them)."""
+        return self._settings(group_id).config.record_lock_duration_ms
+
     def _settings(self, group_id: str) -> _GroupShare:
         """The group's share-partition settings, where it starts on a partition and
         whether it reads committed records only."""

@@ -226,8 +226,9 @@ def _close(ctx: RequestContext, session: ShareSession,
 
 # -- ShareFetch ----------------------------------------------------------------------------
 async def handle_fetch(ctx: RequestContext, req: m.ShareFetchRequest) -> m.ShareFetchResponse:
-    lock_ms = ctx.broker.share_partitions.config.record_lock_duration_ms
     group_id, member_id = req.group_id or "", req.member_id or ""
+    # The group's own lock duration (a group config) when it sets one.
+    lock_ms = ctx.broker.share_partitions.lock_duration_ms(group_id)
     rule = P.GROUP_READ
     if not ctx.authorize(rule.resource, group_id, rule.operation):
         return FR(error_code=rule.error, acquisition_lock_timeout_ms=lock_ms)
