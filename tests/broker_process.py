@@ -10,13 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+from ads.bench.processes import free_port
+
 MARKED_ENV = "ADS_TEST_BROKER_PROCESS"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class BrokerProcess:

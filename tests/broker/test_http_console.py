@@ -7,22 +7,17 @@ from __future__ import annotations
 import html
 import json
 import time
-import urllib.error
-import urllib.request
 
 from confluent_kafka import Consumer, Producer
 
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
+from http_support import http_call
 
 
 def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        with e:  # its socket closed now, not by the garbage collector in a later test
-            return e.code, e.read().decode()
+    answer = http_call(url)
+    return answer.status, answer.body
 
 
 def test_http_console_pages() -> None:

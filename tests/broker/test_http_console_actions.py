@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient
 
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
+from http_support import http_call
 
 TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
 
@@ -24,13 +25,8 @@ TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
 def request(url: str, form: dict[str, str] | None = None, method: str = "POST",
             headers: dict[str, str] | None = None) -> tuple[int, str]:
     data = urllib.parse.urlencode(form).encode() if form is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        with e:  # its socket closed now, not by the garbage collector in a later test
-            return e.code, e.read().decode()
+    answer = http_call(url, method=method, data=data, headers=headers, timeout_s=30)
+    return answer.status, answer.body
 
 
 def topics(bootstrap: str) -> set[str]:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import socket
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -15,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
+from http_support import http_call
 
 HTTP = {"http.listener": "127.0.0.1:0", "console.sample.interval.ms": "200"}
 
@@ -32,14 +31,7 @@ def base_url(b: EmbeddedBroker) -> str:
 
 
 def get(url: str) -> tuple[int, str, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as r:
-            return r.status, r.headers.get("Content-Type", ""), r.read().decode()
-    except urllib.error.HTTPError as e:
-        # Closed here: left to the garbage collector, its socket is reported unclosed
-        # (ResourceWarning, an error in the suite) in whichever test runs then.
-        with e:
-            return e.code, e.headers.get("Content-Type", ""), e.read().decode()
+    return tuple(http_call(url))  # type: ignore[return-value]
 
 
 def scrape(b: EmbeddedBroker) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -152,10 +144,7 @@ def test_http_health_and_bad_requests(ops_broker: EmbeddedBroker) -> None:
     assert get(url + "/no/such/page")[0] == 404
     assert get(url + "/static/../app.py")[0] == 404
     assert get(url + "/api/nothing")[0] == 404
-    req = urllib.request.Request(url + "/metrics", method="POST", data=b"x")
-    with pytest.raises(urllib.error.HTTPError) as info:
-        urllib.request.urlopen(req, timeout=10)
-    assert info.value.code == 405
+    assert http_call(url + "/metrics", method="POST", data=b"x").status == 405
     host, port = ops_broker.broker.ops_http.address  # type: ignore[union-attr]
     with socket.create_connection((host, port), timeout=10) as s:
         s.sendall(b"GARBAGE\r\n\r\n")

@@ -17,17 +17,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from ads.testing.zookeeper import zookeeper_available
 from broker_process import free_port
 from cluster_support import Cluster
+from http_support import http_call
 
 pytestmark = [pytest.mark.slow, pytest.mark.broker_process]
 
 
 def status(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        with e:  # its socket closed now, not by the garbage collector in a later test
-            return e.code
+    return http_call(url, timeout_s=5).status
 
 
 def gauges(url: str) -> dict[str, float]:

@@ -26,11 +26,20 @@ from ads.bench.produce import CLIENT_LOG, BenchError, ensure_topic
 from ads.bench.stats import cpu_seconds, peak_rss_mb, total
 from ads.testing.zookeeper import ZooKeeperMissingError, ZooKeeperServer
 
+_GIVEN_PORTS: set[int] = set()
+
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port free now and not given before by this process: the kernel may hand
+    a port just released to the next bind to 0, so two brokers set up before either starts
+    could otherwise be given one port."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _GIVEN_PORTS:
+            _GIVEN_PORTS.add(port)
+            return port
 
 
 def await_metadata(bootstrap: str, proc: subprocess.Popen[Any] | None, deadline: float,
