@@ -478,6 +478,24 @@ def _share_offsets(bs: str, group: str, topic: str) -> int:
     return int(g.topics[0].partitions[0].error_code if g.topics else g.error_code)
 
 
+def _share_alter(bs: str, group: str, topic: str) -> int:
+    """AlterShareGroupOffsets of one partition: the group's error, else the partition's."""
+    Q = m.AlterShareGroupOffsetsRequest  # noqa: N806
+    T = Q.AlterShareGroupOffsetsRequestTopic  # noqa: N806
+    r = raw(bs, K.ALTER_SHARE_GROUP_OFFSETS, 0, Q(group_id=group, topics=[T(
+        topic_name=topic, partitions=[T.AlterShareGroupOffsetsRequestPartition(
+            partition_index=0, start_offset=0)])]))
+    return int(r.error_code or r.responses[0].partitions[0].error_code)
+
+
+def _share_delete_offsets(bs: str, group: str, topic: str) -> int:
+    """DeleteShareGroupOffsets of one topic: the group's error, else the topic's."""
+    Q = m.DeleteShareGroupOffsetsRequest  # noqa: N806
+    r = raw(bs, K.DELETE_SHARE_GROUP_OFFSETS, 0, Q(group_id=group, topics=[
+        Q.DeleteShareGroupOffsetsRequestTopic(topic_name=topic)]))
+    return int(r.error_code or r.responses[0].error_code)
+
+
 def _topic_id(bs: str, topic: str) -> Any:
     r = raw(bs, K.METADATA, 12, m.MetadataRequest(
         topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)]))
@@ -752,6 +770,18 @@ TABLE: list[Row] = [
         bs, "g-no", "ok-a"), GROUP_DENIED),
     (K.DESCRIBE_SHARE_GROUP_OFFSETS, DESCRIBED, "topic", lambda bs: _share_offsets(
         bs, "g-ok-share", "no-a"), TOPIC_DENIED),
+    (K.ALTER_SHARE_GROUP_OFFSETS, ALLOWED, "READ group and topic",
+     lambda bs: _share_alter(bs, "g-ok-share-alt", "ok-a"), None),
+    (K.ALTER_SHARE_GROUP_OFFSETS, DESCRIBED, "group", lambda bs: _share_alter(
+        bs, "g-seen", "ok-a"), GROUP_DENIED),
+    (K.ALTER_SHARE_GROUP_OFFSETS, DESCRIBED, "topic", lambda bs: _share_alter(
+        bs, "g-ok-share-alt", "seen"), TOPIC_DENIED),
+    (K.DELETE_SHARE_GROUP_OFFSETS, ALLOWED, "DELETE group, READ topic",
+     lambda bs: _share_delete_offsets(bs, "g-ok-share-alt", "ok-a"), None),
+    (K.DELETE_SHARE_GROUP_OFFSETS, DESCRIBED, "group", lambda bs: _share_delete_offsets(
+        bs, "g-seen", "ok-a"), GROUP_DENIED),
+    (K.DELETE_SHARE_GROUP_OFFSETS, DESCRIBED, "topic", lambda bs: _share_delete_offsets(
+        bs, "g-ok-share-alt", "seen"), TOPIC_DENIED),
     (K.SHARE_FETCH, ALLOWED, "READ group and topic", lambda bs: _share_fetch(
         bs, "g-ok-share-f", "ok-a"), None),
     (K.SHARE_FETCH, DESCRIBED, "group", lambda bs: _share_fetch(bs, "g-seen", "ok-a"),

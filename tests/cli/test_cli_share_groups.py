@@ -81,3 +81,82 @@ def test_cli_share_groups_list_describe_and_delete(broker: EmbeddedBroker, capsy
     code, out, err = run(capsys, "share-groups", "describe", "missing",
                          "--bootstrap-server", bs)
     assert code == 1 and "GROUP_ID_NOT_FOUND" in err
+
+
+def _drain(bs: str, group: str, topic: str, want: int, timeout_s: float = 20.0
+           ) -> list[tuple[int, int]]:
+    """(offset, delivery count) of what one share consumer receives, accepting each, until
+    `want` records came or `timeout_s`; it leaves the group when done."""
+    c = ShareConsumer({"bootstrap.servers": bs, "group.id": group,
+                       "share.acknowledgement.mode": "explicit"})
+    c.subscribe([topic])
+    got: list[tuple[int, int]] = []
+    try:
+        deadline = time.monotonic() + timeout_s
+        while len(got) < want and time.monotonic() < deadline:
+            for msg in c.poll(0.3):
+                got.append((msg.offset(), msg.delivery_count()))
+                c.acknowledge(msg, AcknowledgeType.ACCEPT)
+            c.commit_sync(10)
+    finally:
+        c.close()
+    return sorted(got)
+
+
+def _described(capsys: Cap, bs: str, group: str) -> list[list[str]]:
+    code, out, err = run(capsys, "share-groups", "describe", group, "--bootstrap-server", bs)
+    assert code == 0, err
+    return [line.split() for line in out.strip().splitlines()[1:]]
+
+
+def test_cli_share_groups_reset_and_delete_offsets(broker: EmbeddedBroker, capsys: Cap
+                                                   ) -> None:
+    """AlterShareGroupOffsets and DeleteShareGroupOffsets through `ads share-groups`: the
+    next member of the group gets the records from the new start, though the partition's
+    leader had the former state in memory."""
+    bs = broker.bootstrap_servers
+    create_topic(bs, "redo", 1)
+    p = Producer({"bootstrap.servers": bs})
+    for i in range(10):
+        p.produce("redo", b"r-%d" % i, partition=0)
+    assert p.flush(10) == 0
+    reset = ("share-groups", "reset-offsets", "--group", "redoers", "--topic", "redo",
+             "--bootstrap-server", bs)
+    holder = ShareConsumer({"bootstrap.servers": bs, "group.id": "redoers"})
+    holder.subscribe(["redo"])
+    try:
+        deadline = time.monotonic() + 20
+        while not holder.poll(0.3) and time.monotonic() < deadline:
+            pass
+        code, _, err = run(capsys, *reset, "--to-earliest", "--execute")
+        assert code == 1 and "is not empty" in err  # a member is there
+    finally:
+        holder.commit_sync(10)  # its records accepted: the start moves past them
+        holder.close()
+    assert _drain(bs, "redoers", "redo", 10, timeout_s=3) == []  # all were accepted
+    assert _described(capsys, bs, "redoers") == [["redoers", "redo", "0", "10", "0"]]
+
+    code, out, err = run(capsys, *reset, "--to-earliest", "--dry-run")
+    assert (code, out.split()[-4:]) == (0, ["redoers", "redo", "0", "0"]), err
+    assert _described(capsys, bs, "redoers")[0][3] == "10"  # a plan changes nothing
+    code, out, err = run(capsys, *reset, "--to-earliest", "--execute")
+    assert (code, out.split()[-4:]) == (0, ["redoers", "redo", "0", "0"]), err
+    assert _described(capsys, bs, "redoers") == [["redoers", "redo", "0", "0", "10"]]
+    assert _drain(bs, "redoers", "redo", 10) == [(o, 1) for o in range(10)]
+
+    code, out, err = run(capsys, *reset, "--shift-by", "-3", "--execute")
+    assert (code, out.split()[-1]) == (0, "7"), err
+    assert _drain(bs, "redoers", "redo", 3) == [(7, 1), (8, 1), (9, 1)]
+
+    code, out, err = run(capsys, "share-groups", "delete-offsets", "--group", "redoers",
+                         "--topic", "redo", "--topic", "absent", "--bootstrap-server", bs)
+    assert code == 1, err  # the unknown topic
+    assert [line.split() for line in out.strip().splitlines()] == [
+        ["TOPIC", "STATUS"], ["absent", "Error:", "UNKNOWN_TOPIC_OR_PARTITION"],
+        ["redo", "Successful"]]
+    assert _described(capsys, bs, "redoers") == []  # no topic has state
+    # Without state the group starts at group.share.auto.offset.reset (earliest here).
+    assert _drain(bs, "redoers", "redo", 10) == [(o, 1) for o in range(10)]
+    code, _, err = run(capsys, "share-groups", "delete-offsets", "--group", "nobody",
+                       "--topic", "redo", "--bootstrap-server", bs)
+    assert code == 1 and "GROUP_ID_NOT_FOUND" in err

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
@@ -26,7 +28,7 @@ pytestmark = pytest.mark.kafka_reference
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     assert JARS.is_dir(), f"Kafka's jars are fetched by `make test` into {JARS}"
     with Cluster(tmp_path_factory.mktemp("kafka-tools"), 3,
-                 "group.initial.rebalance.delay.ms=0").running() as c:
+                 "group.initial.rebalance.delay.ms=0", "group.share.enable=true").running() as c:
         yield c
 
 
@@ -162,6 +164,58 @@ def test_console_clients_groups_offsets_and_records(cluster: Cluster, tmp_path: 
     assert re.search(r"partition: tools-g-0\s+low_watermark: 10", out), out
     assert ok("kafka-get-offsets", "--bootstrap-server", bs, "--topic", "tools-g",
               "--time", "-2").split() == ["tools-g:0:10"]
+
+
+def _share_drain(bs: str, group: str, topic: str, want: int) -> list[tuple[int, int]]:
+    """(partition, offset) of what one share consumer gets, accepted, until `want` came or
+    15 s; it leaves the group then."""
+    c = ShareConsumer({"bootstrap.servers": bs, "group.id": group,
+                       "share.acknowledgement.mode": "explicit"})
+    c.subscribe([topic])
+    got: list[tuple[int, int]] = []
+    try:
+        deadline = time.monotonic() + 15
+        while len(got) < want and time.monotonic() < deadline:
+            for msg in c.poll(0.3):
+                got.append((msg.partition(), msg.offset()))
+                c.acknowledge(msg, AcknowledgeType.ACCEPT)
+            c.commit_sync(10)
+    finally:
+        c.close()
+    return sorted(got)
+
+
+def test_kafka_share_groups(cluster: Cluster) -> None:
+    """kafka-share-groups.sh: describe, reset-offsets (AlterShareGroupOffsets) and
+    delete-offsets (DeleteShareGroupOffsets) of a share group whose partitions are led by
+    other brokers than its coordinator; a member after the reset gets the records again."""
+    bs = cluster.bootstrap
+    ok("kafka-topics", "--bootstrap-server", bs, "--create", "--topic", "tools-sh",
+       "--partitions", "2", "--replication-factor", "3")
+    p = Producer({"bootstrap.servers": bs})
+    for i in range(10):
+        p.produce("tools-sh", b"sh-%d" % i, partition=i % 2)
+    assert p.flush(10) == 0
+    ok("kafka-configs", "--bootstrap-server", bs, "--entity-type", "groups",
+       "--entity-name", "tools-sh", "--alter", "--add-config", "share.auto.offset.reset=earliest")
+    everything = sorted((i % 2, i // 2) for i in range(10))
+    assert _share_drain(bs, "tools-sh", "tools-sh", 10) == everything
+    group = ("kafka-share-groups", "--bootstrap-server", bs, "--group", "tools-sh")
+
+    def described() -> list[list[str]]:
+        out = ok(*group, "--describe")
+        return sorted(line.split()[:4] for line in out.splitlines()
+                      if line.startswith("tools-sh "))
+
+    assert described() == [["tools-sh", "tools-sh", "0", "5"], ["tools-sh", "tools-sh", "1", "5"]]
+    out = ok(*group, "--reset-offsets", "--to-earliest", "--topic", "tools-sh", "--execute")
+    assert re.search(r"tools-sh\s+tools-sh\s+0\s+0", out), out
+    assert described() == [["tools-sh", "tools-sh", "0", "0"], ["tools-sh", "tools-sh", "1", "0"]]
+    assert _share_drain(bs, "tools-sh", "tools-sh", 10) == everything
+    out = ok(*group, "--delete-offsets", "--topic", "tools-sh")
+    assert re.search(r"tools-sh\s+Successful", out), out
+    assert described() == []
+    assert "tools-sh" in ok("kafka-share-groups", "--bootstrap-server", bs, "--list").split()
 
 
 def test_log_dirs_leader_election_and_reassignment(cluster: Cluster, tmp_path: Path) -> None:

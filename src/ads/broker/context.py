@@ -41,7 +41,7 @@ class TxnRequests(MarkerWriter, Protocol):
 
 
 class ShareStates(StatePersister, Protocol):
-    """How share-partition leaders, DeleteGroups and DescribeShareGroupOffsets reach the
+    """How share-partition leaders, DeleteGroups and the share-group offset APIs reach the
     share coordinator (`ads.broker.share_state.ShareStatePersister`)."""
 
     async def delete_group(self, group_id: str) -> ErrorCode:
@@ -49,6 +49,14 @@ class ShareStates(StatePersister, Protocol):
 
     async def summary(self, group_id: str, tp: TopicPartition) -> tuple[int, int] | ErrorCode:
         """(start offset, leader epoch) of a share-partition's state; DescribeShareGroupOffsets."""
+        ...
+
+    async def reset(self, group_id: str, tp: TopicPartition, start_offset: int) -> ErrorCode:
+        """A share-partition started over at `start_offset`; AlterShareGroupOffsets."""
+        ...
+
+    async def delete(self, group_id: str, topics: list[str]) -> ErrorCode:
+        """The state of the group's share-partitions of `topics`; DeleteShareGroupOffsets."""
         ...
 
     async def close(self) -> None:

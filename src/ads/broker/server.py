@@ -142,14 +142,15 @@ class Broker:
         self.acl_store: AclStore | None = None
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots"))
-        self.share_sessions = ShareSessionCache(
-            self.clock, config.get_int("group.share.session.timeout.ms"))
         self.share_coordinator = coordinators.create_share_coordinator(self)
         self.share_state: ShareStates = ShareStatePersister(self)
         self.share_partitions = SharePartitionManager(
             self.replica_manager, share_config(config),
             str(config.get("group.share.auto.offset.reset")), self.clock, self.share_state,
             group_configs.own_settings(config, lambda: self.metadata.entity_configs))
+        self.share_sessions = ShareSessionCache(
+            self.clock, config.get_int("group.share.session.timeout.ms"),
+            self.share_partitions.forget_group)
         self.replica_manager.add_leadership_listener(self.share_partitions.leadership_changed)
         # One per entry of `listeners`; each knows its name and security protocol.
         self.listeners: list[KafkaListener] = []

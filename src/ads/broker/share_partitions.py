@@ -264,7 +264,30 @@ class SharePartitionManager:
         if error is not ErrorCode.NONE:
             log.info("writing the state of share-partition %s of %s: %s", key[1], key[0],
                      error.name)
+        if error is ErrorCode.FENCED_STATE_EPOCH and self.partitions.get(key) is sp:
+            # Its offsets were altered or deleted (a new state epoch) since it was read:
+            # the next fetch reads the new state.
+            del self.partitions[key]
         return error
+
+    def forget_group(self, group_id: str) -> None:
+        """The group's last share session here closed, as when the group empties: its
+        share-partitions leave memory once the writes asked for before are done, so that
+        the next fetch reads their state again and offsets altered or deleted meanwhile
+        (AlterShareGroupOffsets and DeleteShareGroupOffsets need an empty group) count.
+        One that holds acquired records again (a member came back) stays."""
+        keys = [k for k in self.partitions if k[0] == group_id]
+        if keys:
+            self._tasks.spawn(self._forget(keys), "forgetting an empty group's share-partitions")
+
+    async def _forget(self, keys: list[ShareKey]) -> None:
+        for key in keys:
+            sp = self.partitions.get(key)
+            # Writes of a share-partition go in order: past its lock, those before are done.
+            async with self._write_locks.setdefault(key, asyncio.Lock()):
+                if (sp is not None and self.partitions.get(key) is sp and not sp.unsaved
+                        and sp.next_deadline_ms() is None):
+                    del self.partitions[key]
 
     def _save_released(self, key: ShareKey, sp: SharePartition) -> None:
         """Writes in the background what lock expiry or a closed session released."""

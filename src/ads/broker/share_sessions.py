@@ -16,13 +16,16 @@ After each accepted request the expected epoch moves to n + 1 (past int32 max: 1
 A session unused for `idle_ms` (the share group session timeout: its member is gone from
 the group by then) is dropped when another session opens, so that consumers that died
 without closing theirs do not accumulate. Sessions are in memory; a broker restart forgets
-them and clients open new ones. Used from the broker's event loop only.
+them and clients open new ones. When a group's last session here goes, the share-partition
+manager is told (`group_left`): it drops the group's share-partitions from memory, so that
+offsets altered while the group was empty count. Used from the broker's event loop only.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ads.common.clock import Clock
@@ -45,10 +48,14 @@ class ShareSession:
 
 
 class ShareSessionCache:
-    def __init__(self, clock: Clock, idle_ms: int) -> None:
+    def __init__(self, clock: Clock, idle_ms: int,
+                 group_left: Callable[[str], None] = lambda _g: None) -> None:
         self.clock = clock
         self.idle_ms = idle_ms
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        # Told when a group's last session here goes (closed or dropped idle).
+        self.group_left = group_left
+        self._per_group: Counter[str] = Counter()
 
     def fetch(self, group_id: str, member_id: str, epoch: int,
               added: Iterable[SessionPartition], forgotten: Iterable[SessionPartition]
@@ -58,6 +65,8 @@ class ShareSessionCache:
             now = self.clock.time_ms()
             self._drop_idle(now)
             session = ShareSession(group_id, member_id, last_used_ms=now)
+            if self.sessions.get((group_id, member_id)) is None:
+                self._per_group[group_id] += 1
             self.sessions[(group_id, member_id)] = session
         else:
             found = self._checked(group_id, member_id, epoch)
@@ -92,8 +101,16 @@ class ShareSessionCache:
     def _drop_idle(self, now: int) -> None:
         idle = [key for key, s in self.sessions.items() if now - s.last_used_ms > self.idle_ms]
         for key in idle:
-            del self.sessions[key]
+            self._remove(key)
 
     def close(self, session: ShareSession) -> None:
         if self.sessions.get((session.group_id, session.member_id)) is session:
-            del self.sessions[(session.group_id, session.member_id)]
+            self._remove((session.group_id, session.member_id))
+
+    def _remove(self, key: tuple[str, str]) -> None:
+        del self.sessions[key]
+        group_id = key[0]
+        self._per_group[group_id] -= 1
+        if self._per_group[group_id] <= 0:
+            del self._per_group[group_id]
+            self.group_left(group_id)

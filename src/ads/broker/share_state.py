@@ -145,6 +145,12 @@ class ShareStatePersister:
     async def summary(self, group_id: str, tp: TopicPartition) -> tuple[int, int] | ErrorCode:
         """(start offset, leader epoch) of the share-partition's state, (-1, -1) when it
         has none; the error when the coordinator cannot say."""
+        found = await self._summary(group_id, tp)
+        return found if isinstance(found, ErrorCode) else found[:2]
+
+    async def _summary(self, group_id: str, tp: TopicPartition
+                       ) -> tuple[int, int, int] | ErrorCode:
+        """(start offset, leader epoch, state epoch), (-1, -1, -1) without state."""
         key = self._key(group_id, tp)
         if isinstance(key, ErrorCode):
             return key
@@ -152,8 +158,8 @@ class ShareStatePersister:
         async def local() -> Reply:
             answer = self.broker.share_coordinator.summary(key)
             state = answer.state
-            return answer.error, (-1, -1) if state is None else (state.start_offset,
-                                                                  state.leader_epoch)
+            return answer.error, None if state is None else (
+                state.start_offset, state.leader_epoch, state.state_epoch)
 
         async def remote(node: int) -> Reply:
             Q = m.ReadShareGroupStateSummaryRequest  # noqa: N806
@@ -165,12 +171,24 @@ class ShareStatePersister:
                     r.results[0].partitions):
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
             p = r.results[0].partitions[0]
-            return error_code(p.error_code), (p.start_offset, p.leader_epoch)
+            if p.start_offset < 0:
+                return error_code(p.error_code), None
+            return error_code(p.error_code), (p.start_offset, p.leader_epoch, p.state_epoch)
 
         error, found = await self._ask(key, local, remote)
         if error is not ErrorCode.NONE:
             return error
-        return found if isinstance(found, tuple) else (-1, -1)
+        return found if isinstance(found, tuple) else (-1, -1, -1)
+
+    # -- reset (AlterShareGroupOffsets) ----------------------------------------------
+    async def reset(self, group_id: str, tp: TopicPartition, start_offset: int) -> ErrorCode:
+        """Starts the share-partition over at `start_offset`, under a state epoch above
+        the recorded one: a leader still holding the former state is fenced at its next
+        write (FENCED_STATE_EPOCH) and reads the new one."""
+        found = await self._summary(group_id, tp)
+        if isinstance(found, ErrorCode):
+            return found
+        return await self.initialize(group_id, tp, found[2] + 1, start_offset)
 
     # -- initialize ------------------------------------------------------------------
     async def initialize(self, group_id: str, tp: TopicPartition, state_epoch: int,
@@ -236,14 +254,21 @@ class ShareStatePersister:
     async def delete_group(self, group_id: str) -> ErrorCode:
         """Deletes the state of every share-partition of the group (DeleteGroups of a share
         group). Which partitions have state is not recorded: every partition of every topic
-        is named, grouped by the broker serving its key (one DeleteShareGroupState each);
-        a share-partition without state costs no write. NONE, or the first error."""
-        by_node: dict[int, list[ShareKey]] = {}
+        is named (see `delete`)."""
+        return await self.delete(group_id, [
+            t.name for t in list(self.broker.metadata.topics.values()) if not t.is_internal])
+
+    async def delete(self, group_id: str, topics: list[str]) -> ErrorCode:
+        """Deletes the state of the group's share-partitions of `topics`, every partition
+        of each, grouped by the broker serving its key (one DeleteShareGroupState each); a
+        share-partition without state costs no write. NONE, or the first error."""
         coordinator = self.broker.share_coordinator
         if self.broker.metadata.topics.get(coordinator.topic.name) is None:
             return ErrorCode.NONE  # no state was ever written
-        for topic in list(self.broker.metadata.topics.values()):
-            if topic.is_internal:
+        by_node: dict[int, list[ShareKey]] = {}
+        for name in topics:
+            topic = self.broker.metadata.topics.get(name)
+            if topic is None:
                 continue
             for index in range(len(topic.partitions)):
                 key = ShareKey(group_id, topic.topic_id, index)

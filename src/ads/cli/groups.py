@@ -68,16 +68,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     scope.add_argument("--topic", action="append", metavar="TOPIC[:P,P...]")
     scope.add_argument("--all-topics", action="store_true",
                        help="every topic the group has committed offsets for")
-    to = p.add_mutually_exclusive_group(required=True)
-    to.add_argument("--to-earliest", action="store_true")
-    to.add_argument("--to-latest", action="store_true")
-    to.add_argument("--to-offset", type=int, metavar="N")
-    to.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS[.sss][+hh:mm]")
-    to.add_argument("--shift-by", type=int, metavar="N")
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--dry-run", action="store_true",
-                      help="only show the plan (also the default, with a warning)")
-    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    add_reset_options(p)
     add_command(p, "groups reset-offsets", reset_offsets)
 
     p = verbs.add_parser("delete-offsets", help="delete a group's committed offsets")
@@ -233,7 +224,7 @@ def delete(args: argparse.Namespace) -> int:
 
 
 # -- reset-offsets ------------------------------------------------------------------------
-def _parse_topics(items: list[str]) -> list[tuple[str, list[int] | None]]:
+def parse_topics(items: list[str]) -> list[tuple[str, list[int] | None]]:
     out = []
     for item in items:
         topic, sep, parts = item.partition(":")
@@ -246,7 +237,7 @@ def _parse_topics(items: list[str]) -> list[tuple[str, list[int] | None]]:
     return out
 
 
-def _topic_partitions(admin: AdminClient, args: argparse.Namespace,
+def topic_partitions(admin: AdminClient, args: argparse.Namespace,
                       topics: list[tuple[str, list[int] | None]]) -> list[tuple[str, int]]:
     md = admin.list_topics(timeout=TIMEOUT_S)
     out = []
@@ -261,7 +252,7 @@ def _topic_partitions(admin: AdminClient, args: argparse.Namespace,
     return out
 
 
-def _parse_datetime(text: str) -> int:
+def parse_datetime(text: str) -> int:
     try:
         when = datetime.fromisoformat(text)
     except ValueError as exc:
@@ -278,25 +269,14 @@ def reset_offsets(args: argparse.Namespace) -> int:
     if args.all_topics:
         keys = sorted(committed)
     else:
-        keys = _topic_partitions(admin, args, _parse_topics(args.topic))
+        keys = topic_partitions(admin, args, parse_topics(args.topic))
     if args.execute:
         d = result(admin.describe_consumer_groups([group], **_REQUEST)[group], args, group)
         if d.members:
             raise CommandError(f"Assignments can only be reset if the group '{group}' is "
                                f"inactive, but the current state is {_name(d.state)}.")
-    earliest = _log_end_offsets(admin, args, keys, OffsetSpec.earliest())
-    latest = _log_end_offsets(admin, args, keys, OffsetSpec.latest())
-    if args.to_datetime is not None:
-        at = _log_end_offsets(admin, args, keys,
-                              OffsetSpec.for_timestamp(_parse_datetime(args.to_datetime)))
-    plan: list[tuple[str, int, int]] = []
-    for key in keys:
-        low, high = earliest.get(key, 0), latest.get(key, 0)
-        current = committed[key].offset if key in committed and committed[key].offset >= 0 \
-            else None
-        found = at.get(key, -1) if args.to_datetime is not None else -1
-        plan.append((key[0], key[1], min(max(_target(args, low, high, current, found), low),
-                                          high)))
+    plan = reset_plan(admin, args, keys, {
+        key: tp.offset for key, tp in committed.items() if tp.offset >= 0})
     rows: list[tuple[object, ...]] = [("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")]
     rows += [(group, t, p, o) for t, p, o in plan]
     if args.execute:
@@ -305,11 +285,47 @@ def reset_offsets(args: argparse.Namespace) -> int:
                 group, [TopicPartition(t, p, o) for t, p, o in plan])], **_REQUEST)
             result(futures[group], args, group)
     elif not args.dry_run:
-        # As Kafka's tool: a plan shown without either flag is not mistaken for a reset.
-        print("WARN: nothing was changed: the offsets are committed only with --execute "
-              "(give --dry-run to show the plan without this warning).", file=sys.stderr)
+        warn_not_executed()
     print_table(rows)
     return 0
+
+
+def add_reset_options(p: argparse.ArgumentParser) -> None:
+    """Where `reset-offsets` moves to (`reset_plan`), and whether it does."""
+    to = p.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true")
+    to.add_argument("--to-latest", action="store_true")
+    to.add_argument("--to-offset", type=int, metavar="N")
+    to.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS[.sss][+hh:mm]")
+    to.add_argument("--shift-by", type=int, metavar="N")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true",
+                      help="only show the plan (also the default, with a warning)")
+    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+
+
+def reset_plan(admin: AdminClient, args: argparse.Namespace, keys: list[tuple[str, int]],
+               current: dict[tuple[str, int], int]) -> list[tuple[str, int, int]]:
+    """(topic, partition, new offset) for each of `keys` as the reset options say, within
+    the partition's log; `current`: the offsets now (for --shift-by)."""
+    earliest = _log_end_offsets(admin, args, keys, OffsetSpec.earliest())
+    latest = _log_end_offsets(admin, args, keys, OffsetSpec.latest())
+    at: dict[tuple[str, int], int] = {}
+    if args.to_datetime is not None:
+        at = _log_end_offsets(admin, args, keys,
+                              OffsetSpec.for_timestamp(parse_datetime(args.to_datetime)))
+    plan = []
+    for key in keys:
+        low, high = earliest.get(key, 0), latest.get(key, 0)
+        target = _target(args, low, high, current.get(key), at.get(key, -1))
+        plan.append((key[0], key[1], min(max(target, low), high)))
+    return plan
+
+
+def warn_not_executed() -> None:
+    # As Kafka's tool: a plan shown without either flag is not mistaken for a reset.
+    print("WARN: nothing was changed: the offsets are committed only with --execute "
+          "(give --dry-run to show the plan without this warning).", file=sys.stderr)
 
 
 def _target(args: argparse.Namespace, low: int, high: int, current: int | None,
@@ -335,7 +351,7 @@ def delete_offsets(args: argparse.Namespace) -> int:
     from ads.protocol.errors import ErrorCode
 
     admin = admin_client(args)
-    keys = _topic_partitions(admin, args, _parse_topics(args.topic))
+    keys = topic_partitions(admin, args, parse_topics(args.topic))
     by_topic: dict[str, list[int]] = {}
     for t, p in keys:
         by_topic.setdefault(t, []).append(p)

@@ -7,7 +7,11 @@ DescribeShareGroupOffsets to the group's coordinator over `ads.client` connectio
 `delete` is DeleteGroups through the AdminClient. `describe` shows, per partition, the
 share-partition's start offset (where its in-flight window begins: every record below it
 is acknowledged or archived) and the lag behind the partition's high watermark; with
-`--members`, the members and their assignments.
+`--members`, the members and their assignments. `reset-offsets` (AlterShareGroupOffsets)
+moves share-partitions' start offsets, planned as `ads groups reset-offsets` plans (the
+start offsets are the current ones for --shift-by), and `delete-offsets`
+(DeleteShareGroupOffsets) deletes a group's state of whole topics; both need a group
+without members, as Kafka's tool does.
 """
 
 from __future__ import annotations
@@ -26,6 +30,13 @@ from ads.cli.common import (
     print_table,
     result,
 )
+from ads.cli.groups import (
+    add_reset_options,
+    parse_topics,
+    reset_plan,
+    topic_partitions,
+    warn_not_executed,
+)
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
@@ -43,6 +54,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p = verbs.add_parser("delete", help="delete share groups that have no members")
     p.add_argument("groups", nargs="+", metavar="GROUP")
     add_command(p, "share-groups delete", delete)
+    p = verbs.add_parser("reset-offsets", help="move a share group's start offsets")
+    p.add_argument("--group", required=True)
+    scope = p.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--topic", action="append", metavar="TOPIC[:P,P...]")
+    scope.add_argument("--all-topics", action="store_true",
+                       help="every topic the group has read or has offsets of")
+    add_reset_options(p)
+    add_command(p, "share-groups reset-offsets", reset_offsets)
+    p = verbs.add_parser("delete-offsets", help="delete a share group's state of topics")
+    p.add_argument("--group", required=True)
+    p.add_argument("--topic", action="append", required=True, metavar="TOPIC")
+    add_command(p, "share-groups delete-offsets", delete_offsets)
 
 
 def list_(args: argparse.Namespace) -> int:
@@ -63,6 +86,93 @@ def list_(args: argparse.Namespace) -> int:
     for group in sorted(found):
         print(group)
     return 0
+
+
+def _start_offsets(args: argparse.Namespace, group: str,
+                   keys: list[tuple[str, int]] | None) -> dict[tuple[str, int], int]:
+    """The share-partitions' start offsets now (those without state left out); `keys`
+    None: of all the group's topics."""
+    G = m.DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup  # noqa: N806
+    by_topic: dict[str, list[int]] = {}
+    for t, p in keys or ():
+        by_topic.setdefault(t, []).append(p)
+    with coordinator_connection(args, group, 0) as conn:
+        r = conn.request(m.ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1,
+                         m.DescribeShareGroupOffsetsRequest(groups=[G(
+                             group_id=group, topics=None if keys is None else [
+                                 G.DescribeShareGroupOffsetsRequestTopic(
+                                     topic_name=t, partitions=ps)
+                                 for t, ps in by_topic.items()])]))
+    assert isinstance(r, m.DescribeShareGroupOffsetsResponse)
+    g = r.groups[0]
+    if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND and keys is not None:
+        return {}  # AlterShareGroupOffsets makes the group, as Kafka's does
+    if g.error_code != ErrorCode.NONE:
+        raise CommandError(f"share group '{group}': {ErrorCode(g.error_code).name}")
+    return {(t.topic_name, p.partition_index): p.start_offset
+            for t in g.topics for p in t.partitions if p.start_offset >= 0}
+
+
+def reset_offsets(args: argparse.Namespace) -> int:
+    group = args.group
+    admin = admin_client(args)
+    if args.all_topics:
+        starts = _start_offsets(args, group, None)
+        keys = sorted(starts)
+    else:
+        keys = topic_partitions(admin, args, parse_topics(args.topic))
+        starts = _start_offsets(args, group, keys)
+    plan = reset_plan(admin, args, keys, starts)
+    if args.execute and plan:
+        _alter(args, group, plan)
+    elif not args.execute and not args.dry_run:
+        warn_not_executed()
+    print_table([("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"),
+                 *((group, t, p, o) for t, p, o in plan)])
+    return 0
+
+
+def _alter(args: argparse.Namespace, group: str, plan: list[tuple[str, int, int]]) -> None:
+    Q = m.AlterShareGroupOffsetsRequest  # noqa: N806
+    T = Q.AlterShareGroupOffsetsRequestTopic  # noqa: N806
+    Part = T.AlterShareGroupOffsetsRequestPartition  # noqa: N806
+    by_topic: dict[str, list[m.AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic
+                             .AlterShareGroupOffsetsRequestPartition]] = {}
+    for t, p, o in plan:
+        by_topic.setdefault(t, []).append(Part(partition_index=p, start_offset=o))
+    with coordinator_connection(args, group, 0) as conn:
+        r = conn.request(m.ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, Q(group_id=group, topics=[
+            T(topic_name=t, partitions=ps) for t, ps in by_topic.items()]))
+    assert isinstance(r, m.AlterShareGroupOffsetsResponse)
+    if r.error_code == ErrorCode.NON_EMPTY_GROUP:
+        raise CommandError(f"Share group '{group}' is not empty: its offsets can only be "
+                           "reset while it has no members.")
+    errors = [f"{t.topic_name}:{p.partition_index} {ErrorCode(p.error_code).name}"
+              for t in r.responses for p in t.partitions if p.error_code != ErrorCode.NONE]
+    if r.error_code != ErrorCode.NONE or errors:
+        raise CommandError(f"Resetting the offsets of share group '{group}' failed: "
+                           + (", ".join(errors) or ErrorCode(r.error_code).name))
+
+
+def delete_offsets(args: argparse.Namespace) -> int:
+    group = args.group
+    Q = m.DeleteShareGroupOffsetsRequest  # noqa: N806
+    with coordinator_connection(args, group, 0) as conn:
+        r = conn.request(m.ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, Q(group_id=group, topics=[
+            Q.DeleteShareGroupOffsetsRequestTopic(topic_name=t) for t in args.topic]))
+    assert isinstance(r, m.DeleteShareGroupOffsetsResponse)
+    if r.error_code != ErrorCode.NONE:
+        raise CommandError(f"Deleting the offsets of share group '{group}' failed: "
+                           f"{ErrorCode(r.error_code).name}")
+    failed = False
+    rows: list[tuple[object, ...]] = [("TOPIC", "STATUS")]
+    for t in r.responses:
+        ok = t.error_code == ErrorCode.NONE
+        failed |= not ok
+        rows.append((t.topic_name, "Successful" if ok else
+                     f"Error: {ErrorCode(t.error_code).name}"))
+    print_table(rows)
+    return 1 if failed else 0
 
 
 def describe(args: argparse.Namespace) -> int:

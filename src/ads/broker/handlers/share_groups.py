@@ -1,6 +1,6 @@
 """Share groups (KIP-932): ShareGroupHeartbeat (key 76) v1, ShareGroupDescribe (key 77)
-v1, ShareFetch (key 78) v1, ShareAcknowledge (key 79) v1 and DescribeShareGroupOffsets
-(key 90) v0-1.
+v1, ShareFetch (key 78) v1, ShareAcknowledge (key 79) v1, DescribeShareGroupOffsets
+(key 90) v0-1, AlterShareGroupOffsets (key 91) v0 and DeleteShareGroupOffsets (key 92) v0.
 
 Served only with `group.share.enable=true` (`handlers.all_handlers`); otherwise these APIs
 are neither advertised nor answered, as Kafka 4.0 kept them behind the same key. Membership
@@ -13,10 +13,14 @@ Acknowledgements are answered once the share coordinator has their state
 start and isolation level. DescribeShareGroupOffsets asks the share coordinator for each
 share-partition's start offset (ReadShareGroupStateSummary); the lag is the partition's
 high watermark less that, where this broker has a replica (-1 otherwise); without topics
-named it describes the topics the group's members subscribe to. Gaps: ShareFetch and
-ShareAcknowledge v2 (acquire modes, lock renewal), AlterShareGroupOffsets and
-DeleteShareGroupOffsets are not served. Authorized operations of ShareGroupDescribe are
-reported when asked.
+named it describes the group's topics (its members' subscriptions and the topics whose
+offsets were altered, until deleted: `ShareGroup.topics`). AlterShareGroupOffsets
+(key 91) v0 starts share-partitions over at given offsets and DeleteShareGroupOffsets
+(key 92) v0 deletes their state, both only while the group has no members (the leaders
+drop a group's share-partitions from memory when its last share session closes, and a
+leader that still writes the former state is fenced by the new state epoch). Gaps:
+ShareFetch and ShareAcknowledge v2 (acquire modes, lock renewal). Authorized operations of
+ShareGroupDescribe are reported when asked.
 """
 
 from __future__ import annotations
@@ -137,8 +141,8 @@ async def handle_describe_offsets(ctx: RequestContext, req: m.DescribeShareGroup
             hidden = {t.topic_name for t in denied}
             asked = [(t.topic_name, list(t.partitions)) for t in g.topics
                      if t.topic_name not in hidden]
-        else:  # the topics its members read
-            names = sorted({n for mem in d.members for n in mem.subscribed_topic_names})
+        else:  # the topics its members read and those whose offsets were altered
+            names = sorted(ctx.broker.group_coordinator.share_topics(g.group_id))
             asked = [(n, list(range(len(ctx.broker.metadata.topics[n].partitions))))
                      for n in names if n in ctx.broker.metadata.topics]
         topics = await asyncio.gather(*(_offsets(ctx, g.group_id, name, parts)
@@ -170,6 +174,101 @@ async def _offsets(ctx: RequestContext, group_id: str, name: str, partitions: li
 
     parts = await asyncio.gather(*(one(p) for p in partitions))
     return OTopic(topic_name=name, topic_id=state.topic_id, partitions=list(parts))
+
+
+# -- AlterShareGroupOffsets and DeleteShareGroupOffsets ------------------------------------
+AltR = m.AlterShareGroupOffsetsResponse
+AltTopic = AltR.AlterShareGroupOffsetsResponseTopic
+AltPart = AltTopic.AlterShareGroupOffsetsResponsePartition
+DelR = m.DeleteShareGroupOffsetsResponse
+DelTopic = DelR.DeleteShareGroupOffsetsResponseTopic
+
+
+def _alter_refused(req: m.AlterShareGroupOffsetsRequest, error: ErrorCode,
+                   message: str | None = None) -> m.AlterShareGroupOffsetsResponse:
+    return AltR(error_code=error, error_message=message, responses=[
+        AltTopic(topic_name=t.topic_name, partitions=[
+            AltPart(partition_index=p.partition_index, error_code=error, error_message=message)
+            for p in t.partitions]) for t in req.topics])
+
+
+async def handle_alter_offsets(ctx: RequestContext, req: m.AlterShareGroupOffsetsRequest
+                               ) -> m.AlterShareGroupOffsetsResponse:
+    """Each named share-partition starts over at its start offset (a new state with the
+    share coordinator, `ShareStatePersister.reset`); only while the group has no members.
+    An unknown group id becomes an empty share group, as Kafka does."""
+    rule = P.GROUP_READ
+    if not ctx.authorize(rule.resource, req.group_id, rule.operation):
+        return _alter_refused(req, rule.error)
+    error, message = ctx.broker.group_coordinator.share_offsets_changeable(req.group_id,
+                                                                            create=True)
+    if error is not ErrorCode.NONE:
+        return _alter_refused(req, error, message)
+    topics = await asyncio.gather(*(_alter_topic(ctx, req.group_id, t) for t in req.topics))
+    ctx.broker.group_coordinator.share_topics(req.group_id, added=[
+        t.topic_name for t in topics
+        if any(p.error_code == ErrorCode.NONE for p in t.partitions)])
+    return AltR(error_code=ErrorCode.NONE, responses=list(topics))
+
+
+async def _alter_topic(ctx: RequestContext, group_id: str,
+                       topic: m.AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic
+                       ) -> AltTopic:
+    state = ctx.broker.metadata.topics.get(topic.topic_name)
+    refused = None
+    if not ctx.authorize(P.TOPIC_READ.resource, topic.topic_name, P.TOPIC_READ.operation):
+        refused = P.TOPIC_READ.error
+    elif state is None:
+        refused = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    async def one(p: m.AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic
+                  .AlterShareGroupOffsetsRequestPartition) -> AltPart:
+        error = refused
+        if error is None and state is not None and not 0 <= p.partition_index < len(
+                state.partitions):
+            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if error is None:
+            error = await ctx.broker.share_state.reset(
+                group_id, TopicPartition(topic.topic_name, p.partition_index), p.start_offset)
+        return AltPart(partition_index=p.partition_index, error_code=error)
+
+    parts = await asyncio.gather(*(one(p) for p in topic.partitions))
+    return AltTopic(topic_name=topic.topic_name,
+                    topic_id=state.topic_id if state is not None else uuid.UUID(int=0),
+                    partitions=list(parts))
+
+
+async def handle_delete_offsets(ctx: RequestContext, req: m.DeleteShareGroupOffsetsRequest
+                                ) -> m.DeleteShareGroupOffsetsResponse:
+    """The state of the group's share-partitions of each named topic is deleted (the next
+    member starts there at `share.auto.offset.reset`); only while the group has no
+    members."""
+    rule = P.OFFSET_DELETE_GROUP
+    if not ctx.authorize(rule.resource, req.group_id, rule.operation):
+        return DelR(error_code=rule.error, responses=[])
+    error, message = ctx.broker.group_coordinator.share_offsets_changeable(req.group_id,
+                                                                            create=False)
+    if error is not ErrorCode.NONE:
+        return DelR(error_code=error, error_message=message, responses=[])
+    out: list[DelTopic] = []
+    deletable: list[str] = []
+    for t in req.topics:
+        state = ctx.broker.metadata.topics.get(t.topic_name)
+        if not ctx.authorize(P.TOPIC_READ.resource, t.topic_name, P.TOPIC_READ.operation):
+            out.append(DelTopic(topic_name=t.topic_name, error_code=P.TOPIC_READ.error))
+        elif state is None:
+            out.append(DelTopic(topic_name=t.topic_name,
+                                error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        else:
+            deletable.append(t.topic_name)
+    if deletable:
+        error = await ctx.broker.share_state.delete(req.group_id, deletable)
+        if error is ErrorCode.NONE:
+            ctx.broker.group_coordinator.share_topics(req.group_id, removed=deletable)
+        for name in deletable:
+            out.append(DelTopic(topic_name=name, error_code=error,
+                                topic_id=ctx.broker.metadata.topics[name].topic_id))
+    return DelR(error_code=ErrorCode.NONE, responses=out)
 
 
 # -- shared by ShareFetch and ShareAcknowledge ---------------------------------------------
@@ -346,6 +445,10 @@ async def handle_acknowledge(ctx: RequestContext, req: m.ShareAcknowledgeRequest
 HANDLERS = [
     ApiHandler(m.DescribeShareGroupOffsetsRequest, m.DescribeShareGroupOffsetsResponse, 0, 1,
                handle_describe_offsets),
+    ApiHandler(m.AlterShareGroupOffsetsRequest, m.AlterShareGroupOffsetsResponse, 0, 0,
+               handle_alter_offsets),
+    ApiHandler(m.DeleteShareGroupOffsetsRequest, m.DeleteShareGroupOffsetsResponse, 0, 0,
+               handle_delete_offsets),
     ApiHandler(m.ShareGroupHeartbeatRequest, m.ShareGroupHeartbeatResponse, 1, 1,
                handle_heartbeat),
     ApiHandler(m.ShareGroupDescribeRequest, m.ShareGroupDescribeResponse, 1, 1,

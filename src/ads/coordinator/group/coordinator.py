@@ -152,6 +152,22 @@ class GroupCoordinator:
             return ConsumerGroupDescription(group_id, routed)
         return routed[1].describe_share_group(group_id)
 
+    def share_offsets_changeable(self, group_id: str, create: bool
+                                 ) -> tuple[ErrorCode, str | None]:
+        """AlterShareGroupOffsets (`create`) and DeleteShareGroupOffsets: see the shard's."""
+        routed = self._route(group_id)
+        if isinstance(routed, ErrorCode):
+            return routed, None
+        return routed[1].share_offsets_changeable(group_id, create)
+
+    def share_topics(self, group_id: str, added: Iterable[str] = (),
+                     removed: Iterable[str] = ()) -> set[str]:
+        """A share group's topics, after recording offsets altered or deleted."""
+        routed = self._route(group_id)
+        if isinstance(routed, ErrorCode):
+            return set()
+        return routed[1].share_topics(group_id, added, removed)
+
     # -- offsets ---------------------------------------------------------------------
     async def commit_offsets(self, group_id: str, generation: int, member_id: str,
                              instance_id: str | None, retention_ms: int,

@@ -18,7 +18,7 @@ back as an Empty classic group. Not thread-safe: the broker's event loop only.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from ads.common.partitions import TopicPartition
 from ads.coordinator.group import consumer_state
@@ -238,6 +238,35 @@ class GroupShard:
             return ConsumerGroupDescription(group_id, ErrorCode.GROUP_ID_NOT_FOUND,
                                             f"Group {group_id} is not a share group.")
         return self.share.describe(group)
+
+    def share_offsets_changeable(self, group_id: str, create: bool
+                                 ) -> tuple[ErrorCode, str | None]:
+        """Whether a share group's offsets may be altered or deleted now: only without
+        members (NON_EMPTY_GROUP), as Kafka's coordinator rules. `create`: an unknown id
+        becomes an empty share group (AlterShareGroupOffsets, as Kafka)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            if not create:
+                return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+            self.groups[group_id] = ShareGroup(group_id,
+                                               current_state_timestamp=self.clock.time_ms())
+            return ErrorCode.NONE, None
+        if not isinstance(group, ShareGroup):
+            return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
+        if not group.is_empty:
+            return ErrorCode.NON_EMPTY_GROUP, "The group is not empty."
+        return ErrorCode.NONE, None
+
+    def share_topics(self, group_id: str, added: Iterable[str] = (),
+                     removed: Iterable[str] = ()) -> set[str]:
+        """The share group's topics (`ShareGroup.topics`), after recording offsets altered
+        (`added`) or deleted (`removed`); empty for an unknown group."""
+        group = self.groups.get(group_id)
+        if not isinstance(group, ShareGroup):
+            return set()
+        group.topics.update(added)
+        group.topics.difference_update(removed)
+        return set(group.topics)
 
     # -- offsets ---------------------------------------------------------------------
     def _commit_error(self, group: Group | None, generation: int, member_id: str,

@@ -81,6 +81,11 @@ class ShareGroup:
     members: dict[str, ShareMember] = field(default_factory=dict)
     subscription_metadata: dict[str, int] = field(default_factory=dict)
     current_state_timestamp: int = -1
+    # The topics its members subscribed to and those whose offsets were altered, until
+    # their offsets are deleted: what DescribeShareGroupOffsets without topics describes
+    # (Kafka records the group's initialized partitions; kept in memory here, as the
+    # group is).
+    topics: set[str] = field(default_factory=set)
 
     group_type = "share"
     protocol_type = "share"
@@ -170,6 +175,7 @@ class ShareGroupManager:
             count = self.topics.topic_partitions(topic)
             if count is not None:
                 metadata[topic] = count
+        group.topics.update(metadata)
         if metadata == group.subscription_metadata:
             return False
         group.subscription_metadata = metadata
