@@ -1,6 +1,7 @@
 """Share groups (KIP-932) with confluent-kafka's ShareConsumer (librdkafka's share consumer):
 records shared by several consumers, acknowledgements, delivery counts, lock expiry, a
-consumer killed mid-batch; and nothing of it served without `group.share.enable`.
+consumer killed mid-batch, the share-partition figures on `/metrics` and in the console;
+and nothing of it served without `group.share.enable`.
 
 One broker for the module, with a short lock duration (LOCK_MS) and delivery limit; each
 test uses its own topic and group.
@@ -18,12 +19,14 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import AcknowledgeType, Message, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient
+from test_http_metrics import base_url, scrape, value
 
 from ads.protocol import codec
 from ads.protocol import messages as m
 from ads.records.batch import iter_batch_headers
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
+from http_support import http_call
 from kafka_wire import RawConnection
 from share_support import share_state_request, share_worker
 
@@ -37,15 +40,21 @@ CONFIG = {
     "group.share.delivery.count.limit": str(DELIVERY_LIMIT),
     "offsets.topic.num.partitions": "1",
     "share.coordinator.state.topic.num.partitions": "1",
+    "http.listener": "127.0.0.1:0",
 }
 SHARE_APIS = {76, 77, 78, 79}
 K = m.ApiKey
 
 
 @pytest.fixture(scope="module")
-def bs() -> Iterator[str]:
+def share_broker() -> Iterator[EmbeddedBroker]:
     with EmbeddedBroker(config=CONFIG) as b:
-        yield b.bootstrap_servers
+        yield b
+
+
+@pytest.fixture(scope="module")
+def bs(share_broker: EmbeddedBroker) -> str:
+    return share_broker.bootstrap_servers
 
 
 def produce(bootstrap: str, topic: str, count: int, partitions: int = 2,
@@ -179,6 +188,70 @@ def test_share_groups_release_reject_and_delivery_limit(bs: str) -> None:
         ("sg-acks", [0])]
     assert counts == {0: [1, 2, 3], 1: [1], 2: [1]}
     assert later == []  # 0 is archived at the limit, 1 when rejected, 2 is done
+
+
+def share_figures(b: EmbeddedBroker, group: str, topic: str) -> dict[str, float]:
+    samples = scrape(b)
+    labels = {"group": group, "topic": topic, "partition": "0"}
+    return {name: value(samples, f"ads_share_partition_{name}", **labels)
+            for name in ("start_offset", "in_flight_records", "acquired_records",
+                         "acknowledged_records_total", "archived_records_total",
+                         "redelivered_records_total")}
+
+
+def test_share_groups_metrics_and_console(share_broker: EmbeddedBroker) -> None:
+    bs, name = share_broker.bootstrap_servers, "sg-metrics"
+    create_topic(bs, name, 1)
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 50})
+    for i in range(6):  # one batch: acquired whole by one share fetch
+        p.produce(name, b"v%d" % i, partition=0)
+    assert p.flush(10) == 0
+    c = consumer(bs, name, name, **{"share.acknowledgement.mode": "explicit",
+                                    "client.id": "metered-reader"})
+    try:
+        got: list[Message] = []
+        deadline = time.time() + 15
+        while len(got) < 6 and time.time() < deadline:
+            got += poll(c, 0.3)
+        assert [msg.offset() for msg in got] == list(range(6))
+        held = share_figures(share_broker, name, name)
+        # 0, 1 and 5 accepted, 2 rejected, 3 and 4 released (and delivered again).
+        kinds = [AcknowledgeType.ACCEPT] * 2 + [AcknowledgeType.REJECT] + [
+            AcknowledgeType.RELEASE] * 2 + [AcknowledgeType.ACCEPT]
+        for msg, kind in zip(got, kinds, strict=True):
+            c.acknowledge(msg, kind)
+        c.commit_sync(10)
+        after_first = share_figures(share_broker, name, name)
+        again: list[Message] = []
+        while len(again) < 2 and time.time() < deadline:
+            for msg in poll(c, 0.3):
+                again.append(msg)
+                c.acknowledge(msg, AcknowledgeType.ACCEPT)
+            c.commit_sync(10)
+        assert [(msg.offset(), msg.delivery_count()) for msg in again] == [(3, 2), (4, 2)]
+        done = share_figures(share_broker, name, name)
+        url = base_url(share_broker)
+        listing = http_call(url + "/groups").body
+        page = http_call(url + f"/groups/{name}").body
+    finally:
+        c.close()
+    assert held == {"start_offset": 0, "in_flight_records": 6, "acquired_records": 6,
+                    "acknowledged_records_total": 0, "archived_records_total": 0,
+                    "redelivered_records_total": 0}
+    # 3 and 4 are in flight: available, or acquired again by the consumer's next fetch.
+    assert {k: after_first[k] for k in ("start_offset", "in_flight_records",
+                                        "acknowledged_records_total",
+                                        "archived_records_total")} == {
+        "start_offset": 3, "in_flight_records": 2, "acknowledged_records_total": 3,
+        "archived_records_total": 1}
+    assert done == {"start_offset": 6, "in_flight_records": 0, "acquired_records": 0,
+                    "acknowledged_records_total": 5, "archived_records_total": 1,
+                    "redelivered_records_total": 2}
+    assert f'<a href="/groups/{name}">{name}</a></td><td>Stable</td><td>share</td>' in listing
+    assert "metered-reader" in page and f"<td>{name} 0</td>" in page
+    # topic, partition, start, end, in flight, acquired, acknowledged, archived, redelivered
+    assert (f"<tr><td>{name}</td><td>0</td><td>6</td><td>6</td><td>0</td><td>0</td>"
+            "<td>5</td><td>1</td><td>2</td></tr>") in page
 
 
 def test_share_groups_locks_expire_to_another_consumer(bs: str) -> None:

@@ -98,6 +98,29 @@ def test_share_partition_gap_before_a_batch_and_log_start() -> None:
     assert sp.start_offset == 4 and states(sp) == [(4, 5, "ACQUIRED", 1)]
 
 
+def test_share_partition_counts_records_by_span() -> None:
+    sp = SharePartition(0, CONFIG)
+    sp.acquire("a", BATCHES, 100, now_ms=0)
+    types = [ACCEPT, ACCEPT, RELEASE, REJECT, RELEASE]
+    assert sp.acknowledge("a", 0, 4, types, now_ms=1) == ErrorCode.NONE
+    assert sp.expire(1000)  # 5-14: their locks expire, they come back
+    c = sp.counts()
+    assert (c.start_offset, c.end_offset, c.in_flight, c.acquired) == (2, 15, 12, 0)
+    assert (c.acknowledged, c.archived, c.redelivered) == (2, 1, 0)
+    sp.acquire("b", BATCHES, 100, now_ms=1001)  # 2, 4 and 5-14 delivered a second time
+    assert sp.acknowledge("b", 5, 9, [ACCEPT], now_ms=1002) == ErrorCode.NONE
+    sp.release_member("b")
+    c = sp.counts()
+    assert (c.in_flight, c.acquired, c.acknowledged, c.archived, c.redelivered) == (
+        7, 0, 7, 1, 12)
+    sp.acquire("a", BATCHES, 100, now_ms=1003)  # the third delivery: at the limit
+    assert sp.counts().acquired == 7
+    sp.release_member("a")
+    c = sp.counts()
+    assert (c.start_offset, c.in_flight, c.acquired, c.archived, c.redelivered) == (
+        15, 0, 0, 8, 19)
+
+
 @given(st.lists(st.tuples(st.sampled_from("ab"), st.integers(0, 14), st.integers(0, 4),
                           st.sampled_from([ACCEPT, RELEASE, REJECT])), max_size=30))
 def test_share_partition_spans_stay_contiguous(ops: list[tuple[str, int, int, int]]) -> None:
@@ -112,5 +135,11 @@ def test_share_partition_spans_stay_contiguous(ops: list[tuple[str, int, int, in
             assert span.first == expected and span.last >= span.first
             expected = span.last + 1
         assert expected == sp.end_offset
+        counts = sp.counts()
+        done = sum(s.last - s.first + 1 for s in sp.spans
+                   if s.state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED))
+        # Every record done was counted once, where its span settled.
+        assert counts.acknowledged + counts.archived == sp.start_offset + done
+        assert counts.in_flight == sp.end_offset - sp.start_offset - done
         assert not sp.spans or sp.spans[0].state not in (RecordState.ACKNOWLEDGED,
                                                           RecordState.ARCHIVED)

@@ -48,6 +48,12 @@ leaves the records ACQUIRED). A pending span is not expired, released or acknowl
 meanwhile. Records released by lock expiry or a departed member are queued in `unsaved`,
 for the owner to write.
 
+Counts for `/metrics` (`counts`): records acknowledged, archived and acquired again are
+added up where a span changes state, by the span's length, never record by record; the
+records in flight and acquired now are summed over the spans when asked. The counts belong
+to this object: they start at 0 whenever the share-partition is loaded, as a new leader
+does after a move of the leadership.
+
 Not thread-safe: used from the broker's event loop only.
 """
 
@@ -103,6 +109,19 @@ class ShareConfig:
 StateBatch = tuple[int, int, int, int]
 
 
+@dataclass(frozen=True, slots=True)
+class ShareCounts:
+    """A share-partition's figures for `/metrics` and the console."""
+
+    start_offset: int
+    end_offset: int
+    in_flight: int  # AVAILABLE or ACQUIRED records of the window (not yet done)
+    acquired: int
+    acknowledged: int  # since loaded here (ACCEPT)
+    archived: int  # since loaded here (REJECT, GAP, over the delivery limit, aborted)
+    redelivered: int  # since loaded here: acquisitions with a delivery count above 1
+
+
 class AcquiredRecords(tuple[int, int, int]):
     """(first offset, last offset, delivery count) of records handed to a member."""
 
@@ -121,6 +140,10 @@ class SharePartition:
         self.leader_epoch = -1
         # Releases not yet written (lock expiry, a member gone), oldest first.
         self.unsaved: list[StateBatch] = []
+        # Records since this object was made (see "Counts" in the module header).
+        self.acknowledged_total = 0
+        self.archived_total = 0
+        self.redelivered_total = 0
 
     @classmethod
     def from_state(cls, start_offset: int, batches: Iterable[StateBatch], config: ShareConfig
@@ -156,6 +179,18 @@ class SharePartition:
 
     def in_flight(self) -> int:
         return self.end_offset - self.start_offset
+
+    def counts(self) -> ShareCounts:
+        """The figures of `/metrics`: one pass over the spans, when scraped."""
+        acquired = available = 0
+        for span in self.spans:
+            if span.state is RecordState.ACQUIRED:
+                acquired += span.last - span.first + 1
+            elif span.state is RecordState.AVAILABLE:
+                available += span.last - span.first + 1
+        return ShareCounts(self.start_offset, self.end_offset, acquired + available, acquired,
+                           self.acknowledged_total, self.archived_total,
+                           self.redelivered_total)
 
     # -- transitions -----------------------------------------------------------------
     def acquire(self, member_id: str, batches: Iterable[tuple[int, int]], max_records: int,
@@ -197,12 +232,13 @@ class SharePartition:
             out.append(AcquiredRecords((span.first, span.last, span.delivery_count)))
         return _merged(out)
 
-    @staticmethod
-    def _lock(span: Span, member_id: str, deadline: int) -> None:
+    def _lock(self, span: Span, member_id: str, deadline: int) -> None:
         span.state = RecordState.ACQUIRED
         span.delivery_count += 1
         span.member_id = member_id
         span.deadline_ms = deadline
+        if span.delivery_count > 1:
+            self.redelivered_total += span.last - span.first + 1
 
     def acknowledge(self, member_id: str, first: int, last: int, types: Sequence[int],
                     now_ms: int) -> ErrorCode:
@@ -277,6 +313,10 @@ class SharePartition:
     def _settle(self, span: Span, ack: AcknowledgeType) -> None:
         span.state = self._settled_state(span, ack)
         span.member_id = None
+        if span.state is RecordState.ACKNOWLEDGED:
+            self.acknowledged_total += span.last - span.first + 1
+        elif span.state is RecordState.ARCHIVED:
+            self.archived_total += span.last - span.first + 1
 
     def _release(self, span: Span) -> None:
         """Lock expiry or a member gone: AVAILABLE again (ARCHIVED at the limit), and

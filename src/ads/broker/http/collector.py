@@ -1,9 +1,11 @@
 """`/metrics`: the broker's figures as Prometheus metric families, computed when scraped.
 
 Names live in one `ads_` namespace; docs/operations.md maps each to the Kafka MBean it
-stands for. Counters kept on the request path come from `ads.broker.metrics`; every gauge
-(logs, offsets, ISR, groups and lag, purgatories, connections, the cleaner) is read from
-the broker's state at scrape time, so the produce and fetch paths pay nothing for them.
+stands for. Counters kept on the request path come from `ads.broker.metrics`, the share-
+partitions' from their state machines (added to per span as spans change state); every gauge
+(logs, offsets, ISR, groups and lag, share-partitions, purgatories, connections, the
+cleaner) is read from the broker's state at scrape time, so the produce and fetch paths pay
+nothing for them.
 The scrape runs on the broker's event loop (`ads.net.http` says why).
 """
 
@@ -60,6 +62,7 @@ class BrokerCollector(Collector):
         yield from self._logs(parts)
         yield from self._replicas(parts)
         yield from self._groups()
+        yield from self._share_partitions()
         yield from self._cleaner()
         yield from self._transactions()
 
@@ -229,6 +232,33 @@ class BrokerCollector(Collector):
                     lag.add_metric(labels, o.lag)
         yield committed
         yield lag
+
+    def _share_partitions(self) -> Iterator[Metric]:
+        """Per share group and partition led here; the counters start at 0 each time the
+        share-partition is loaded (a new leadership), as Kafka's per-broker counts do."""
+        views = observed.share_partitions(self._broker)
+        labels = ["group", "topic", "partition"]
+        for kind, name, doc, attr in (
+                (GaugeMetricFamily, "start_offset", "The share-partition start offset: "
+                 "every record below it is acknowledged or archived.", "start_offset"),
+                (GaugeMetricFamily, "in_flight_records", "Records between the start and end "
+                 "offsets not yet acknowledged or archived (available or acquired).",
+                 "in_flight"),
+                (GaugeMetricFamily, "acquired_records", "Records acquired by members now.",
+                 "acquired"),
+                (CounterMetricFamily, "acknowledged_records", "Records accepted, since the "
+                 "share-partition was loaded here.", "acknowledged"),
+                (CounterMetricFamily, "archived_records", "Records archived (rejected, "
+                 "released at the delivery count limit, or of aborted transactions), since "
+                 "the share-partition was loaded here.", "archived"),
+                (CounterMetricFamily, "redelivered_records", "Records acquired with a "
+                 "delivery count above 1, since the share-partition was loaded here.",
+                 "redelivered")):
+            family = kind(f"ads_share_partition_{name}", doc, labels=labels)
+            for v in views:
+                family.add_metric([v.group_id, v.topic, str(v.partition)],
+                                  getattr(v.counts, attr))
+            yield family
 
     def _cleaner(self) -> Iterator[Metric]:
         cleaner = self._broker.log_cleaner

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Mapping
+from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
@@ -115,11 +116,16 @@ def api(broker: ObservedBroker, path: str, query: Mapping[str, str]) -> Any:
     if path == "/topics":
         return [_partition_json(p) for p in observed.partitions(broker)]
     if path == "/groups":
+        shares: dict[str, list[dict[str, Any]]] = {}
+        for v in observed.share_partitions(broker):
+            shares.setdefault(v.group_id, []).append(
+                {"topic": v.topic, "partition": v.partition, **asdict(v.counts)})
         return [{"group": g.group_id, "state": g.state, "type": g.group_type,
                  "lag": g.total_lag,
                  "offsets": [{"topic": o.topic, "partition": o.partition,
                               "committed": o.committed, "high_watermark": o.high_watermark,
-                              "lag": o.lag} for o in g.offsets]}
+                              "lag": o.lag} for o in g.offsets],
+                 "share_partitions": shares.get(g.group_id, [])}
                 for g in observed.groups(broker)]
     return None
 
@@ -304,7 +310,8 @@ def _groups(broker: ObservedBroker) -> str:
 
 
 def _members(broker: ObservedBroker, group_id: str) -> list[tuple[str, str, str, str]]:
-    """(member, client id, host, assigned partitions) of a classic or KIP-848 group."""
+    """(member, client id, host, assigned partitions) of a classic, KIP-848 or share
+    group."""
     coordinator = broker.group_coordinator
     out = []
     described = coordinator.describe_group(group_id)
@@ -319,6 +326,8 @@ def _members(broker: ObservedBroker, group_id: str) -> list[tuple[str, str, str,
             out.append((m.member_id, m.client_id, m.client_host, text))
         return out
     consumer = coordinator.describe_consumer_group(group_id)
+    if consumer.error != 0:  # a KIP-932 share group's members: the same shape
+        consumer = coordinator.describe_share_group(group_id)
     for cm in consumer.members:
         text = "; ".join(f"{a.topic_name} {_ids(a.partitions)}" for a in cm.assignment)
         out.append((cm.member_id, cm.client_id, cm.client_host, text))
@@ -333,8 +342,11 @@ def _empty_group(view: observed.GroupView) -> str:
         when = datetime.fromtimestamp(view.empty_since_ms / 1000, tz=timezone.utc)
         since = (f' since <time datetime="{when.isoformat()}">'
                  f"{when:%Y-%m-%d %H:%M:%S} UTC</time>")
-    offsets = ("its committed offsets and their lag are below" if view.offsets
-               else "it has no committed offsets")
+    if view.group_type == "share":
+        offsets = "its share-partitions led by this broker are below"
+    else:
+        offsets = ("its committed offsets and their lag are below" if view.offsets
+                   else "it has no committed offsets")
     return (f'<p id="group-empty">The group has no members: it is empty{since}; '
             f"{offsets}.</p>")
 
@@ -348,10 +360,15 @@ def _group(broker: ObservedBroker, group_id: str, token: str | None
     members = _table(("member", "client id", "host", "assignment"),
                      ((_e(a), _e(b), _e(c), _e(d)) for a, b, c, d in found)) if found \
         else _empty_group(view)
-    rows = ((_e(o.topic), o.partition, o.committed,
-             "—" if o.high_watermark is None else o.high_watermark,
-             "—" if o.lag is None else f'<span class="lag">{o.lag:,}</span>')
-            for o in view.offsets)
+    if view.group_type == "share":
+        progress = _share_progress(broker, group_id)
+    else:
+        rows = ((_e(o.topic), o.partition, o.committed,
+                 "—" if o.high_watermark is None else o.high_watermark,
+                 "—" if o.lag is None else f'<span class="lag">{o.lag:,}</span>')
+                for o in view.offsets)
+        progress = "<h2>Committed offsets and lag</h2>" + _table(
+            ("topic", "partition", "committed", "high watermark", "lag"), rows, "offsets")
     action = ""
     if token and view.state in ("Empty", "Dead"):
         action = _delete_form(f"/groups/{_quote(group_id)}/delete", token, f"group {group_id}")
@@ -361,6 +378,25 @@ def _group(broker: ObservedBroker, group_id: str, token: str | None
 <p class="muted">state {_e(view.state)} · type {_e(view.group_type)} ·
 total lag <span id="total-lag" class="lag">{view.total_lag:,}</span></p>
 <h2>Members</h2>{members}
-<h2>Committed offsets and lag</h2>{_table(("topic", "partition", "committed",
-                                           "high watermark", "lag"), rows, "offsets")}
+{progress}
 {action}"""
+
+
+def _share_progress(broker: ObservedBroker, group_id: str) -> str:
+    """A share group's share-partitions loaded on this broker, with their window."""
+    views = observed.share_partitions(broker, group_id)
+    head = "<h2>Share-partitions led by this broker</h2>"
+    if not views:
+        return head + ('<p class="muted" id="share-none">none loaded here: a share-partition '
+                       "is loaded by its leader at the group's first share fetch of it; the "
+                       "other partitions are on the brokers that lead them.</p>")
+    rows = ((_e(v.topic), v.partition, v.counts.start_offset, v.counts.end_offset,
+             f"{v.counts.in_flight:,}", f"{v.counts.acquired:,}",
+             f"{v.counts.acknowledged:,}", f"{v.counts.archived:,}",
+             f"{v.counts.redelivered:,}") for v in views)
+    return head + _table(
+        ("topic", "partition", "start offset", "end offset", "in flight", "acquired",
+         "acknowledged", "archived", "redelivered"), rows, "share-partitions") + (
+        '<p class="muted">In flight: records between the start and end offsets not yet '
+        "acknowledged or archived. Acknowledged, archived and redelivered are counted "
+        "since this broker loaded the share-partition.</p>")

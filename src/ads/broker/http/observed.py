@@ -3,7 +3,8 @@
 Everything here runs on the broker's event loop (the HTTP server's handlers do), which owns
 the replica manager, the coordinators and the metadata view; nothing is changed. Partitions
 are read through their public attributes (`size_bytes`, `isr`, `is_leader`, the offsets);
-groups through the group coordinator's listing and offset fetch, as OffsetFetch does.
+groups through the group coordinator's listing and offset fetch, as OffsetFetch does;
+share-partitions through the share-partition manager's loaded ones.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from ads.broker.context import BrokerContext
 from ads.broker.metrics import BrokerMetrics
 from ads.net.limits import ConnectionLimits
 from ads.net.server import KafkaListener
+from ads.replication.share_partition import ShareCounts
 from ads.storage.cleaner import LogCleaner
 
 
@@ -67,6 +69,14 @@ class GroupView:
         return sum(o.lag for o in self.offsets if o.lag is not None)
 
 
+@dataclass(frozen=True, slots=True)
+class SharePartitionView:
+    group_id: str
+    topic: str
+    partition: int
+    counts: ShareCounts
+
+
 def partitions(broker: BrokerContext, topic: str | None = None) -> list[PartitionView]:
     """Every partition of the metadata (or of one topic), with its log's figures where a
     replica lives here."""
@@ -116,4 +126,15 @@ def groups(broker: BrokerContext) -> list[GroupView]:
         out.append(GroupView(listing.group_id, listing.state, listing.protocol_type,
                              listing.group_type, tuple(offsets),
                              since if since >= 0 else None))
+    return out
+
+
+def share_partitions(broker: BrokerContext, group_id: str | None = None
+                     ) -> list[SharePartitionView]:
+    """The share-partitions loaded on this broker (those it leads and a share consumer has
+    fetched from since it became their leader), of every group or of one, sorted."""
+    out = [SharePartitionView(group, tp.topic, tp.partition, sp.counts())
+           for (group, tp), sp in broker.share_partitions.partitions.items()
+           if group_id is None or group == group_id]
+    out.sort(key=lambda v: (v.group_id, v.topic, v.partition))
     return out
