@@ -9,6 +9,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.Admin;
@@ -30,7 +31,9 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * comes back with delivery count 2, a rejected one never comes back, every other record is
  * accepted exactly once. The cluster runs with {@code group.share.enable=true} and
  * {@code group.share.auto.offset.reset=earliest}. Then the Admin client describes the group
- * and its share-partitions' start offsets. Compiled for kafka-clients 4.x only (pom.xml).
+ * and its share-partitions' start offsets, resets them to 0 (AlterShareGroupOffsets: a new
+ * consumer gets every record again) and deletes them (DeleteShareGroupOffsets). Compiled for
+ * kafka-clients 4.x only (pom.xml).
  */
 final class ShareScenarios {
     private ShareScenarios() {}
@@ -133,6 +136,46 @@ final class ShareScenarios {
             for (KafkaShareConsumer<byte[], byte[]> c : consumers) {
                 c.close(Duration.ofSeconds(10));
             }
+        }
+        resetAndDelete(env, topic, group);
+    }
+
+    /**
+     * The group has no members now: its offsets are altered back to 0 (every record is
+     * delivered again, with delivery count 1), then deleted (no share-partition left).
+     */
+    static void resetAndDelete(Env env, String topic, String group) throws Exception {
+        try (Admin admin = env.admin()) {
+            Map<TopicPartition, Long> zero = Map.of(
+                    new TopicPartition(topic, 0), 0L, new TopicPartition(topic, 1), 0L);
+            admin.alterShareGroupOffsets(group, zero).all().get(30, TimeUnit.SECONDS);
+            Map<TopicPartition, SharePartitionOffsetInfo> offsets = admin
+                    .listShareGroupOffsets(Map.of(group, new ListShareGroupOffsetsSpec()))
+                    .partitionsToOffsetInfo(group).get(30, TimeUnit.SECONDS);
+            for (int p = 0; p < 2; p++) {
+                SharePartitionOffsetInfo info = offsets.get(new TopicPartition(topic, p));
+                Check.equal(0L, info.startOffset(), "start offset after the reset, partition " + p);
+            }
+            Map<String, Short> again = new TreeMap<>();
+            try (KafkaShareConsumer<byte[], byte[]> c = shareConsumer(env, group)) {
+                c.subscribe(List.of(topic));
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+                while (again.size() < RECORDS && System.nanoTime() < deadline) {
+                    for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(300))) {
+                        again.put(text(r.value()), r.deliveryCount().orElse((short) -1));
+                        c.acknowledge(r, AcknowledgeType.ACCEPT);
+                    }
+                    c.commitSync(Duration.ofSeconds(15));
+                }
+            }
+            Check.equal(RECORDS, again.size(), "records delivered again after the reset");
+            Check.that(again.values().stream().allMatch(n -> n == 1),
+                    "delivery count 1 after the reset", again.values());
+            admin.deleteShareGroupOffsets(group, Set.of(topic)).all().get(30, TimeUnit.SECONDS);
+            Map<TopicPartition, SharePartitionOffsetInfo> left = admin
+                    .listShareGroupOffsets(Map.of(group, new ListShareGroupOffsetsSpec()))
+                    .partitionsToOffsetInfo(group).get(30, TimeUnit.SECONDS);
+            Check.equal(Map.of(), left, "share-partitions after deleting the offsets");
         }
     }
 }
