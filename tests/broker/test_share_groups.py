@@ -1,7 +1,7 @@
 """Share groups (KIP-932) with confluent-kafka's ShareConsumer (librdkafka's share consumer):
 records shared by several consumers, acknowledgements, delivery counts, lock expiry, a
 consumer killed mid-batch, the share-partition figures on `/metrics` and in the console;
-and nothing of it served without `group.share.enable`.
+and nothing of it served with `group.share.enable=false`.
 
 One broker for the module, with a short lock duration (LOCK_MS) and delivery limit; each
 test uses its own topic and group.
@@ -106,21 +106,22 @@ def api_keys(bootstrap: str) -> dict[int, tuple[int, int]]:
     return {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
 
 
-def test_share_groups_advertised_with_the_flag(bs: str) -> None:
-    keys = api_keys(bs)
+def test_share_groups_advertised_by_default(ads_broker: EmbeddedBroker) -> None:
+    keys = api_keys(ads_broker.bootstrap_servers)
     assert {k: keys[k] for k in SHARE_APIS} == {76: (1, 1), 77: (1, 1), 78: (1, 1),
                                                 79: (1, 1)}
 
 
-def test_share_groups_refused_without_the_flag(ads_broker: EmbeddedBroker) -> None:
-    bootstrap = ads_broker.bootstrap_servers
-    assert not SHARE_APIS & set(api_keys(bootstrap))
-    with RawConnection(bootstrap) as conn:  # refused as an unknown API: the connection closes
-        conn.send_raw(codec.encode_request(K.SHARE_GROUP_HEARTBEAT, 1, 1, "t",
-                                           m.ShareGroupHeartbeatRequest(
-                                               group_id="g", member_id="m", member_epoch=0,
-                                               subscribed_topic_names=["t"])))
-        assert conn.is_closed()
+def test_share_groups_refused_when_turned_off() -> None:
+    with EmbeddedBroker(config={"group.share.enable": "false"}) as b:
+        bootstrap = b.bootstrap_servers
+        assert not SHARE_APIS & set(api_keys(bootstrap))
+        with RawConnection(bootstrap) as conn:  # refused as an unknown API: it closes
+            conn.send_raw(codec.encode_request(K.SHARE_GROUP_HEARTBEAT, 1, 1, "t",
+                                               m.ShareGroupHeartbeatRequest(
+                                                   group_id="g", member_id="m", member_epoch=0,
+                                                   subscribed_topic_names=["t"])))
+            assert conn.is_closed()
 
 
 def test_share_groups_consumers_process_every_record_once(bs: str) -> None:

@@ -548,10 +548,11 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
      "Members one consumer-protocol group may have."),
     ("group.consumer.assignors", LI, "uniform,range", ListOf(("uniform", "range")), MEDIUM,
      "Server-side assignors of consumer-protocol groups; the first is the default."),
-    # share groups (KIP-932): served only with group.share.enable
-    ("group.share.enable", B, "false", None, MEDIUM,
+    # share groups (KIP-932): served by default, as Kafka 4.2+ clusters do
+    ("group.share.enable", B, "true", None, MEDIUM,
      "Serve share groups: ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, "
-     "ShareAcknowledge."),
+     "ShareAcknowledge, the share-group offset APIs and the share coordinator's; false "
+     "leaves them out of ApiVersions."),
     ("group.share.session.timeout.ms", I, "45000", Range(1), MEDIUM,
      "Session timeout of share group members."),
     ("group.share.heartbeat.interval.ms", I, "5000", Range(1), MEDIUM,
