@@ -138,7 +138,8 @@ test: test-deps
 	$(VENV)/bin/ruff check src tests tools
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q
+	# The slowest tests are listed at the end: the suite keeps to about 30 minutes.
+	$(PY) -m pytest -q --durations=25
 	$(MAKE) test-pure
 
 # The sources of the compiled modules, run as they are (ADS_PURE_PYTHON=1): the codec,
