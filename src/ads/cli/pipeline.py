@@ -181,6 +181,9 @@ def _add_table_parser(
                        help="where a new checkpoint starts reading (default earliest)")
     table.add_argument("--fail-on-data-loss", default="true", choices=["true", "false"],
                        help="fail when records were deleted before they were written")
+    table.add_argument("--metrics-listener", metavar="HOST:PORT",
+                       help="serve the job's Prometheus metrics on http://HOST:PORT/metrics "
+                            "(port 0: any free port, printed at start)")
     table.add_argument("--command-config", metavar="FILE", help=_COMMAND_CONFIG_HELP)
     table.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                        help="extra Spark configuration (repeatable)")
@@ -261,6 +264,7 @@ def _table(args: argparse.Namespace) -> int:
 
 
 def _table_options(args: argparse.Namespace) -> tuple[TableOptions, dict[str, str]]:
+    from ads.spark.jobmetrics import parse_listener
     from ads.spark.options import duration_ms
     from ads.spark.tables import TableOptions
 
@@ -272,6 +276,11 @@ def _table_options(args: argparse.Namespace) -> tuple[TableOptions, dict[str, st
         raise UsageError("--schema goes with --value-format json, and only with it")
     if args.maintain_every < 0 or args.retention_hours < 0:
         raise UsageError("--maintain-every and --retention-hours must not be negative")
+    if args.metrics_listener is not None:
+        try:
+            parse_listener(args.metrics_listener)
+        except ValueError as exc:
+            raise UsageError(f"--metrics-listener: {exc}") from exc
     checkpoint = (Path(args.checkpoint) if args.checkpoint else
                   Path("ads-checkpoints") / f"table-{args.topic}")
     options = TableOptions(
@@ -282,7 +291,7 @@ def _table_options(args: argparse.Namespace) -> tuple[TableOptions, dict[str, st
         fail_on_data_loss=args.fail_on_data_loss == "true", value_format=args.value_format,
         schema=args.schema, partition_by_date=args.partition_by == "date", mode=args.mode,
         maintain_every=args.maintain_every, retention_hours=args.retention_hours,
-        security=_security(args))
+        security=_security(args), metrics_listener=args.metrics_listener)
     return options, parse_assignments(args.spark_conf, "--spark-conf")
 
 

@@ -34,15 +34,17 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ads.spark.copy import follow
+from ads.spark.jobmetrics import JobMetrics, serve_metrics, topic_end_offsets
 from ads.spark.options import duration_ms
-from ads.spark.pipeline import Report, utc_date
-from ads.spark.wire import Cluster
+from ads.spark.pipeline import Report, last_committed_offsets, logged_offsets, utc_date
+from ads.spark.wire import Cluster, TopicPartition
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 __all__ = ["FORMATS", "TableError", "TableOptions", "TableResult", "dead_letter_name",
-           "iceberg_catalog", "iceberg_identifier", "run_table"]
+           "iceberg_catalog", "iceberg_identifier", "job_metrics", "run_table"]
 
 FORMATS = ("delta", "iceberg")
 VALUE_FORMATS = ("bytes", "json")
@@ -89,6 +91,7 @@ class TableOptions:
     retention_hours: float = 168.0
     # client security properties (``ads.spark.options.security_properties``)
     security: tuple[tuple[str, str], ...] = ()
+    metrics_listener: str | None = None  # HOST:PORT of the job's /metrics; port 0: any
 
     def interval_s(self) -> float | None:
         if self.trigger == "once":
@@ -377,8 +380,27 @@ def _query_id(checkpoint: Path) -> str:
     return str(meta["id"])
 
 
-def _batch_writer(o: TableOptions, result: TableResult, began: float,
-                  report: Report) -> Callable[[DataFrame, int], None]:
+def _last_timestamps(batch: pa.Table) -> dict[int, float]:
+    """Per partition, the newest record timestamp of the batch in epoch seconds (the
+    newest rather than the last offset's: a producer may set older ones)."""
+    import pyarrow as pa
+
+    if not batch.num_rows:
+        return {}
+    newest = batch.group_by("partition").aggregate([("timestamp", "max")])
+    scale = {"s": 1, "ms": 1e3, "us": 1e6, "ns": 1e9}[batch.schema.field("timestamp").type.unit]
+    stamps = newest.column("timestamp_max").cast(pa.int64()).to_pylist()
+    return {int(p): t / scale for p, t in zip(newest.column("partition").to_pylist(), stamps,
+                                              strict=True) if t is not None}
+
+
+def _partition_offsets(o: TableOptions, offsets: Mapping[TopicPartition, int]
+                       ) -> dict[int, int]:
+    return {tp.partition: n for tp, n in offsets.items() if tp.topic == o.topic}
+
+
+def _batch_writer(o: TableOptions, result: TableResult, began: float, report: Report,
+                  metrics: JobMetrics) -> Callable[[DataFrame, int], None]:
     table, dead_letter = _writers(o)
 
     def holds(writer: _Writer, app: str, batch: int) -> bool:
@@ -386,22 +408,30 @@ def _batch_writer(o: TableOptions, result: TableResult, began: float,
         return done is not None and done >= batch
 
     def write(frame: DataFrame, batch: int) -> None:
+        started = time.monotonic()
         app = _query_id(o.checkpoint)
+        offsets = _partition_offsets(o, logged_offsets(o.checkpoint, batch))
         in_table = holds(table, app, batch)
         # The dead-letter table is written second: when it holds the batch, so does the
         # table (or the batch had no rows for it).
         if in_table and holds(dead_letter, app, batch):
             result.skipped += 1
+            metrics.batch(offsets, last_timestamps={}, rows=0, dead_letters=0, seconds=0.0,
+                          written=False)
             report(f"batch {batch}: already in the tables (written before a restart), "
                    "skipped")
             return
-        good, dead = _split(frame.toArrow(), o)
+        rows = frame.toArrow()
+        good, dead = _split(rows, o)
         if not in_table and good.num_rows:
             (table.upsert if o.mode == "upsert" else table.append)(good, app, batch)
         if dead.num_rows and not holds(dead_letter, app, batch):
             dead_letter.append(dead, app, batch)
         else:
             dead = dead.slice(0, 0)
+        metrics.batch(offsets, last_timestamps=_last_timestamps(rows),
+                      rows=0 if in_table else good.num_rows, dead_letters=dead.num_rows,
+                      seconds=time.monotonic() - started, written=not in_table)
         if in_table:
             # A job killed between the two writes: the dead letters were the rest of it.
             result.skipped += 1
@@ -427,7 +457,7 @@ def _batch_writer(o: TableOptions, result: TableResult, began: float,
 
 
 def start_query(spark: SparkSession, o: TableOptions, result: TableResult, began: float,
-                report: Report) -> StreamingQuery:
+                report: Report, metrics: JobMetrics) -> StreamingQuery:
     from ads.spark import register
 
     register(spark)
@@ -445,7 +475,7 @@ def start_query(spark: SparkSession, o: TableOptions, result: TableResult, began
         source = source.option("maxOffsetsPerTrigger", str(o.max_records_per_batch))
     writer = (_rows(spark, source.load(), o).writeStream
               .queryName(f"ads table {o.topic}")
-              .foreachBatch(_batch_writer(o, result, began, report))
+              .foreachBatch(_batch_writer(o, result, began, report, metrics))
               .option("checkpointLocation", str(o.checkpoint)))
     if interval is None:
         # Without a read limit, the one batch reaches the topic's end as the job starts.
@@ -455,15 +485,32 @@ def start_query(spark: SparkSession, o: TableOptions, result: TableResult, began
     return writer.start()
 
 
-def run_table(spark: SparkSession, o: TableOptions, report: Report = print) -> TableResult:
+def job_metrics(o: TableOptions) -> JobMetrics:
+    """The job's figures, starting from the offsets its checkpoint reached."""
+    metrics = JobMetrics(o.topic, topic_end_offsets(o.bootstrap_servers, o.topic,
+                                                    dict(o.security)))
+    metrics.resume(_partition_offsets(o, last_committed_offsets(o.checkpoint)))
+    return metrics
+
+
+def run_table(spark: SparkSession, o: TableOptions, report: Report = print,
+              metrics: JobMetrics | None = None) -> TableResult:
     """Runs the job until ``once`` is done or the process is asked to stop (SIGTERM,
     SIGINT; the running micro-batch is given time to finish). A failed query raises its
-    ``StreamingQueryException``."""
+    ``StreamingQueryException``. The job's figures go to ``metrics`` (or figures of its
+    own), served on ``o.metrics_listener`` while it runs."""
     result = TableResult()
     began = time.monotonic()
-    query = start_query(spark, o, result, began, report)
-    result.query_id = str(query.id)
-    report(f"query {query.id}, checkpoint {o.checkpoint}, {o.table_format} table {o.path}")
-    follow(query, lambda: None)
+    if metrics is None:
+        metrics = job_metrics(o)
+    served: AbstractContextManager[object] = (
+        serve_metrics(o.metrics_listener, metrics, report) if o.metrics_listener
+        else nullcontext())
+    with served:
+        query = start_query(spark, o, result, began, report, metrics)
+        result.query_id = str(query.id)
+        report(f"query {query.id}, checkpoint {o.checkpoint}, {o.table_format} table "
+               f"{o.path}")
+        follow(query, lambda: None)
     result.seconds = time.monotonic() - began
     return result
