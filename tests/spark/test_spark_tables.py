@@ -108,9 +108,10 @@ def job_args(bootstrap: str, topic: str, fmt: str, path: Path, checkpoint: Path)
 
 def options(bootstrap: str, topic: str, fmt: str, path: Path, checkpoint: Path,
             **more: Any) -> TableOptions:
+    more.setdefault("trigger", "once")
     return TableOptions(bootstrap_servers=bootstrap, topic=topic, table_format=fmt,
-                        path=path, checkpoint=checkpoint, trigger="once",
-                        value_format="json", schema=SCHEMA, **more)
+                        path=path, checkpoint=checkpoint, value_format="json",
+                        schema=SCHEMA, **more)
 
 
 Samples = dict[tuple[str, str | None], float]
@@ -252,20 +253,44 @@ def test_spark_table_iceberg_exactly_once_through_a_replay(
     warehouse = tmp_path / "warehouse"
     # No SIGKILL here (the Delta test has them, and each costs a Spark process's start):
     # what differs between the formats is the table's record of batches, which the replay
-    # of a batch the table already holds exercises.
-    kill_then_finish(spark, bootstrap, "t.ice", "iceberg", warehouse, tmp_path / "cp",
-                     tmp_path, kills=0, count=count)
+    # of a batch the table already holds exercises. Five micro-batches of 400 records,
+    # maintenance after the fifth: each date's partition then has three files.
+    lines = kill_then_finish(spark, bootstrap, "t.ice", "iceberg", warehouse,
+                             tmp_path / "cp", tmp_path, kills=0, count=count,
+                             trigger="available-now", max_records_per_batch=400,
+                             maintain_every=5)
 
     catalog = iceberg_catalog(warehouse)
     table = catalog.load_table("ads.t_ice")
     assert iceberg_identifier("t.ice") == "ads.t_ice"
     check_rows(table.scan().to_arrow(), count)
     assert [f.name for f in table.spec().fields] == ["date"]
-    batches = [s.summary["ads.batch"] for s in table.snapshots()]
-    assert batches == [str(b) for b in range(len(batches))]  # one snapshot per batch
+    batches = [s.summary.get("ads.batch") for s in table.snapshots()]
+    # one snapshot per batch, then the compaction's
+    assert batches == [str(b) for b in range(5)] + [None, None]
+    check_compacted(table, lines)
     check_dead_letters(catalog.load_table(dead_letter_name("ads.t_ice")).scan().to_arrow(),
                        count)
     spark_sql_check(spark, [t.file.file_path for t in table.scan().plan_files()], count)
+
+
+def check_compacted(table: Any, lines: list[str]) -> None:
+    """The compaction's snapshots (one per date) replaced each date's three files by one
+    and changed no row: the table before them and after them, read by time travel."""
+    compactions = [s for s in table.snapshots()
+                   if s.summary.get("ads.maintenance") == "compaction"]
+    assert len(compactions) == 2, lines
+    assert any("table maintained: 6 files compacted into 2" in line for line in lines), lines
+
+    def files_and_rows(snapshot_id: int) -> tuple[int, list[dict[str, Any]]]:
+        scan = table.scan(snapshot_id=snapshot_id)
+        rows = scan.to_arrow().sort_by([("partition", "ascending"), ("offset", "ascending")])
+        return len(list(scan.plan_files())), rows.to_pylist()
+
+    before = files_and_rows(compactions[0].parent_snapshot_id)
+    after = files_and_rows(compactions[-1].snapshot_id)
+    assert (before[0], after[0]) == (6, 2)
+    assert before[1] == after[1]
 
 
 def test_spark_table_bytes_values_and_refusals(spark: SparkSession, broker: EmbeddedBroker,

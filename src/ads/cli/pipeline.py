@@ -160,7 +160,7 @@ def _add_table_parser(
                        help="append (default): every record a row; upsert: one row per key, "
                             "the latest record's (MERGE on key), a tombstone deletes it")
     table.add_argument("--maintain-every", type=int, default=0, metavar="N",
-                       help="every N micro-batches, compact the Delta table's files and "
+                       help="every N micro-batches, compact the table's small files and "
                             "delete what is older than --retention-hours (Delta: files no "
                             "longer referenced; Iceberg: snapshots); default 0, never")
     table.add_argument("--retention-hours", type=float, default=168.0, metavar="H",
@@ -169,8 +169,9 @@ def _add_table_parser(
                        help="date (default): the record timestamp's UTC date")
     table.add_argument("--once", action="store_true",
                        help="write all that the topic holds now in one batch, then stop")
-    table.add_argument("--trigger", default="10s", metavar="INTERVAL",
-                       help="how often to look for new records (default 10s)")
+    table.add_argument("--trigger", default="10s", metavar="WHEN",
+                       help="how often to look for new records (default 10s), or "
+                            "available-now: write what exists in micro-batches and stop")
     table.add_argument("--master", default="local[*]",
                        help="Spark master: local[*] (default), local[N], spark://host:port")
     table.add_argument("--max-records-per-batch", type=int, default=100_000, metavar="N",
@@ -269,7 +270,8 @@ def _table_options(args: argparse.Namespace) -> tuple[TableOptions, dict[str, st
     from ads.spark.tables import TableOptions
 
     resolve_settings(args)
-    duration_ms(args.trigger, "--trigger")
+    if args.trigger != "available-now":
+        duration_ms(args.trigger, "--trigger")
     if args.max_records_per_batch <= 0:
         raise UsageError("--max-records-per-batch must be positive")
     if (args.value_format == "json") != (args.schema is not None):
