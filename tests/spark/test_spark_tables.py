@@ -3,12 +3,14 @@ SIGKILLed mid-batch twice and started again, and as an Iceberg table; for both, 
 after the table committed a batch that Spark's checkpoint did not: every record is in the
 table exactly once (offsets contiguous per partition), records that do not parse are in
 the dead-letter table, the table is partitioned by date; read through Spark SQL and
-through the table format's own Python reader. Upsert by key, maintenance, the progress
-`ads pipeline status --checkpoint` shows, refusals."""
+through the table format's own Python reader; the job's /metrics while it runs and after.
+Upsert by key, maintenance, the progress `ads pipeline status --checkpoint` shows,
+refusals."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +20,12 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 from deltalake import DeltaTable
+from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import SparkSession
 from test_spark_copy import CopyJob, kill_mid_batch
 from test_spark_read import TS
 
+from ads.spark.jobmetrics import serve_metrics
 from ads.spark.pipeline import checkpoint_status
 from ads.spark.tables import (
     TableError,
@@ -29,10 +33,12 @@ from ads.spark.tables import (
     dead_letter_name,
     iceberg_catalog,
     iceberg_identifier,
+    job_metrics,
     run_table,
 )
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
+from http_support import http_call
 
 PARTITIONS = 4
 DAY_MS = 86_400_000
@@ -102,29 +108,94 @@ def job_args(bootstrap: str, topic: str, fmt: str, path: Path, checkpoint: Path)
 
 def options(bootstrap: str, topic: str, fmt: str, path: Path, checkpoint: Path,
             **more: Any) -> TableOptions:
+    more.setdefault("trigger", "once")
     return TableOptions(bootstrap_servers=bootstrap, topic=topic, table_format=fmt,
-                        path=path, checkpoint=checkpoint, trigger="once",
-                        value_format="json", schema=SCHEMA, **more)
+                        path=path, checkpoint=checkpoint, value_format="json",
+                        schema=SCHEMA, **more)
+
+
+Samples = dict[tuple[str, str | None], float]
+
+
+def scrape(url: str) -> Samples:
+    """The samples of a job's /metrics, by name and partition label."""
+    answer = http_call(url)
+    assert answer.status == 200, answer
+    return {(s.name, s.labels.get("partition")): s.value
+            for family in text_string_to_metric_families(answer.body)
+            for s in family.samples}
+
+
+def scrape_once(job: CopyJob, scraped: list[Samples]) -> bool:
+    """For ``kill_mid_batch``: false until the job's /metrics (at the address its log
+    shows) has been scraped once, so that the kill waits for a batch running after it."""
+    if scraped:
+        return True
+    shown = re.search(r"metrics on (http://\S+)", job.output())
+    if shown:
+        scraped.append(scrape(shown.group(1)))
+    return False
+
+
+def check_live_metrics(samples: Samples, count: int) -> None:
+    """A scrape in the middle of a run: each partition's committed offset and its lag add
+    up to the partition's end offset (the topic was produced before the job started)."""
+    for p in map(str, range(PARTITIONS)):
+        committed = samples[("ads_pipeline_committed_offset", p)]
+        assert 0 < committed <= count // PARTITIONS, samples
+        assert committed + samples[("ads_pipeline_lag_records", p)] == count // PARTITIONS
+        if committed < count // PARTITIONS:  # the records are from 2023
+            assert samples[("ads_pipeline_lag_seconds", p)] > 86_400, samples
+
+
+def finish_with_metrics(spark: SparkSession, o: TableOptions, bootstrap: str,
+                        lines: list[str]) -> Any:
+    """The job run to the end in this process with its /metrics served, scraped after it:
+    the figures are the run's, and the table has caught up with the topic's ends."""
+    metrics = job_metrics(o)
+    with serve_metrics("127.0.0.1:0", metrics, lines.append) as (host, port):
+        result = run_table(spark, o, report=lines.append, metrics=metrics)
+        samples = scrape(f"http://{host}:{port}/metrics")
+    assert result.batches >= 1 and result.skipped == 0, lines
+    assert samples[("ads_pipeline_rows_written_total", None)] == result.records
+    assert samples[("ads_pipeline_dead_letter_rows_total", None)] == result.dead_letters
+    assert samples[("ads_pipeline_batches_committed_total", None)] == result.batches
+    assert samples[("ads_pipeline_last_batch_duration_seconds", None)] > 0
+    _, progress = checkpoint_status(o.checkpoint, bootstrap)
+    assert len(progress) == PARTITIONS
+    for r in progress:
+        p = str(r.partition)
+        assert samples[("ads_pipeline_committed_offset", p)] == r.end, samples
+        assert samples[("ads_pipeline_lag_records", p)] == 0
+        assert samples[("ads_pipeline_lag_seconds", p)] == 0
+    return result
 
 
 def kill_then_finish(spark: SparkSession, bootstrap: str, topic: str, fmt: str,
-                     path: Path, checkpoint: Path, logs: Path, kills: int,
+                     path: Path, checkpoint: Path, logs: Path, kills: int, count: int,
                      **more: Any) -> list[str]:
     """The job SIGKILLed ``kills`` times mid-batch (the first time in its first batch,
-    then each time in a batch after the one the killed run was in), then run to the end
-    in this process; then Spark's commit of its last batch is removed (the state a kill
-    after the table's commit and before Spark's leaves; for Delta, the dead-letter
-    table's commits from that batch's on too: a kill between the two tables' commits) and
-    the job run again."""
+    then each time in a batch after the one the killed run was in; the last killed run
+    serves /metrics, scraped once while it runs), then run to the end in this process;
+    then Spark's commit of its last batch is removed (the state a kill after the table's
+    commit and before Spark's leaves; for Delta, the dead-letter table's commits from that
+    batch's on too: a kill between the two tables' commits) and the job run again."""
     args = job_args(bootstrap, topic, fmt, path, checkpoint)
     committed = -1
+    scraped: list[Samples] = []
     for n in range(kills):
-        job = CopyJob(logs / f"run-{n}.log", *args, verb="table")
-        committed = kill_mid_batch(job, checkpoint, after=committed + 1, limit_s=90)
+        served = ["--metrics-listener", "127.0.0.1:0"] if n == kills - 1 else []
+        job = CopyJob(logs / f"run-{n}.log", *args, *served, verb="table")
+        committed = kill_mid_batch(
+            job, checkpoint, after=committed + 1, limit_s=90,
+            inside=(lambda job=job: scrape_once(job, scraped)) if served else lambda: True)
+    if kills:
+        check_live_metrics(scraped[0], count)
     lines: list[str] = []
     o = options(bootstrap, topic, fmt, path, checkpoint, **more)
-    result = run_table(spark, o, report=lines.append)
-    assert result.batches >= 1 and result.skipped == 0, lines
+    result = finish_with_metrics(spark, o, bootstrap, lines)
+    if not kills:  # this run wrote every record: all but the bad ones to the table
+        assert result.records == count - sum(map(is_bad, range(count)))
 
     last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
     for name in (f"{last}", f".{last}.crc"):
@@ -160,7 +231,7 @@ def test_spark_table_delta_exactly_once_through_kills(
     # Maintenance after the third micro-batch, which the run in this process writes: by
     # then the first date's partition has a file from each micro-batch.
     lines = kill_then_finish(spark, bootstrap, "t-delta", "delta", path, tmp_path / "cp",
-                             tmp_path, kills=2, maintain_every=3)
+                             tmp_path, kills=2, count=count, maintain_every=3)
 
     table = DeltaTable(str(path))
     assert "OPTIMIZE" in [h["operation"] for h in table.history()], lines
@@ -182,20 +253,44 @@ def test_spark_table_iceberg_exactly_once_through_a_replay(
     warehouse = tmp_path / "warehouse"
     # No SIGKILL here (the Delta test has them, and each costs a Spark process's start):
     # what differs between the formats is the table's record of batches, which the replay
-    # of a batch the table already holds exercises.
-    kill_then_finish(spark, bootstrap, "t.ice", "iceberg", warehouse, tmp_path / "cp",
-                     tmp_path, kills=0)
+    # of a batch the table already holds exercises. Five micro-batches of 400 records,
+    # maintenance after the fifth: each date's partition then has three files.
+    lines = kill_then_finish(spark, bootstrap, "t.ice", "iceberg", warehouse,
+                             tmp_path / "cp", tmp_path, kills=0, count=count,
+                             trigger="available-now", max_records_per_batch=400,
+                             maintain_every=5)
 
     catalog = iceberg_catalog(warehouse)
     table = catalog.load_table("ads.t_ice")
     assert iceberg_identifier("t.ice") == "ads.t_ice"
     check_rows(table.scan().to_arrow(), count)
     assert [f.name for f in table.spec().fields] == ["date"]
-    batches = [s.summary["ads.batch"] for s in table.snapshots()]
-    assert batches == [str(b) for b in range(len(batches))]  # one snapshot per batch
+    batches = [s.summary.get("ads.batch") for s in table.snapshots()]
+    # one snapshot per batch, then the compaction's
+    assert batches == [str(b) for b in range(5)] + [None, None]
+    check_compacted(table, lines)
     check_dead_letters(catalog.load_table(dead_letter_name("ads.t_ice")).scan().to_arrow(),
                        count)
     spark_sql_check(spark, [t.file.file_path for t in table.scan().plan_files()], count)
+
+
+def check_compacted(table: Any, lines: list[str]) -> None:
+    """The compaction's snapshots (one per date) replaced each date's three files by one
+    and changed no row: the table before them and after them, read by time travel."""
+    compactions = [s for s in table.snapshots()
+                   if s.summary.get("ads.maintenance") == "compaction"]
+    assert len(compactions) == 2, lines
+    assert any("table maintained: 6 files compacted into 2" in line for line in lines), lines
+
+    def files_and_rows(snapshot_id: int) -> tuple[int, list[dict[str, Any]]]:
+        scan = table.scan(snapshot_id=snapshot_id)
+        rows = scan.to_arrow().sort_by([("partition", "ascending"), ("offset", "ascending")])
+        return len(list(scan.plan_files())), rows.to_pylist()
+
+    before = files_and_rows(compactions[0].parent_snapshot_id)
+    after = files_and_rows(compactions[-1].snapshot_id)
+    assert (before[0], after[0]) == (6, 2)
+    assert before[1] == after[1]
 
 
 def test_spark_table_bytes_values_and_refusals(spark: SparkSession, broker: EmbeddedBroker,
@@ -308,6 +403,7 @@ def test_spark_table_upsert_keeps_the_latest_per_key(
     (["--value-format", "json"], "--schema goes with --value-format json"),
     (["--trigger", "soon"], "--trigger"),
     (["--max-records-per-batch", "0"], "must be positive"),
+    (["--metrics-listener", "nowhere"], "--metrics-listener"),
 ])
 def test_spark_table_cli_usage_errors(args: list[str], message: str) -> None:
     done = subprocess.run([sys.executable, "-m", "ads.cli.main", "pipeline", "table",

@@ -160,7 +160,7 @@ def _add_table_parser(
                        help="append (default): every record a row; upsert: one row per key, "
                             "the latest record's (MERGE on key), a tombstone deletes it")
     table.add_argument("--maintain-every", type=int, default=0, metavar="N",
-                       help="every N micro-batches, compact the Delta table's files and "
+                       help="every N micro-batches, compact the table's small files and "
                             "delete what is older than --retention-hours (Delta: files no "
                             "longer referenced; Iceberg: snapshots); default 0, never")
     table.add_argument("--retention-hours", type=float, default=168.0, metavar="H",
@@ -169,8 +169,9 @@ def _add_table_parser(
                        help="date (default): the record timestamp's UTC date")
     table.add_argument("--once", action="store_true",
                        help="write all that the topic holds now in one batch, then stop")
-    table.add_argument("--trigger", default="10s", metavar="INTERVAL",
-                       help="how often to look for new records (default 10s)")
+    table.add_argument("--trigger", default="10s", metavar="WHEN",
+                       help="how often to look for new records (default 10s), or "
+                            "available-now: write what exists in micro-batches and stop")
     table.add_argument("--master", default="local[*]",
                        help="Spark master: local[*] (default), local[N], spark://host:port")
     table.add_argument("--max-records-per-batch", type=int, default=100_000, metavar="N",
@@ -181,6 +182,9 @@ def _add_table_parser(
                        help="where a new checkpoint starts reading (default earliest)")
     table.add_argument("--fail-on-data-loss", default="true", choices=["true", "false"],
                        help="fail when records were deleted before they were written")
+    table.add_argument("--metrics-listener", metavar="HOST:PORT",
+                       help="serve the job's Prometheus metrics on http://HOST:PORT/metrics "
+                            "(port 0: any free port, printed at start)")
     table.add_argument("--command-config", metavar="FILE", help=_COMMAND_CONFIG_HELP)
     table.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                        help="extra Spark configuration (repeatable)")
@@ -261,17 +265,24 @@ def _table(args: argparse.Namespace) -> int:
 
 
 def _table_options(args: argparse.Namespace) -> tuple[TableOptions, dict[str, str]]:
+    from ads.spark.jobmetrics import parse_listener
     from ads.spark.options import duration_ms
     from ads.spark.tables import TableOptions
 
     resolve_settings(args)
-    duration_ms(args.trigger, "--trigger")
+    if args.trigger != "available-now":
+        duration_ms(args.trigger, "--trigger")
     if args.max_records_per_batch <= 0:
         raise UsageError("--max-records-per-batch must be positive")
     if (args.value_format == "json") != (args.schema is not None):
         raise UsageError("--schema goes with --value-format json, and only with it")
     if args.maintain_every < 0 or args.retention_hours < 0:
         raise UsageError("--maintain-every and --retention-hours must not be negative")
+    if args.metrics_listener is not None:
+        try:
+            parse_listener(args.metrics_listener)
+        except ValueError as exc:
+            raise UsageError(f"--metrics-listener: {exc}") from exc
     checkpoint = (Path(args.checkpoint) if args.checkpoint else
                   Path("ads-checkpoints") / f"table-{args.topic}")
     options = TableOptions(
@@ -282,7 +293,7 @@ def _table_options(args: argparse.Namespace) -> tuple[TableOptions, dict[str, st
         fail_on_data_loss=args.fail_on_data_loss == "true", value_format=args.value_format,
         schema=args.schema, partition_by_date=args.partition_by == "date", mode=args.mode,
         maintain_every=args.maintain_every, retention_hours=args.retention_hours,
-        security=_security(args))
+        security=_security(args), metrics_listener=args.metrics_listener)
     return options, parse_assignments(args.spark_conf, "--spark-conf")
 
 

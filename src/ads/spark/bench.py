@@ -16,7 +16,17 @@ partitions with ``--records`` records of ``--record-size`` bytes, then measures 
   (``--skip-load`` leaves it out);
 - with ``--table delta`` or ``--table iceberg`` (repeatable), ``ads pipeline table --once``
   of the whole topic, values as bytes, partitioned by date: one micro-batch, query start
-  and table commit included.
+  and table commit included;
+- with ``--table-delay delta`` or ``--table-delay iceberg`` (repeatable), the delay from
+  produce to row: ``ads pipeline table --trigger 10s`` (``--delay-trigger``) runs on a
+  topic of its own while a producer sends ``--delay-rate`` records a second for
+  ``--delay-seconds``, each value its sequence number, the send time noted just before
+  ``produce()``; a reader polls the table with the format's own Python package
+  (``deltalake``, ``pyiceberg``) every ``--delay-poll`` seconds, re-reading it whenever a
+  new version is committed, and notes when each record's row is first read. The delay of
+  a record is that time less its send time; p50, p99 and the maximum are reported (the
+  nearest-rank percentiles), with the records never seen within ``--delay-grace``
+  seconds of the last send.
 
 Records/s count records; MB/s count record values (10^6 bytes). The 1-minute load average
 is printed before and after the reads: figures taken on a busy machine spread widely.
@@ -25,18 +35,22 @@ is printed before and after the reads: figures taken on a busy machine spread wi
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
 __all__ = ["main"]
 
@@ -64,12 +78,17 @@ def _start_broker(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("the benchmark broker did not start")
 
 
-def _produce(bootstrap: str, topic: str, partitions: int, records: int, size: int) -> float:
-    from confluent_kafka import Producer
+def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def _produce(bootstrap: str, topic: str, partitions: int, records: int, size: int) -> float:
+    from confluent_kafka import Producer
+
+    _create_topic(bootstrap, topic, partitions)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
                          "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000})
     value = b"x" * size
@@ -109,6 +128,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--table", action="append", default=[], choices=["delta", "iceberg"],
                    help="also measure ads pipeline table --once into this table format "
                         "(repeat a format to measure it again, warm)")
+    p.add_argument("--table-delay", action="append", default=[], choices=["delta", "iceberg"],
+                   help="also measure the delay from produce to a readable row of ads "
+                        "pipeline table into this format (repeatable)")
+    p.add_argument("--delay-trigger", default="10s", help="the job's --trigger (default 10s)")
+    p.add_argument("--delay-rate", type=float, default=20.0,
+                   help="records a second the delay's producer sends (default 20)")
+    p.add_argument("--delay-seconds", type=float, default=60.0,
+                   help="how long the delay's producer sends (default 60)")
+    p.add_argument("--delay-poll", type=float, default=0.1,
+                   help="seconds between the delay reader's looks at the table (default 0.1)")
+    p.add_argument("--delay-grace", type=float, default=60.0,
+                   help="how long the reader waits for the last rows (default 60)")
     args = p.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -194,6 +225,8 @@ def _spark_runs(args: argparse.Namespace, bootstrap: str, work: Path) -> None:
                         args.record_size, result.seconds), flush=True)
         for n, fmt in enumerate(args.table):
             _table_run(spark, args, bootstrap, work / f"table-{n}", fmt)
+        for n, fmt in enumerate(args.table_delay):
+            _delay_run(spark, args, bootstrap, work / f"delay-{n}", fmt)
     finally:
         spark.stop()
 
@@ -208,6 +241,144 @@ def _table_run(spark: SparkSession, args: argparse.Namespace, bootstrap: str, wo
     result = run_table(spark, options, report=lambda line: None)
     print(_line(f"pipeline table to {fmt} (--once, one micro-batch, committed)",
                 result.records, args.record_size, result.seconds), flush=True)
+
+
+
+def _delay_run(spark: SparkSession, args: argparse.Namespace, bootstrap: str, work: Path,
+               fmt: str) -> None:
+    from ads.spark.tables import TableOptions, run_table
+
+    topic = f"{args.topic}-delay-{work.name}"
+    _create_topic(bootstrap, topic, args.partitions)
+    options = TableOptions(bootstrap_servers=bootstrap, topic=topic, table_format=fmt,
+                           path=work / fmt, checkpoint=work / "checkpoint",
+                           trigger=args.delay_trigger)
+    failed: list[BaseException] = []
+
+    def job() -> None:
+        try:
+            run_table(spark, options, report=lambda line: None)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            failed.append(exc)
+
+    runner = threading.Thread(target=job, name="ads-table-delay", daemon=True)
+    runner.start()
+    query = _started_query(spark, f"ads table {topic}", failed)
+    count = int(args.delay_rate * args.delay_seconds)
+    sent: dict[int, float] = {}
+    producer = threading.Thread(target=_produce_steadily, name="ads-delay-producer",
+                                args=(bootstrap, topic, args.partitions, args.delay_rate,
+                                      count, sent))
+    producer.start()
+    seen = _watch(_table_reader(fmt, work / fmt, topic), count, producer, args.delay_poll,
+                  args.delay_grace)
+    producer.join()
+    query.stop()
+    runner.join(60)
+    if failed:
+        raise failed[0]
+    delays = sorted(seen[seq] - sent[seq] for seq in seen)
+    print(f"table delay to {fmt} (--trigger {args.delay_trigger}, {args.delay_rate:g} "
+          f"records/s for {args.delay_seconds:g} s, read every {args.delay_poll:g} s): "
+          f"p50 {_rank(delays, 0.5):.2f} s, p99 {_rank(delays, 0.99):.2f} s, max "
+          f"{delays[-1] if delays else float('nan'):.2f} s ({len(delays)} records, "
+          f"{count - len(delays)} not seen; load average (1 min) "
+          f"{os.getloadavg()[0]:.1f})", flush=True)
+
+
+def _rank(ordered: list[float], q: float) -> float:
+    """The nearest-rank ``q`` quantile of a sorted list."""
+    if not ordered:
+        return float("nan")
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def _started_query(spark: SparkSession, name: str,
+                   failed: list[BaseException]) -> StreamingQuery:
+    """The job's query once its first trigger is done (before it, the delays would
+    include starting the query)."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not failed:
+        for query in spark.streams.active:
+            if query.name == name and query.lastProgress is not None:
+                return query
+        time.sleep(0.1)
+    raise RuntimeError(f"the table job did not start: {failed}")
+
+
+def _produce_steadily(bootstrap: str, topic: str, partitions: int, rate: float, count: int,
+                      sent: dict[int, float]) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    began = time.monotonic()
+    for seq in range(count):
+        # On a schedule, not after a sleep per record: a late send does not delay the rest.
+        time.sleep(max(0.0, began + seq / rate - time.monotonic()))
+        sent[seq] = time.time()
+        producer.produce(topic, b"%d" % seq, partition=seq % partitions)
+        producer.poll(0)
+    if producer.flush(60):
+        raise RuntimeError("records were not acknowledged")
+
+
+def _table_reader(fmt: str, path: Path, topic: str) -> Callable[[], list[int]]:
+    """A function returning the sequence numbers in the table when a new version of it
+    was committed since its last call, and nothing otherwise."""
+    last: list[object] = [None]
+
+    def delta() -> list[int]:
+        from deltalake import DeltaTable
+
+        if not DeltaTable.is_deltatable(str(path)):
+            return []
+        table = DeltaTable(str(path))
+        if table.version() == last[0]:
+            return []
+        last[0] = table.version()
+        return [int(v) for v in table.to_pyarrow_table(columns=["value"])
+                .column("value").to_pylist()]
+
+    def iceberg() -> list[int]:
+        from pyiceberg.exceptions import NoSuchTableError
+
+        from ads.spark.tables import iceberg_identifier
+
+        try:
+            table = catalog.load_table(iceberg_identifier(topic))
+        except NoSuchTableError:
+            return []
+        snapshot = table.current_snapshot()
+        if snapshot is None or snapshot.snapshot_id == last[0]:
+            return []
+        last[0] = snapshot.snapshot_id
+        return [int(v) for v in table.scan(selected_fields=("value",)).to_arrow()
+                .column("value").to_pylist()]
+
+    if fmt == "delta":
+        return delta
+    from ads.spark.tables import iceberg_catalog
+
+    catalog = iceberg_catalog(path)
+    return iceberg
+
+
+def _watch(read: Callable[[], list[int]], count: int, producer: threading.Thread,
+           poll_s: float, grace_s: float) -> dict[int, float]:
+    """When each sequence number was first read from the table (epoch seconds)."""
+    seen: dict[int, float] = {}
+    deadline = None
+    while len(seen) < count:
+        if deadline is None and not producer.is_alive():
+            deadline = time.monotonic() + grace_s
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        rows = read()
+        now = time.time()
+        for seq in rows:
+            seen.setdefault(seq, now)
+        time.sleep(poll_s)
+    return seen
 
 
 if __name__ == "__main__":

@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["LoadOptions", "LoadResult", "PartitionStatus", "Report", "checkpoint_status",
-           "install_stop_handlers", "load", "restore_stop_handlers", "status", "utc_date"]
+           "install_stop_handlers", "last_committed_offsets", "load", "logged_offsets",
+           "restore_stop_handlers", "status", "utc_date"]
 
 _CONCURRENT_WRITERS = 16
 
@@ -349,16 +350,32 @@ def checkpoint_status(checkpoint: str | Path, bootstrap_servers: str | None = No
     """The last micro-batch a streaming job (``copy``, ``table``) committed in its
     checkpoint, the input offsets it reached per partition, and the lag to the topics'
     ends when ``bootstrap_servers`` is given (the checkpoint does not name the cluster)."""
-    root = Path(checkpoint)
-    commits = root / "commits"
+    batch = _last_committed(Path(checkpoint))
+    if batch is None:
+        return None, []
+    loaded = logged_offsets(Path(checkpoint), batch)
+    return batch, _status_rows(loaded, dict.fromkeys(loaded), bootstrap_servers, security)
+
+
+def _last_committed(checkpoint: Path) -> int | None:
+    commits = checkpoint / "commits"
     done = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] \
         if commits.is_dir() else []
-    if not done:
-        return None, []
-    batch = max(done)
+    return max(done) if done else None
+
+
+def last_committed_offsets(checkpoint: Path) -> Offsets:
+    """The input offsets the checkpoint's last committed micro-batch reached; none for a
+    checkpoint without a committed micro-batch."""
+    batch = _last_committed(checkpoint)
+    return {} if batch is None else logged_offsets(checkpoint, batch)
+
+
+def logged_offsets(checkpoint: Path, batch: int) -> Offsets:
+    """The end offsets Spark logged for micro-batch ``batch`` before running it."""
     # offsets/N: a version line, the batch's metadata, then one line per source with the
     # end offsets it logged (the ads source's are {"topic": {"partition": next offset}}).
-    lines = (root / "offsets" / str(batch)).read_text(encoding="utf-8").splitlines()
+    lines = (checkpoint / "offsets" / str(batch)).read_text(encoding="utf-8").splitlines()
     loaded: Offsets = {}
     for line in lines[2:]:
         data = json.loads(line) if line.strip() not in ("", "-") else None
@@ -366,4 +383,4 @@ def checkpoint_status(checkpoint: str | Path, bootstrap_servers: str | None = No
             data = json.loads(data)
         if isinstance(data, dict):
             loaded.update(from_json_offsets(data))
-    return batch, _status_rows(loaded, dict.fromkeys(loaded), bootstrap_servers, security)
+    return loaded

@@ -34,15 +34,17 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ads.spark.copy import follow
+from ads.spark.jobmetrics import JobMetrics, serve_metrics, topic_end_offsets
 from ads.spark.options import duration_ms
-from ads.spark.pipeline import Report, utc_date
-from ads.spark.wire import Cluster
+from ads.spark.pipeline import Report, last_committed_offsets, logged_offsets, utc_date
+from ads.spark.wire import Cluster, TopicPartition
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 __all__ = ["FORMATS", "TableError", "TableOptions", "TableResult", "dead_letter_name",
-           "iceberg_catalog", "iceberg_identifier", "run_table"]
+           "iceberg_catalog", "iceberg_identifier", "job_metrics", "run_table"]
 
 FORMATS = ("delta", "iceberg")
 VALUE_FORMATS = ("bytes", "json")
@@ -61,6 +63,9 @@ _CORRUPT = "_ads_corrupt"
 _TOMBSTONE = "_ads_tombstone"
 _NAMESPACE = "ads"
 _DEAD_LETTER = "_dead_letter"
+# Iceberg compaction: a partition's data files below the table's target size
+# (write.target-file-size-bytes) are rewritten when there are more than this many.
+COMPACT_MIN_FILES = 1
 
 
 class TableError(RuntimeError):
@@ -75,7 +80,9 @@ class TableOptions:
     table_format: str  # delta | iceberg
     path: Path  # Delta: the table's directory; Iceberg: the catalog's warehouse directory
     checkpoint: Path
-    trigger: str = "10s"  # an interval, or "once": all that is there in one batch, then stop
+    # an interval; "once": all that is there in one batch, then stop; "available-now": all
+    # that is there in batches of at most max_records_per_batch, then stop
+    trigger: str = "10s"
     max_records_per_batch: int = 100_000
     starting: str = "earliest"
     fail_on_data_loss: bool = True
@@ -83,15 +90,16 @@ class TableOptions:
     schema: str | None = None  # DDL of the JSON values, with value_format="json"
     partition_by_date: bool = True
     mode: str = "append"  # upsert: one row per key, the latest; a tombstone deletes it
-    # after every this many micro-batches: compaction (Delta) and the removal of what is
-    # older than retention_hours (Delta: unreferenced files; Iceberg: snapshots); 0: never
+    # after every this many micro-batches: compaction of small files and the removal of what
+    # is older than retention_hours (Delta: unreferenced files; Iceberg: snapshots); 0: never
     maintain_every: int = 0
     retention_hours: float = 168.0
     # client security properties (``ads.spark.options.security_properties``)
     security: tuple[tuple[str, str], ...] = ()
+    metrics_listener: str | None = None  # HOST:PORT of the job's /metrics; port 0: any
 
     def interval_s(self) -> float | None:
-        if self.trigger == "once":
+        if self.trigger in ("once", "available-now"):
             return None
         return duration_ms(self.trigger, "--trigger") / 1000
 
@@ -256,17 +264,77 @@ class _IcebergWriter:
             tx.set_properties({f"ads.batch.{app}": str(batch)})
 
     def maintain(self, retention_hours: float) -> str:
-        """Snapshots older than the retention expired (pyiceberg cannot compact data files
-        yet). The batch record is a table property, which expiry keeps."""
+        """Small data files compacted (``compact``), then snapshots older than the
+        retention expired. The batch record is a table property, which both keep."""
         from datetime import UTC, datetime, timedelta
 
         table = self._table()
         if table is None:
             return ""
+        removed, added = self.compact(table)
+        table = table.refresh()
         before = len(table.snapshots())
         cutoff = datetime.now(UTC) - timedelta(hours=retention_hours)
         table.maintenance.expire_snapshots().older_than(cutoff).commit()
-        return f"{before - len(table.refresh().snapshots())} snapshots expired"
+        return (f"{removed} files compacted into {added}, "
+                f"{before - len(table.refresh().snapshots())} snapshots expired")
+
+    def compact(self, table: Any) -> tuple[int, int]:
+        """Per partition, the data files below the target size, when there are more than
+        ``COMPACT_MIN_FILES``, read and written again as few files, in one snapshot per
+        partition that removes the old files and adds the new ones: a reader sees one set
+        or the other, never both, and the rows are those of the files removed. At most a
+        target size of small files is read at once (the rest waits for the next round).
+        Returns (files removed, files added).
+
+        pyiceberg (0.12) has no rewrite of data files: the snapshot is its overwrite
+        producer given the files to delete and to add, which it commits with the same
+        checks as any overwrite. Files with delete files are left alone (this job writes
+        copy-on-write, so it makes none)."""
+        from pyiceberg.table import TableProperties
+
+        if table.current_snapshot() is None:
+            return 0, 0
+        target = int(table.properties.get(TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
+                                          TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT))
+        small: dict[tuple[int, Any], list[Any]] = {}
+        for task in table.scan().plan_files():
+            if not task.delete_files and task.file.file_size_in_bytes < target:
+                small.setdefault((task.file.spec_id, task.file.partition), []).append(task)
+        removed = added = 0
+        for tasks in small.values():
+            chosen: list[Any] = []
+            size = 0
+            for task in sorted(tasks, key=lambda t: t.file.file_size_in_bytes):
+                if chosen and size + task.file.file_size_in_bytes > target:
+                    break
+                chosen.append(task)
+                size += task.file.file_size_in_bytes
+            if len(chosen) > COMPACT_MIN_FILES:
+                removed += len(chosen)
+                added += self._rewrite(table, chosen)
+                table = table.refresh()
+        return removed, added
+
+    def _rewrite(self, table: Any, tasks: list[Any]) -> int:
+        """One snapshot: the files of ``tasks`` replaced by files of their rows."""
+        # _dataframe_to_data_files is how pyiceberg's own writes turn rows into data files
+        # (partitioned, split at the target size); it has no public equivalent.
+        from pyiceberg.expressions import AlwaysTrue
+        from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+
+        rows = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(tasks)
+        rows = rows.sort_by([("partition", "ascending"), ("offset", "ascending")])
+        summary = {"ads.topic": self.topic, "ads.maintenance": "compaction"}
+        with table.transaction() as tx, \
+                tx.update_snapshot(snapshot_properties=summary).overwrite() as rewrite:
+            for task in tasks:
+                rewrite.delete_data_file(task.file)
+            files = list(_dataframe_to_data_files(tx.table_metadata, rows, table.io,
+                                                  write_uuid=rewrite.commit_uuid))
+            for file in files:
+                rewrite.append_data_file(file)
+        return len(files)
 
     def _summary(self, app: str, batch: int) -> dict[str, str]:
         return {"ads.topic": self.topic, "ads.query-id": app, "ads.batch": str(batch)}
@@ -377,8 +445,27 @@ def _query_id(checkpoint: Path) -> str:
     return str(meta["id"])
 
 
-def _batch_writer(o: TableOptions, result: TableResult, began: float,
-                  report: Report) -> Callable[[DataFrame, int], None]:
+def _last_timestamps(batch: pa.Table) -> dict[int, float]:
+    """Per partition, the newest record timestamp of the batch in epoch seconds (the
+    newest rather than the last offset's: a producer may set older ones)."""
+    import pyarrow as pa
+
+    if not batch.num_rows:
+        return {}
+    newest = batch.group_by("partition").aggregate([("timestamp", "max")])
+    scale = {"s": 1, "ms": 1e3, "us": 1e6, "ns": 1e9}[batch.schema.field("timestamp").type.unit]
+    stamps = newest.column("timestamp_max").cast(pa.int64()).to_pylist()
+    return {int(p): t / scale for p, t in zip(newest.column("partition").to_pylist(), stamps,
+                                              strict=True) if t is not None}
+
+
+def _partition_offsets(o: TableOptions, offsets: Mapping[TopicPartition, int]
+                       ) -> dict[int, int]:
+    return {tp.partition: n for tp, n in offsets.items() if tp.topic == o.topic}
+
+
+def _batch_writer(o: TableOptions, result: TableResult, began: float, report: Report,
+                  metrics: JobMetrics) -> Callable[[DataFrame, int], None]:
     table, dead_letter = _writers(o)
 
     def holds(writer: _Writer, app: str, batch: int) -> bool:
@@ -386,22 +473,30 @@ def _batch_writer(o: TableOptions, result: TableResult, began: float,
         return done is not None and done >= batch
 
     def write(frame: DataFrame, batch: int) -> None:
+        started = time.monotonic()
         app = _query_id(o.checkpoint)
+        offsets = _partition_offsets(o, logged_offsets(o.checkpoint, batch))
         in_table = holds(table, app, batch)
         # The dead-letter table is written second: when it holds the batch, so does the
         # table (or the batch had no rows for it).
         if in_table and holds(dead_letter, app, batch):
             result.skipped += 1
+            metrics.batch(offsets, last_timestamps={}, rows=0, dead_letters=0, seconds=0.0,
+                          written=False)
             report(f"batch {batch}: already in the tables (written before a restart), "
                    "skipped")
             return
-        good, dead = _split(frame.toArrow(), o)
+        rows = frame.toArrow()
+        good, dead = _split(rows, o)
         if not in_table and good.num_rows:
             (table.upsert if o.mode == "upsert" else table.append)(good, app, batch)
         if dead.num_rows and not holds(dead_letter, app, batch):
             dead_letter.append(dead, app, batch)
         else:
             dead = dead.slice(0, 0)
+        metrics.batch(offsets, last_timestamps=_last_timestamps(rows),
+                      rows=0 if in_table else good.num_rows, dead_letters=dead.num_rows,
+                      seconds=time.monotonic() - started, written=not in_table)
         if in_table:
             # A job killed between the two writes: the dead letters were the rest of it.
             result.skipped += 1
@@ -427,7 +522,7 @@ def _batch_writer(o: TableOptions, result: TableResult, began: float,
 
 
 def start_query(spark: SparkSession, o: TableOptions, result: TableResult, began: float,
-                report: Report) -> StreamingQuery:
+                report: Report, metrics: JobMetrics) -> StreamingQuery:
     from ads.spark import register
 
     register(spark)
@@ -441,29 +536,47 @@ def start_query(spark: SparkSession, o: TableOptions, result: TableResult, began
               .option("kafka.isolation.level", "read_committed")
               .options(**{f"kafka.{k}": v for k, v in o.security}))
     interval = o.interval_s()
-    if interval is not None:
+    if o.trigger != "once":
         source = source.option("maxOffsetsPerTrigger", str(o.max_records_per_batch))
     writer = (_rows(spark, source.load(), o).writeStream
               .queryName(f"ads table {o.topic}")
-              .foreachBatch(_batch_writer(o, result, began, report))
+              .foreachBatch(_batch_writer(o, result, began, report, metrics))
               .option("checkpointLocation", str(o.checkpoint)))
     if interval is None:
-        # Without a read limit, the one batch reaches the topic's end as the job starts.
+        # With "once" there is no read limit: the one batch reaches the topic's end as the
+        # job starts.
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=f"{int(interval * 1000)} milliseconds")
     return writer.start()
 
 
-def run_table(spark: SparkSession, o: TableOptions, report: Report = print) -> TableResult:
+def job_metrics(o: TableOptions) -> JobMetrics:
+    """The job's figures, starting from the offsets its checkpoint reached."""
+    metrics = JobMetrics(o.topic, topic_end_offsets(o.bootstrap_servers, o.topic,
+                                                    dict(o.security)))
+    metrics.resume(_partition_offsets(o, last_committed_offsets(o.checkpoint)))
+    return metrics
+
+
+def run_table(spark: SparkSession, o: TableOptions, report: Report = print,
+              metrics: JobMetrics | None = None) -> TableResult:
     """Runs the job until ``once`` is done or the process is asked to stop (SIGTERM,
     SIGINT; the running micro-batch is given time to finish). A failed query raises its
-    ``StreamingQueryException``."""
+    ``StreamingQueryException``. The job's figures go to ``metrics`` (or figures of its
+    own), served on ``o.metrics_listener`` while it runs."""
     result = TableResult()
     began = time.monotonic()
-    query = start_query(spark, o, result, began, report)
-    result.query_id = str(query.id)
-    report(f"query {query.id}, checkpoint {o.checkpoint}, {o.table_format} table {o.path}")
-    follow(query, lambda: None)
+    if metrics is None:
+        metrics = job_metrics(o)
+    served: AbstractContextManager[object] = (
+        serve_metrics(o.metrics_listener, metrics, report) if o.metrics_listener
+        else nullcontext())
+    with served:
+        query = start_query(spark, o, result, began, report, metrics)
+        result.query_id = str(query.id)
+        report(f"query {query.id}, checkpoint {o.checkpoint}, {o.table_format} table "
+               f"{o.path}")
+        follow(query, lambda: None)
     result.seconds = time.monotonic() - began
     return result
