@@ -41,3 +41,26 @@ def test_share_sessions_idle_ones_are_dropped_when_another_opens() -> None:
     clock.advance(500)
     cache.fetch("g", "new", 0, [], [])
     assert set(cache.sessions) == {("g", "live"), ("g", "new")}
+
+
+def test_share_sessions_tell_who_left_and_whether_the_group_is_empty_here() -> None:
+    """Closed or dropped idle, a session's member is reported gone (its records are then
+    released), with whether it was its group's last session on this broker."""
+    clock = ManualClock()
+    left: list[tuple[str, str, bool]] = []
+    cache = ShareSessionCache(clock, idle_ms=1000,
+                              member_left=lambda g, m, last: left.append((g, m, last)))
+    a = cache.fetch("g", "a", 0, [(T, 0)], [])
+    cache.fetch("g", "b", 0, [(T, 0)], [])
+    cache.fetch("h", "c", 0, [(T, 0)], [])
+    cache.fetch("g", "a", 0, [], [])  # a replaced session is no departure
+    assert left == []
+    assert isinstance(a, ShareSession)
+    cache.close(a)  # the replaced one: not in the cache any more, nothing to tell
+    assert left == []
+    cache.close(cache.sessions[("g", "a")])
+    assert left == [("g", "a", False)]
+    clock.advance(1500)
+    cache.fetch("h", "d", 0, [], [])  # drops b and c, idle
+    assert sorted(left[1:]) == [("g", "b", True), ("h", "c", True)]
+    assert set(cache.sessions) == {("h", "d")}

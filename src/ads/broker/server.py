@@ -150,7 +150,7 @@ class Broker:
             group_configs.own_settings(config, lambda: self.metadata.entity_configs))
         self.share_sessions = ShareSessionCache(
             self.clock, config.get_int("group.share.session.timeout.ms"),
-            self.share_partitions.forget_group)
+            self.share_partitions.member_left)
         self.replica_manager.add_leadership_listener(self.share_partitions.leadership_changed)
         # One per entry of `listeners`; each knows its name and security protocol.
         self.listeners: list[KafkaListener] = []

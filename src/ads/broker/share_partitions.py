@@ -270,17 +270,23 @@ class SharePartitionManager:
             del self.partitions[key]
         return error
 
-    def forget_group(self, group_id: str) -> None:
-        """The group's last share session here closed, as when the group empties: its
-        share-partitions leave memory once the writes asked for before are done, so that
-        the next fetch reads their state again and offsets altered or deleted meanwhile
-        (AlterShareGroupOffsets and DeleteShareGroupOffsets need an empty group) count.
-        One that holds acquired records again (a member came back) stays."""
+    def member_left(self, group_id: str, member_id: str, last: bool) -> None:
+        """A member's share session here went (closed, or dropped idle: the member is gone
+        from the group by then): its acquired records go back. When it was the group's
+        last session here, as when the group empties, the group's share-partitions leave
+        memory once the writes asked for before are done, so that the next fetch reads
+        their state again and offsets altered or deleted meanwhile (AlterShareGroupOffsets
+        and DeleteShareGroupOffsets need an empty group) count; one that holds acquired
+        records again by then (a member came back) stays."""
         keys = [k for k in self.partitions if k[0] == group_id]
-        if keys:
+        self.release(group_id, member_id, [tp for _, tp in keys])
+        if last and keys:
             self._tasks.spawn(self._forget(keys), "forgetting an empty group's share-partitions")
 
     async def _forget(self, keys: list[ShareKey]) -> None:
+        # Writes spawned in the same step as this (the releases above) start first and
+        # take their partition's write lock: waiting for the lock below waits for them.
+        await asyncio.sleep(0)
         for key in keys:
             sp = self.partitions.get(key)
             # Writes of a share-partition go in order: past its lock, those before are done.

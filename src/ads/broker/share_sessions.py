@@ -8,17 +8,19 @@ session is (`fetch_sessions.py`) but chosen by the client:
     epoch n > 0            the session's next epoch: its partitions change by the request's
                            topics (added) and forgotten topics; SHARE_SESSION_NOT_FOUND
                            without a session, INVALID_SHARE_SESSION_EPOCH for another epoch.
-    epoch -1 (final)       acknowledges, then closes the session; the member's records of
-                           its partitions are released.
+    epoch -1 (final)       acknowledges, then closes the session; the member's records
+                           are released.
     ShareAcknowledge       n > 0 or -1 as above; epoch 0 is INVALID_SHARE_SESSION_EPOCH.
 
 After each accepted request the expected epoch moves to n + 1 (past int32 max: 1).
 A session unused for `idle_ms` (the share group session timeout: its member is gone from
 the group by then) is dropped when another session opens, so that consumers that died
 without closing theirs do not accumulate. Sessions are in memory; a broker restart forgets
-them and clients open new ones. When a group's last session here goes, the share-partition
-manager is told (`group_left`): it drops the group's share-partitions from memory, so that
-offsets altered while the group was empty count. Used from the broker's event loop only.
+them and clients open new ones. When a session goes (closed, or dropped idle) the
+share-partition manager is told (`member_left`): it releases the member's records and, when
+that was the group's last session here, drops the group's share-partitions from memory, so
+that offsets altered while the group was empty count. Used from the broker's event loop
+only.
 """
 
 from __future__ import annotations
@@ -49,12 +51,14 @@ class ShareSession:
 
 class ShareSessionCache:
     def __init__(self, clock: Clock, idle_ms: int,
-                 group_left: Callable[[str], None] = lambda _g: None) -> None:
+                 member_left: Callable[[str, str, bool], None] = lambda _g, _m, _last: None
+                 ) -> None:
         self.clock = clock
         self.idle_ms = idle_ms
         self.sessions: dict[tuple[str, str], ShareSession] = {}
-        # Told when a group's last session here goes (closed or dropped idle).
-        self.group_left = group_left
+        # Told (group id, member id, whether it was the group's last session here) when a
+        # session goes, closed or dropped idle.
+        self.member_left = member_left
         self._per_group: Counter[str] = Counter()
 
     def fetch(self, group_id: str, member_id: str, epoch: int,
@@ -109,8 +113,9 @@ class ShareSessionCache:
 
     def _remove(self, key: tuple[str, str]) -> None:
         del self.sessions[key]
-        group_id = key[0]
+        group_id, member_id = key
         self._per_group[group_id] -= 1
-        if self._per_group[group_id] <= 0:
+        last = self._per_group[group_id] <= 0
+        if last:
             del self._per_group[group_id]
-            self.group_left(group_id)
+        self.member_left(group_id, member_id, last)

@@ -314,15 +314,6 @@ def _ack_batches(batches: list[FQ.FetchTopic.FetchPartition.AcknowledgementBatch
     return [(b.first_offset, b.last_offset, b.acknowledge_types) for b in batches]
 
 
-def _close(ctx: RequestContext, session: ShareSession,
-           names: dict[uuid.UUID, str | ErrorCode]) -> None:
-    """A final request: the session goes, the member's acquired records with it."""
-    ctx.broker.share_sessions.close(session)
-    tps = [TopicPartition(name, index) for topic_id, index in session.partitions
-           if isinstance(name := names[topic_id], str)]
-    ctx.broker.share_partitions.release(session.group_id, session.member_id, tps)
-
-
 # -- ShareFetch ----------------------------------------------------------------------------
 async def handle_fetch(ctx: RequestContext, req: m.ShareFetchRequest) -> m.ShareFetchResponse:
     group_id, member_id = req.group_id or "", req.member_id or ""
@@ -349,7 +340,8 @@ async def handle_fetch(ctx: RequestContext, req: m.ShareFetchRequest) -> m.Share
     names = _names(ctx, {k[0] for k in session.partitions} | {k[0] for k in acks})
     ack_errors = await _acknowledge(ctx, group_id, member_id, names, acks)
     if req.share_session_epoch == FINAL_EPOCH:
-        _close(ctx, session, names)
+        # The member's acquired records go with it (`SharePartitionManager.member_left`).
+        ctx.broker.share_sessions.close(session)
         return _fetch_response(ctx, {}, ack_errors, names, lock_ms)
     tps = {key: TopicPartition(name, key[1]) for key in session.partitions
            if isinstance(name := names[key[0]], str)}
@@ -423,7 +415,8 @@ async def handle_acknowledge(ctx: RequestContext, req: m.ShareAcknowledgeRequest
     names = _names(ctx, {k[0] for k in session.partitions} | {k[0] for k in acks})
     errors = await _acknowledge(ctx, group_id, member_id, names, acks)
     if req.share_session_epoch == FINAL_EPOCH:
-        _close(ctx, session, names)
+        # The member's acquired records go with it (`SharePartitionManager.member_left`).
+        ctx.broker.share_sessions.close(session)
     Part = AR.ShareAcknowledgeTopicResponse.PartitionData  # noqa: N806
     topics: dict[uuid.UUID, list[AR.ShareAcknowledgeTopicResponse.PartitionData]] = {}
     leaders = LeaderEndpoints(ctx.broker.metadata, ctx.connection.listener_name)
