@@ -395,7 +395,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if result is not None:
                 self._write_bytes(out)
                 self._busy = True
-                self._task = asyncio.ensure_future(self._finish_async(result, _api_key(frame)))
+                # The loop at hand: ensure_future would look it up (a getpid system call
+                # on Python 3.11) for every request that waits.
+                self._task = self.lost.get_loop().create_task(
+                    self._finish_async(result, _api_key(frame)))
                 return
             if self.info.throttle_ms:  # a request answered with nothing (acks=0)
                 self._write_bytes(out)

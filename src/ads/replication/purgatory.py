@@ -38,12 +38,14 @@ if TYPE_CHECKING:
 class DelayedOperation:
     """Base of delayed operations: a future that completes once, by an event or a deadline."""
 
-    __slots__ = ("future", "keys", "_timer")
+    __slots__ = ("future", "keys", "deadline", "_timer", "_purgatory")
 
     def __init__(self, keys: list[TopicPartition]) -> None:
         self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.keys = keys
+        self.deadline = 0.0  # the loop's time at which it expires, once armed
         self._timer: asyncio.TimerHandle | None = None
+        self._purgatory: Purgatory | None = None  # where it is watched, until completed
 
     def try_complete(self) -> bool:
         """Called on an event for one of the keys: completes the operation if it can."""
@@ -54,21 +56,31 @@ class DelayedOperation:
 
     def arm(self, timeout_s: float) -> None:
         """Starts the deadline: `on_expire` runs then unless an event completed it first."""
-        loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(max(timeout_s, 0.0), self._expire)
+        # The future's loop, not get_running_loop(): on Python 3.11 that costs a getpid
+        # system call, and a parked fetch used to pay four of them.
+        loop = self.future.get_loop()
+        self.deadline = loop.time() + max(timeout_s, 0.0)
+        self._timer = loop.call_at(self.deadline, self._expire)
 
     def complete(self) -> None:
+        """Completes the operation (if its future is not done yet, cancelled or answered)
+        and forgets it in the purgatory at once: a done-callback would cost a loop callback
+        per parked fetch, and every way out (an event, the deadline, a cancelled request's
+        `finally`) comes through here."""
         if not self.future.done():
             self.future.set_result(None)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._purgatory is not None:
+            self._purgatory.forget(self)
+            self._purgatory = None
 
     def _expire(self) -> None:
         self._timer = None
         if not self.future.done():
             self.on_expire()
-            self.complete()
+        self.complete()
 
 
 class DelayedFetch(DelayedOperation):
@@ -126,8 +138,8 @@ class Purgatory:
         """Parks `op` on its keys now and arms its deadline."""
         for key in op.keys:
             self._watchers.setdefault(key, []).append(op)
+        op._purgatory = self
         op.arm(timeout_s)
-        op.future.add_done_callback(lambda _: self._forget(op))
 
     def check_and_complete(self, key: TopicPartition) -> None:
         """An event on `key`: every operation watching it tries to complete."""
@@ -135,7 +147,9 @@ class Purgatory:
         if not ops:
             return
         for op in list(ops):
-            if not op.future.done():
+            if op.future.done():
+                op.complete()  # its request was cancelled: only forget it
+            else:
                 op.try_complete()
 
     def complete_all(self, keys: Iterable[TopicPartition]) -> None:
@@ -147,7 +161,8 @@ class Purgatory:
         """Number of operations waiting (an operation on two partitions counts twice)."""
         return sum(len(ops) for ops in self._watchers.values())
 
-    def _forget(self, op: DelayedOperation) -> None:
+    def forget(self, op: DelayedOperation) -> None:
+        """Unwatches `op` (its `complete` does, once)."""
         for key in op.keys:
             ops = self._watchers.get(key)
             if ops is None:

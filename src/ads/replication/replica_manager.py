@@ -42,7 +42,6 @@ Not thread-safe: used from the event loop thread only (DESIGN rule 6).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -552,15 +551,13 @@ class ReplicaManager:
                 or not result.keys):
             return result
         # Park in this same step (see the purgatory's header) and read again when woken.
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + params.max_wait_ms / 1000.0
         op = DelayedFetch(result.keys)
         self.fetch_purgatory.watch(op, params.max_wait_ms / 1000.0)
-        return self._fetch_later(targets, params, op, deadline)
+        return self._fetch_later(targets, params, op)
 
     async def _fetch_later(self, targets: list[FetchPartition], params: FetchParams,
-                           op: DelayedFetch, deadline: float) -> FetchResult:
-        loop = asyncio.get_running_loop()
+                           op: DelayedFetch) -> FetchResult:
+        loop, deadline = op.future.get_loop(), op.deadline
         min_bytes = max(params.min_bytes, 1)
         while True:
             try:
