@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -202,10 +202,11 @@ class CopyJob:
     """``ads pipeline copy`` (or another ``verb``) in a process group of its own, so that
     SIGKILL takes the driver, its JVM and Spark's Python workers down at once, as a lost
     machine would. Its output goes to a file (a pipe nobody reads would stall Spark's
-    logging)."""
+    logging). ``env``: the environment it starts from (the process's own by default)."""
 
-    def __init__(self, log: Path, *args: str, verb: str = "copy") -> None:
-        env = dict(os.environ, PYSPARK_PYTHON=sys.executable,
+    def __init__(self, log: Path, *args: str, verb: str = "copy",
+                 env: Mapping[str, str] | None = None) -> None:
+        env = dict(os.environ if env is None else env, PYSPARK_PYTHON=sys.executable,
                    PYSPARK_DRIVER_PYTHON=sys.executable,
                    PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
         self.log = log

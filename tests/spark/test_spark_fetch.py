@@ -1,10 +1,12 @@
 """The task-side fetch loop of the ads Spark source (ads.spark.reader.read_range), without
 Spark: many fetches per range, a broker killed and restarted in the middle of a range, and a
-broker that stays away."""
+broker that stays away; the same for the offset lookups planning sends (ListOffsets)."""
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ from test_spark_read import produce
 from ads.spark import reader
 from ads.spark.planning import OffsetRange
 from ads.spark.reader import FetchSettings, read_range
-from ads.spark.wire import KafkaWireError
+from ads.spark.wire import LATEST, Cluster, KafkaWireError, TopicPartition
 from broker_process import BrokerProcess
 from conftest import create_topic
 
@@ -74,3 +76,33 @@ def test_spark_fetch_broker_gone_fails_the_task(tmp_path: Path,
     broker.kill9()
     with pytest.raises(KafkaWireError, match="connect|closed|failed"):
         list(batches)
+
+
+@pytest.mark.broker_process
+def test_spark_list_offsets_waits_for_the_leader_within_the_timeout(tmp_path: Path) -> None:
+    """A leader that cannot be reached is asked again until the cluster's timeout, as
+    while a dead broker's leaderships move: a query planning then does not fail."""
+    broker = BrokerProcess(tmp_path / "data").start()
+    tp = TopicPartition("moving", 0)
+    try:
+        create_topic(broker.bootstrap, tp.topic, 1)
+        produce(broker.bootstrap, tp.topic, 30, 1)
+        with Cluster(broker.bootstrap, timeout_s=30) as cluster:
+            cluster.refresh([tp.topic])
+            assert cluster.list_offsets({tp: LATEST})[tp][0] == 30
+            broker.kill9()
+            back = threading.Timer(1.0, broker.start)
+            back.start()
+            try:
+                assert cluster.list_offsets({tp: LATEST})[tp][0] == 30
+            finally:
+                back.join()
+        broker.kill9()
+        with Cluster(broker.bootstrap, timeout_s=1) as cluster:
+            began = time.monotonic()
+            with pytest.raises(KafkaWireError, match="no bootstrap server reachable"):
+                cluster.list_offsets({tp: LATEST})
+            assert time.monotonic() - began < 10
+    finally:
+        if broker.proc is not None and broker.proc.poll() is None:
+            broker.stop()

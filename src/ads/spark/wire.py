@@ -17,6 +17,7 @@ Thread safety: none; each task and the driver make their own ``Cluster``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -56,6 +57,9 @@ _RETRIABLE_LEADER = {
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.FENCED_LEADER_EPOCH,
     ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.REPLICA_NOT_AVAILABLE,
 }
+# ListOffsets retried while a leader moves: the first pause, doubled up to the last.
+_RETRY_PAUSE_S = 0.1
+_RETRY_PAUSE_MAX_S = 1.0
 
 
 class KafkaWireError(Exception):
@@ -64,6 +68,15 @@ class KafkaWireError(Exception):
     def __init__(self, message: str, code: ErrorCode | None = None) -> None:
         super().__init__(message)
         self.code = code
+
+
+class _Unreachable(Exception):
+    """A broker could not be reached or dropped the connection (``error`` says how):
+    retriable where a leader may be moving."""
+
+    def __init__(self, error: KafkaWireError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -160,6 +173,7 @@ class Cluster:
                                               timeout_s=timeout_s)
         except ClientConfigError as exc:
             raise KafkaWireError(f"client property {exc.key}: {exc}") from exc
+        self._timeout_s = timeout_s
         self._brokers: dict[int, tuple[str, int]] = {}
         self._connections: dict[int, BrokerConnection] = {}
         self._any: BrokerConnection | None = None
@@ -247,34 +261,77 @@ class Cluster:
     def list_offsets(self, wanted: Mapping[TopicPartition, int], *,
                      read_committed: bool = False) -> dict[TopicPartition, tuple[int, int]]:
         """``(offset, timestamp)`` per partition for each target timestamp (or EARLIEST /
-        LATEST); offset -1 when no record has a timestamp at or after the target."""
+        LATEST); offset -1 when no record has a timestamp at or after the target.
+
+        Partitions whose leader is moving are asked again, with fresh metadata and a
+        growing pause, for up to the cluster's timeout: a retriable error code, no leader
+        yet, or a leader that cannot be reached (a broker that died stays the leader in
+        the metadata until its session expires and the controller elects another)."""
         result: dict[TopicPartition, tuple[int, int]] = {}
         todo = dict(wanted)
-        for attempt in range(5):
-            if attempt:
-                self.refresh({tp.topic for tp in todo})
-            by_leader: dict[int, list[TopicPartition]] = {}
-            for tp in todo:
-                by_leader.setdefault(self.leader(tp), []).append(tp)
-            retry: dict[TopicPartition, int] = {}
-            for node, tps in by_leader.items():
-                for tp, answer in self._list_offsets_on(node, tps, todo, read_committed):
-                    if isinstance(answer, ErrorCode):
-                        if answer not in _RETRIABLE_LEADER or attempt == 4:
-                            raise KafkaWireError(f"ListOffsets for {tp} failed: {answer.name}",
-                                                 answer)
-                        retry[tp] = todo[tp]
-                    else:
-                        result[tp] = answer
-            if not retry:
+        deadline = time.monotonic() + self._timeout_s
+        pause = _RETRY_PAUSE_S
+        stale: KafkaWireError | None = None  # why the metadata could not be refreshed
+        while True:
+            todo, failure = self._list_offsets_round(todo, result, read_committed)
+            if failure is None:
                 return result
-            todo = retry
-        raise AssertionError("unreachable")
+            if time.monotonic() + pause > deadline:
+                raise stale or failure
+            time.sleep(pause)
+            pause = min(pause * 2, _RETRY_PAUSE_MAX_S)
+            try:
+                self.refresh({tp.topic for tp in todo})
+                stale = None
+            except KafkaWireError as exc:
+                # The broker asked for metadata is gone too: the next refresh goes through
+                # the bootstrap servers again.
+                stale = exc
+                if self._any is not None:
+                    self.forget(self._any)
+
+    def _list_offsets_round(self, todo: Mapping[TopicPartition, int],
+                            result: dict[TopicPartition, tuple[int, int]],
+                            read_committed: bool
+                            ) -> tuple[dict[TopicPartition, int], KafkaWireError | None]:
+        """One ListOffsets per leader; answers go to ``result``. Returns the partitions to
+        ask again and the last retriable failure (None when there are none); raises
+        any other failure."""
+        retry: dict[TopicPartition, int] = {}
+        failure: KafkaWireError | None = None
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for tp in todo:
+            try:
+                by_leader.setdefault(self.leader(tp), []).append(tp)
+            except KafkaWireError as exc:
+                if exc.code not in _RETRIABLE_LEADER:
+                    raise
+                retry[tp], failure = todo[tp], exc
+        for node, tps in by_leader.items():
+            try:
+                answers = self._list_offsets_on(node, tps, todo, read_committed)
+            except _Unreachable as exc:
+                retry.update((tp, todo[tp]) for tp in tps)
+                failure = exc.error
+                continue
+            for tp, answer in answers:
+                if isinstance(answer, ErrorCode):
+                    error = KafkaWireError(f"ListOffsets for {tp} failed: {answer.name}",
+                                           answer)
+                    if answer not in _RETRIABLE_LEADER:
+                        raise error
+                    retry[tp], failure = todo[tp], error
+                else:
+                    result[tp] = answer
+        return retry, failure
 
     def _list_offsets_on(self, node: int, tps: list[TopicPartition],
                          targets: Mapping[TopicPartition, int], read_committed: bool
                          ) -> list[tuple[TopicPartition, tuple[int, int] | ErrorCode]]:
-        conn = self.connection(node)
+        try:
+            conn = self.connection(node)
+        except KafkaWireError as exc:
+            raise _Unreachable(exc) from exc
         version = conn.version(m.ApiKey.LIST_OFFSETS)
         req = m.ListOffsetsRequest
         by_topic: dict[str, list[m.ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition]] = {}
@@ -284,7 +341,11 @@ class Cluster:
         body = req(replica_id=-1, isolation_level=1 if read_committed else 0,
                    topics=[req.ListOffsetsTopic(name=t, partitions=ps)
                            for t, ps in by_topic.items()])
-        response = conn.request(m.ApiKey.LIST_OFFSETS, version, body)
+        try:
+            response = conn.request(m.ApiKey.LIST_OFFSETS, version, body)
+        except KafkaWireError as exc:
+            self.forget(conn)
+            raise _Unreachable(exc) from exc
         assert isinstance(response, m.ListOffsetsResponse)
         out: list[tuple[TopicPartition, tuple[int, int] | ErrorCode]] = []
         for t in response.topics:
