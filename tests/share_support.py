@@ -1,5 +1,6 @@
 """A share consumer in its own process that acknowledges one poll and holds the next
-(`tests/broker/share_worker.py`), for the tests that kill it or a broker under it."""
+(`tests/broker/share_worker.py`), for the tests that kill it or a broker under it; and
+`share_drain`, one in this process that accepts what it gets."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from confluent_kafka import AcknowledgeType, ShareConsumer
 
 from ads.protocol import messages as m
 
@@ -96,3 +100,23 @@ def share_state_request(api: int, group: str, topic_id: uuid.UUID, partition: in
         data, part = Q.ReadStateSummaryData, Q.ReadStateSummaryData.PartitionData
     return Q(group_id=group, topics=[data(topic_id=topic_id, partitions=[
         part(partition=partition, **{**defaults, **fields})])])
+
+
+def share_drain(bootstrap: str, group: str, topic: str, want: int, timeout_s: float = 20.0
+                ) -> list[tuple[int, int, int]]:
+    """(partition, offset, delivery count) of what one ShareConsumer of `group` receives,
+    each accepted, until `want` records came or `timeout_s`; it leaves the group then."""
+    c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                       "share.acknowledgement.mode": "explicit"})
+    c.subscribe([topic])
+    got: list[tuple[int, int, int]] = []
+    try:
+        deadline = time.monotonic() + timeout_s
+        while len(got) < want and time.monotonic() < deadline:
+            for msg in c.poll(0.3):
+                got.append((msg.partition(), msg.offset(), msg.delivery_count()))
+                c.acknowledge(msg, AcknowledgeType.ACCEPT)
+            c.commit_sync(10)
+    finally:
+        c.close()
+    return sorted(got)

@@ -12,6 +12,7 @@ from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from ads.cli.main import main
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
+from share_support import share_drain
 
 Cap = pytest.CaptureFixture[str]
 
@@ -85,22 +86,8 @@ def test_cli_share_groups_list_describe_and_delete(broker: EmbeddedBroker, capsy
 
 def _drain(bs: str, group: str, topic: str, want: int, timeout_s: float = 20.0
            ) -> list[tuple[int, int]]:
-    """(offset, delivery count) of what one share consumer receives, accepting each, until
-    `want` records came or `timeout_s`; it leaves the group when done."""
-    c = ShareConsumer({"bootstrap.servers": bs, "group.id": group,
-                       "share.acknowledgement.mode": "explicit"})
-    c.subscribe([topic])
-    got: list[tuple[int, int]] = []
-    try:
-        deadline = time.monotonic() + timeout_s
-        while len(got) < want and time.monotonic() < deadline:
-            for msg in c.poll(0.3):
-                got.append((msg.offset(), msg.delivery_count()))
-                c.acknowledge(msg, AcknowledgeType.ACCEPT)
-            c.commit_sync(10)
-    finally:
-        c.close()
-    return sorted(got)
+    """(offset, delivery count) of what one share consumer gets (one partition)."""
+    return [(o, n) for _, o, n in share_drain(bs, group, topic, want, timeout_s)]
 
 
 def _described(capsys: Cap, bs: str, group: str) -> list[list[str]]:

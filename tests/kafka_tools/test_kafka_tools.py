@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka import Producer
 
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
@@ -21,6 +20,7 @@ from cluster_support import Cluster
 from kafka_reference import JARS
 from kafka_tool_support import ok, run
 from kafka_wire import RawConnection
+from share_support import share_drain
 
 pytestmark = pytest.mark.kafka_reference
 
@@ -166,25 +166,6 @@ def test_console_clients_groups_offsets_and_records(cluster: Cluster, tmp_path: 
               "--time", "-2").split() == ["tools-g:0:10"]
 
 
-def _share_drain(bs: str, group: str, topic: str, want: int) -> list[tuple[int, int]]:
-    """(partition, offset) of what one share consumer gets, accepted, until `want` came or
-    15 s; it leaves the group then."""
-    c = ShareConsumer({"bootstrap.servers": bs, "group.id": group,
-                       "share.acknowledgement.mode": "explicit"})
-    c.subscribe([topic])
-    got: list[tuple[int, int]] = []
-    try:
-        deadline = time.monotonic() + 15
-        while len(got) < want and time.monotonic() < deadline:
-            for msg in c.poll(0.3):
-                got.append((msg.partition(), msg.offset()))
-                c.acknowledge(msg, AcknowledgeType.ACCEPT)
-            c.commit_sync(10)
-    finally:
-        c.close()
-    return sorted(got)
-
-
 def test_kafka_share_groups(cluster: Cluster) -> None:
     """kafka-share-groups.sh: describe, reset-offsets (AlterShareGroupOffsets) and
     delete-offsets (DeleteShareGroupOffsets) of a share group whose partitions are led by
@@ -199,7 +180,7 @@ def test_kafka_share_groups(cluster: Cluster) -> None:
     ok("kafka-configs", "--bootstrap-server", bs, "--entity-type", "groups",
        "--entity-name", "tools-sh", "--alter", "--add-config", "share.auto.offset.reset=earliest")
     everything = sorted((i % 2, i // 2) for i in range(10))
-    assert _share_drain(bs, "tools-sh", "tools-sh", 10) == everything
+    assert [(p, o) for p, o, _ in share_drain(bs, "tools-sh", "tools-sh", 10)] == everything
     group = ("kafka-share-groups", "--bootstrap-server", bs, "--group", "tools-sh")
 
     def described() -> list[list[str]]:
@@ -211,7 +192,7 @@ def test_kafka_share_groups(cluster: Cluster) -> None:
     out = ok(*group, "--reset-offsets", "--to-earliest", "--topic", "tools-sh", "--execute")
     assert re.search(r"tools-sh\s+tools-sh\s+0\s+0", out), out
     assert described() == [["tools-sh", "tools-sh", "0", "0"], ["tools-sh", "tools-sh", "1", "0"]]
-    assert _share_drain(bs, "tools-sh", "tools-sh", 10) == everything
+    assert [(p, o) for p, o, _ in share_drain(bs, "tools-sh", "tools-sh", 10)] == everything
     out = ok(*group, "--delete-offsets", "--topic", "tools-sh")
     assert re.search(r"tools-sh\s+Successful", out), out
     assert described() == []

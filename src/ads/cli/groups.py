@@ -63,12 +63,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     add_command(p, "groups delete", delete)
 
     p = verbs.add_parser("reset-offsets", help="move a group's committed offsets")
-    p.add_argument("--group", required=True)
-    scope = p.add_mutually_exclusive_group(required=True)
-    scope.add_argument("--topic", action="append", metavar="TOPIC[:P,P...]")
-    scope.add_argument("--all-topics", action="store_true",
-                       help="every topic the group has committed offsets for")
-    add_reset_options(p)
+    add_reset_options(p, "every topic the group has committed offsets for")
     add_command(p, "groups reset-offsets", reset_offsets)
 
     p = verbs.add_parser("delete-offsets", help="delete a group's committed offsets")
@@ -290,8 +285,13 @@ def reset_offsets(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_reset_options(p: argparse.ArgumentParser) -> None:
-    """Where `reset-offsets` moves to (`reset_plan`), and whether it does."""
+def add_reset_options(p: argparse.ArgumentParser, all_topics: str) -> None:
+    """`reset-offsets`' group, its topics (`all_topics`: what --all-topics takes), where it
+    moves to (`reset_plan`) and whether it does."""
+    p.add_argument("--group", required=True)
+    scope = p.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--topic", action="append", metavar="TOPIC[:P,P...]")
+    scope.add_argument("--all-topics", action="store_true", help=all_topics)
     to = p.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_true")
     to.add_argument("--to-latest", action="store_true")

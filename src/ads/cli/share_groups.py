@@ -55,12 +55,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p.add_argument("groups", nargs="+", metavar="GROUP")
     add_command(p, "share-groups delete", delete)
     p = verbs.add_parser("reset-offsets", help="move a share group's start offsets")
-    p.add_argument("--group", required=True)
-    scope = p.add_mutually_exclusive_group(required=True)
-    scope.add_argument("--topic", action="append", metavar="TOPIC[:P,P...]")
-    scope.add_argument("--all-topics", action="store_true",
-                       help="every topic the group has read or has offsets of")
-    add_reset_options(p)
+    add_reset_options(p, "every topic the group has read or has offsets of")
     add_command(p, "share-groups reset-offsets", reset_offsets)
     p = verbs.add_parser("delete-offsets", help="delete a share group's state of topics")
     p.add_argument("--group", required=True)
