@@ -134,11 +134,11 @@ lint: test-deps
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 
+# The slowest tests are listed at the end: the suite keeps to about 30 minutes.
 test: test-deps
 	$(VENV)/bin/ruff check src tests tools
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
-	# The slowest tests are listed at the end: the suite keeps to about 30 minutes.
 	$(PY) -m pytest -q --durations=25
 	$(MAKE) test-pure
 
