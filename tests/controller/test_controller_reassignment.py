@@ -49,6 +49,11 @@ def test_controller_reassignment_completes_once_the_target_is_in_the_isr() -> No
     assert fit(LeaderAndIsr(2, 4, [1, 2, 3], 1), moving.target, {1, 2, 3}, (), 6) == (
         LeaderAndIsr(2, 5, [2, 3], 6))
     assert fit(LeaderAndIsr(2, 4, [2, 3], 1), moving.target, {1, 2, 3}, (), 6) is None
+    # Completing while replicas leave moves the epoch even when the ISR is the target's:
+    # an ISR change the leader makes under epoch 4 (adding the leaving replica, which may
+    # still fetch) is refused then.
+    assert fit(LeaderAndIsr(2, 4, [2, 3], 1), moving.target, {1, 2, 3}, (), 6,
+               bump=True) == LeaderAndIsr(2, 5, [2, 3], 6)
 
 
 @pytest.mark.timeout(120)
@@ -84,6 +89,17 @@ def test_controller_reassignment_on_zookeeper(zk: KazooClient) -> None:
         wait(lambda: assignment().replicas[0] == [2] and 0 not in assignment().adding)
         assert (state(zk, "t", 0).leader, state(zk, "t", 0).isr) == (2, [2])
         assert controller.list_reassignments([("t", 0)]).result(30) == {}
+
+        # Broker 3 leaves partition 2's replicas ([3, 1] to [1]) whose ISR is already
+        # [1]: complete at once, and the leader epoch moves all the same, so that the
+        # leader's ISR change made under the old epoch (3 fetched meanwhile) is refused.
+        add_topic(zk, "u", {0: [1, 3]})
+        wait(lambda: zk.exists(zl.state_path("u", 0)) is not None)
+        set_isr(zk, "u", 0, 1, [1])
+        before = state(zk, "u", 0).leader_epoch
+        assert controller.alter_reassignments({("u", 0): [1]}).result(30) == {("u", 0): None}
+        wait(lambda: zl.decode_assignment(zk.get(zl.topic_path("u"))[0]).replicas[0] == [1])
+        assert (state(zk, "u", 0).isr, state(zk, "u", 0).leader_epoch) == ([1], before + 1)
 
         # Cancelling puts the origin back; nothing to cancel is an error.
         assert controller.alter_reassignments({("t", 2): [1]}).result(30) == {("t", 2): None}

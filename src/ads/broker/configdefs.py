@@ -550,9 +550,7 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
      "Server-side assignors of consumer-protocol groups; the first is the default."),
     # share groups (KIP-932): served by default, as Kafka 4.2+ clusters do
     ("group.share.enable", B, "true", None, MEDIUM,
-     "Serve share groups: ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, "
-     "ShareAcknowledge, the share-group offset APIs and the share coordinator's; false "
-     "leaves them out of ApiVersions."),
+     "Serve share groups (KIP-932) and their APIs; false leaves them out of ApiVersions."),
     ("group.share.session.timeout.ms", I, "45000", Range(1), MEDIUM,
      "Session timeout of share group members."),
     ("group.share.heartbeat.interval.ms", I, "5000", Range(1), MEDIUM,

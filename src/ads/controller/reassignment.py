@@ -10,9 +10,11 @@ A partition's assignment is `replicas` (RS) with `adding` (AR) and `removing` (R
                            from the leader and join the ISR once caught up).
     cancel                 a reassignment back to the origin: AR leave at once.
     complete, when T is    the leader moves to the first of T that is live and in the ISR
-    a subset of the ISR    if it is not in T; the ISR loses every replica not in T (leader
-                           epoch + 1); then RS = T and AR, RR are cleared; brokers of RR
-                           see they hold no replica any more and delete it.
+    a subset of the ISR    if it is not in T; the ISR loses every replica not in T; the
+                           leader epoch moves (whenever RR is not empty, as in Kafka, so
+                           that the leader's ISR changes under the old epoch are refused);
+                           then RS = T and AR, RR are cleared; brokers of RR see they hold
+                           no replica any more and delete it.
     not complete yet       the ISR loses replicas no longer in RS (a reassignment replaced
                            by another); the controller watches the partition's state znode
                            and looks again whenever it changes (the leader adds a follower
@@ -117,10 +119,11 @@ def check_target(target: list[int], current: ReplicaAssignment,
 
 
 def fit(state: LeaderAndIsr | None, allowed: list[int], live: Collection[int],
-        shutting_down: Collection[int], controller_epoch: int) -> LeaderAndIsr | None:
+        shutting_down: Collection[int], controller_epoch: int,
+        bump: bool = False) -> LeaderAndIsr | None:
     """The state with the ISR cut to `allowed` and, if the leader is not allowed, the first
-    allowed replica that is live and in the ISR leading; None when nothing changes or no
-    such replica exists."""
+    allowed replica that is live and in the ISR leading; None when nothing changes (unless
+    `bump`: the leader epoch moves even then) or no such replica exists."""
     if state is None or state.leader < 0:
         return None
     isr = [r for r in state.isr if r in allowed]
@@ -131,7 +134,7 @@ def fit(state: LeaderAndIsr | None, allowed: list[int], live: Collection[int],
         if found is None:
             return None
         leader = found
-    if leader == state.leader and isr == state.isr:
+    if leader == state.leader and isr == state.isr and not bump:
         return None
     return LeaderAndIsr(leader, state.leader_epoch + 1, isr, controller_epoch)
 
@@ -257,8 +260,12 @@ class Reassigner:
                 c.update_state(topic, partition, functools.partial(rule, allowed=ra.replicas))
                 self._watch(topic, partition)
                 return
-            if isinstance(c.update_state(topic, partition,
-                                         functools.partial(rule, allowed=ra.target)), Refused):
+            # Replicas leave: the leader epoch moves even when the ISR is already the
+            # target's, as Kafka's controller moves it, so that an ISR change the leader
+            # makes under the old epoch (adding a leaving replica that fetched meanwhile)
+            # is refused instead of keeping a replica that is no longer one.
+            if isinstance(c.update_state(topic, partition, functools.partial(
+                    rule, allowed=ra.target, bump=bool(ra.removing))), Refused):
                 return
             if not ra.reassigning:
                 self._unwatch(topic, partition)
