@@ -17,6 +17,7 @@ without members, as Kafka's tool does.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException
 
@@ -39,6 +40,9 @@ from ads.cli.groups import (
 )
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from ads.client import Connection
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
@@ -83,23 +87,29 @@ def list_(args: argparse.Namespace) -> int:
     return 0
 
 
-def _start_offsets(args: argparse.Namespace, group: str,
-                   keys: list[tuple[str, int]] | None) -> dict[tuple[str, int], int]:
-    """The share-partitions' start offsets now (those without state left out); `keys`
-    None: of all the group's topics."""
+def _group_offsets(conn: Connection, group: str, keys: list[tuple[str, int]] | None
+                   ) -> m.DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup:
+    """The group's part of DescribeShareGroupOffsets v1 for `keys` (None: the group's
+    topics): start offsets and lag per share-partition."""
     G = m.DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup  # noqa: N806
     by_topic: dict[str, list[int]] = {}
     for t, p in keys or ():
         by_topic.setdefault(t, []).append(p)
-    with coordinator_connection(args, group, 0) as conn:
-        r = conn.request(m.ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1,
-                         m.DescribeShareGroupOffsetsRequest(groups=[G(
-                             group_id=group, topics=None if keys is None else [
-                                 G.DescribeShareGroupOffsetsRequestTopic(
-                                     topic_name=t, partitions=ps)
-                                 for t, ps in by_topic.items()])]))
+    r = conn.request(m.ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1,
+                     m.DescribeShareGroupOffsetsRequest(groups=[G(
+                         group_id=group, topics=None if keys is None else [
+                             G.DescribeShareGroupOffsetsRequestTopic(topic_name=t, partitions=ps)
+                             for t, ps in by_topic.items()])]))
     assert isinstance(r, m.DescribeShareGroupOffsetsResponse)
-    g = r.groups[0]
+    return r.groups[0]
+
+
+def _start_offsets(args: argparse.Namespace, group: str,
+                   keys: list[tuple[str, int]] | None) -> dict[tuple[str, int], int]:
+    """The share-partitions' start offsets now (those without state left out); `keys`
+    None: of all the group's topics."""
+    with coordinator_connection(args, group, 0) as conn:
+        g = _group_offsets(conn, group, keys)
     if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND and keys is not None:
         return {}  # AlterShareGroupOffsets makes the group, as Kafka's does
     if g.error_code != ErrorCode.NONE:
@@ -187,13 +197,7 @@ def describe(args: argparse.Namespace) -> int:
                     f"{t.topic_name}:{','.join(map(str, t.partitions))}"
                     for t in mem.assignment.topic_partitions) or "-") for mem in d.members]
                 continue
-            offsets = conn.request(m.ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1,
-                                   m.DescribeShareGroupOffsetsRequest(groups=[
-                                       m.DescribeShareGroupOffsetsRequest
-                                       .DescribeShareGroupOffsetsRequestGroup(
-                                           group_id=group, topics=None)]))
-        assert isinstance(offsets, m.DescribeShareGroupOffsetsResponse)
-        g = offsets.groups[0]
+            g = _group_offsets(conn, group, None)
         if g.error_code != ErrorCode.NONE:
             raise CommandError(f"share group '{group}': {ErrorCode(g.error_code).name}")
         for t in sorted(g.topics, key=lambda t: t.topic_name):

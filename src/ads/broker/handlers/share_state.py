@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ads.broker import permissions as P
 from ads.broker.dispatch import ApiHandler, RequestContext
@@ -33,7 +33,14 @@ from ads.metadata.acl import CLUSTER_NAME
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
-T = TypeVar("T")
+
+class _Part(Protocol):
+    """What every request's PartitionData has."""
+
+    partition: int
+
+
+T = TypeVar("T", bound=_Part)
 InitPart = m.InitializeShareGroupStateRequest.InitializeStateData.PartitionData
 ReadPart = m.ReadShareGroupStateRequest.ReadStateData.PartitionData
 WritePart = m.WriteShareGroupStateRequest.WriteStateData.PartitionData
@@ -48,7 +55,6 @@ def _allowed(ctx: RequestContext) -> bool:
 
 async def _each(ctx: RequestContext, group_id: str,
                 topics: Iterable[tuple[uuid.UUID, Iterable[T]]],
-                part_index: Callable[[T], int],
                 call: Callable[[ShareKey, T], Answer | Awaitable[Answer]]
                 ) -> list[tuple[uuid.UUID, list[tuple[int, Answer]]]]:
     """Every share-partition's answer, in the request's order (calls of one request run
@@ -59,7 +65,7 @@ async def _each(ctx: RequestContext, group_id: str,
     for topic_id, parts in topics:
         answers: list[tuple[int, Answer]] = []
         for p in parts:
-            index = part_index(p)
+            index = p.partition
             if not allowed:
                 answers.append((index, Answer(P.CLUSTER_ACTION.error)))
                 continue
@@ -90,7 +96,7 @@ async def handle_initialize(ctx: RequestContext, req: m.InitializeShareGroupStat
         return coordinator.initialize(key, p.state_epoch, p.start_offset)
 
     results = await _each(ctx, req.group_id, [(t.topic_id, t.partitions) for t in req.topics],
-                          lambda p: p.partition, call)
+                          call)
     return R(results=[R.InitializeStateResult(topic_id=t, partitions=[
         R.InitializeStateResult.PartitionResult(partition=i, error_code=a.error,
                                                 error_message=_message(a.error))
@@ -108,7 +114,7 @@ async def handle_read(ctx: RequestContext, req: m.ReadShareGroupStateRequest
         return coordinator.read(key, p.leader_epoch)
 
     results = await _each(ctx, req.group_id, [(t.topic_id, t.partitions) for t in req.topics],
-                          lambda p: p.partition, call)
+                          call)
 
     def result(index: int, a: Answer) -> Any:
         state = a.state
@@ -139,7 +145,7 @@ async def handle_write(ctx: RequestContext, req: m.WriteShareGroupStateRequest
                                               p.start_offset, batches))
 
     results = await _each(ctx, req.group_id, [(t.topic_id, t.partitions) for t in req.topics],
-                          lambda p: p.partition, call)
+                          call)
     return R(results=[R.WriteStateResult(topic_id=t, partitions=[
         R.WriteStateResult.PartitionResult(partition=i, error_code=a.error,
                                            error_message=_message(a.error))
@@ -156,7 +162,7 @@ async def handle_delete(ctx: RequestContext, req: m.DeleteShareGroupStateRequest
         return coordinator.delete(key)
 
     results = await _each(ctx, req.group_id, [(t.topic_id, t.partitions) for t in req.topics],
-                          lambda p: p.partition, call)
+                          call)
     return R(results=[R.DeleteStateResult(topic_id=t, partitions=[
         R.DeleteStateResult.PartitionResult(partition=i, error_code=a.error,
                                             error_message=_message(a.error))
@@ -174,7 +180,7 @@ async def handle_read_summary(ctx: RequestContext, req: m.ReadShareGroupStateSum
         return coordinator.summary(key)
 
     results = await _each(ctx, req.group_id, [(t.topic_id, t.partitions) for t in req.topics],
-                          lambda p: p.partition, call)
+                          call)
 
     def result(index: int, a: Answer) -> Any:
         state = a.state
