@@ -499,10 +499,23 @@ class ZkMetadataStore:
         path = zl.state_path(name, partition)
 
         def write() -> int | None:
+            # Only replicas of the partition as assigned now may be in its ISR: a replica
+            # that a completed reassignment removed may still have fetched under the
+            # current epoch. The assignment's version is checked in the same transaction.
             try:
-                return int(self.zk.set(path, zl.encode_state(new), version=version).version)
-            except (BadVersionError, NoNodeError):
+                data, topic = self.zk.get(zl.topic_path(name))
+            except NoNodeError:
                 return None
+            replicas = zl.decode_assignment(data).replicas.get(partition, [])
+            if not set(isr) <= set(replicas):
+                return None
+            t = self.zk.transaction()
+            t.check(zl.topic_path(name), topic.version)
+            t.set_data(path, zl.encode_state(new), version=version)
+            results = t.commit()
+            if any(isinstance(r, Exception) for r in results):
+                return None
+            return int(results[1].version)
 
         written: int | None = await self._write(write)
         if written is None:
