@@ -1,6 +1,7 @@
 """The replica manager's one append path, driven on an event loop with real logs: validation
-by origin, transaction markers committed like data (min.insync.replicas, the wait for the
-high watermark), the last stable offset held below a transaction whose marker is not yet
+by origin (a leader's CLIENT and COORDINATOR writes, a follower's REPLICATION copies),
+transaction markers committed like data (min.insync.replicas, the wait for the high
+watermark), the last stable offset held below a transaction whose marker is not yet
 replicated, and the KIP-890 verification guard refusing an append whose transaction ended
 while it was verified."""
 
@@ -69,6 +70,38 @@ async def test_append_path_origin_decides_validation(tmp_path: Path, logs: list[
     unsequenced = build_batch([(b"k", b"v")], timestamp=T0, producer_id=PID,
                               producer_epoch=EPOCH, is_transactional=True)
     assert _error(rm, unsequenced, AppendOrigin.COORDINATOR) is ErrorCode.NONE
+
+
+def _replicate(rm: ReplicaManager, batch: memoryview | bytes, high_watermark: int
+               ) -> ErrorCode:
+    result = rm.append_records({KEY: batch}, AppendOrigin.REPLICATION, 1, 0,
+                               leader_offsets={KEY: (high_watermark, 0)}).results[KEY]
+    return result.code if isinstance(result, PartitionError) else ErrorCode.NONE
+
+
+async def test_append_path_replication_only_on_a_follower(tmp_path: Path,
+                                                          logs: list[Log]) -> None:
+    rm, part = _manager(tmp_path, logs)
+    batch = memoryview(build_batch([(None, b"a"), (None, b"b")], timestamp=T0))
+    # Led here: the leader's log is written by its own appends, never as a copy.
+    assert _replicate(rm, batch, 2) is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    rm.become_follower("t", 0, 1, OTHER)
+    # A follower takes no client or coordinator write ...
+    assert _error(rm, batch, AppendOrigin.CLIENT) is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert _error(rm, _marker(True), AppendOrigin.COORDINATOR) is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # ... but copies its leader's batches, offsets kept, and takes its high watermark up to
+    # its own log end.
+    assert _replicate(rm, batch, 5) is ErrorCode.NONE
+    assert (part.log_end_offset, part.high_watermark) == (2, 2)
+    # A copy failing its CRC appends nothing.
+    corrupt = bytearray(build_batch([(None, b"c")], timestamp=T0, base_offset=2))
+    corrupt[-1] ^= 0xFF
+    assert _replicate(rm, corrupt, 5) is ErrorCode.CORRUPT_MESSAGE
+    assert part.log_end_offset == 2
+    unknown = rm.append_records({("u", 0): batch}, AppendOrigin.REPLICATION, 1, 0,
+                                leader_offsets={("u", 0): (0, 0)}).results[("u", 0)]
+    assert isinstance(unknown, PartitionError)
+    assert unknown.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 async def test_append_path_marker_is_committed_like_data(tmp_path: Path,

@@ -129,5 +129,5 @@ def test_replication_fetcher_failed_log_fails_only_its_partition(
     _wait(lambda: pair.follower_end("good") == 30, "good still replicated")
     assert pair.follower_end("bad") == 2  # nothing more for the failed one
     assert any("bad-0: replicating from broker 1 failed; the partition is no longer fetched"
-               in r.getMessage() and "KafkaStorageError" in r.exc_text for r in caplog.records
+               in r.getMessage() and "fsync failed" in r.exc_text for r in caplog.records
                if r.exc_text)

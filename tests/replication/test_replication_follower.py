@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from ads.common.clock import ManualClock
+from ads.common.partitions import TopicPartition
 from ads.protocol.errors import ErrorCode
 from ads.records.batch import build_batch
+from ads.replication.partition import AppendOrigin, PartitionError
 from ads.replication.replica_manager import (
     FetchParams,
     FetchPartition,
@@ -61,7 +63,11 @@ async def _follower_fetch(leader: ReplicaManager, follower: ReplicaManager) -> P
         part.truncate_to_leader(read.diverging_epoch, read.diverging_end_offset)
     elif read.error == ErrorCode.NONE:
         data = read.records.read_bytes() if read.records is not None else b""
-        part.append_replicated(memoryview(data), read.high_watermark, read.log_start_offset)
+        key = TopicPartition("t", 0)
+        result = follower.append_records(
+            {key: memoryview(data)}, AppendOrigin.REPLICATION, 1, 0,
+            leader_offsets={key: (read.high_watermark, read.log_start_offset)}).results[key]
+        assert not isinstance(result, PartitionError), result
     return read
 
 

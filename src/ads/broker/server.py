@@ -178,9 +178,9 @@ class Broker:
         self.log_manager.startup()
         self.fetchers = ReplicaFetcherManager(self.node_id, fetcher_config(self.config),
                                               self.inter_broker.address,
+                                              self.replica_manager,
                                               self.inter_broker.ssl_context,
-                                              self.inter_broker.authenticate,
-                                              self.replica_manager.replicated)
+                                              self.inter_broker.authenticate)
         self.replica_manager.fetchers = self.fetchers
         self.topics.serve_all()
         self.coordinator_deadlines = coordinators.start(self)

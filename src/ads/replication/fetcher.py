@@ -12,8 +12,9 @@ One round:
    latest leader epoch as `last_fetched_epoch` and the leader epoch it believes current.
    The leader long-polls it (`replica.fetch.wait.max.ms`, `replica.fetch.min.bytes`).
 2. Per partition in the answer:
-   - records: appended as they are (`Partition.append_replicated`: CRC-checked, offsets,
-     epochs and bytes kept), and the leader's high watermark taken up to the log end;
+   - records: appended as they are through the replica manager's one append path
+     (`ReplicaManager.append_records`, origin REPLICATION: CRC-checked, offsets, epochs
+     and bytes kept), and the leader's high watermark taken up to the log end;
    - a diverging epoch: the log is truncated where it agrees with the leader
      (`Partition.truncate_to_leader`), then fetching goes on from there;
    - OFFSET_OUT_OF_RANGE below the leader's log start: the log restarts empty at the
@@ -45,12 +46,16 @@ import logging
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ads.common.partitions import TopicPartition
 from ads.net.client import Authenticate, BrokerConnection, NetClientError
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
-from ads.replication.partition import Partition, PartitionError
+from ads.replication.partition import AppendOrigin, Partition, PartitionError
+
+if TYPE_CHECKING:
+    from ads.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger("ads.replication.fetcher")
 
@@ -77,14 +82,13 @@ class ReplicaFetcherManager:
     """Which fetcher follows which partition; fetchers start and stop with their work."""
 
     def __init__(self, node_id: int, config: FetcherConfig, endpoint: EndpointLookup,
-                 ssl_context: ssl.SSLContext | None = None,
-                 authenticate: Authenticate | None = None,
-                 on_appended: Callable[[TopicPartition], None] | None = None) -> None:
-        """`ssl_context`: TLS to the leaders when the inter-broker listener uses it;
-        `authenticate`: the SASL exchange when it is a SASL one; `on_appended(key)`: a
-        partition took the leader's batches (consumers reading this replica wake)."""
+                 replicas: ReplicaManager, ssl_context: ssl.SSLContext | None = None,
+                 authenticate: Authenticate | None = None) -> None:
+        """`replicas`: where fetched batches are appended; `ssl_context`: TLS to the
+        leaders when the inter-broker listener uses it; `authenticate`: the SASL exchange
+        when it is a SASL one."""
         self.node_id = node_id
-        self._on_appended = on_appended
+        self._replicas = replicas
         self.config = config
         self._endpoint = endpoint
         self._ssl_context = ssl_context
@@ -107,8 +111,8 @@ class ReplicaFetcherManager:
         fetcher = self._fetchers.get(slot)
         if fetcher is None:
             fetcher = self._fetchers[slot] = ReplicaFetcher(
-                self.node_id, part.leader_id, self.config, self._endpoint, self._ssl_context,
-                self._authenticate, self._failed, self._on_appended)
+                self.node_id, part.leader_id, self.config, self._endpoint, self._replicas,
+                self._ssl_context, self._authenticate, self._failed)
         self._where[part.key] = slot
         fetcher.add(part)
 
@@ -139,14 +143,14 @@ class ReplicaFetcher:
     """Fetches a set of partitions from one leader, one request at a time."""
 
     def __init__(self, node_id: int, leader_id: int, config: FetcherConfig,
-                 endpoint: EndpointLookup, ssl_context: ssl.SSLContext | None = None,
+                 endpoint: EndpointLookup, replicas: ReplicaManager,
+                 ssl_context: ssl.SSLContext | None = None,
                  authenticate: Authenticate | None = None,
-                 on_failed: Callable[[TopicPartition], None] | None = None,
-                 on_appended: Callable[[TopicPartition], None] | None = None) -> None:
-        """`on_failed(key)`: the partition failed on an error of its own log and is no
-        longer fetched here; `on_appended(key)`: it took the leader's batches."""
+                 on_failed: Callable[[TopicPartition], None] | None = None) -> None:
+        """`replicas`: where fetched batches are appended; `on_failed(key)`: the partition
+        failed on an error of its own log and is no longer fetched here."""
         self.node_id = node_id
-        self._on_appended = on_appended
+        self._replicas = replicas
         self.leader_id = leader_id
         self._on_failed = on_failed
         self.config = config
@@ -294,10 +298,12 @@ class ReplicaFetcher:
                     self._delayed[key] = (asyncio.get_running_loop().time()
                                           + self.config.backoff_ms / 1000.0)
                 else:
-                    part.append_replicated(memoryview(data.records or b""),
-                                           data.high_watermark, data.log_start_offset)
-                    if self._on_appended is not None:
-                        self._on_appended(key)
+                    result = self._replicas.append_records(
+                        {key: memoryview(data.records or b"")}, AppendOrigin.REPLICATION, 1, 0,
+                        leader_offsets={key: (data.high_watermark, data.log_start_offset)}
+                    ).results[key]
+                    if isinstance(result, PartitionError):
+                        raise result
                 return
             if code == ErrorCode.OFFSET_OUT_OF_RANGE and data.log_start_offset > offset:
                 log.warning("%s-%d: the leader's log starts at %d, past this log's end %d: "

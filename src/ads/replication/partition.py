@@ -1,14 +1,15 @@
 """One partition replica on this broker: its log, leader epoch, ISR and high watermark.
 
-The leader appends (`append`, reached only through `ReplicaManager.append_records`) and
-serves reads; a follower (made one by `ReplicaManager.become_follower`) refuses both with
-NOT_LEADER_OR_FOLLOWER and copies the leader's batches instead (`append_replicated`, fed by
-`ads.replication.fetcher`). `append` validates by origin: a producer's batch (CLIENT) as
-described below, a batch this broker built (COORDINATOR: a coordinator's records, or a
-transaction marker) only for its size; with acks=all, `min.insync.replicas` is checked
-whatever the origin, capped at the number of replicas (`effective_min_isr`, Kafka 4's rule:
-a topic whose `min.insync.replicas` exceeds its replication factor stays writable with
-every replica in sync).
+Every write reaches a partition through `ReplicaManager.append_records`: the leader appends
+(`append`) and serves reads; a follower (made one by `ReplicaManager.become_follower`)
+refuses both with NOT_LEADER_OR_FOLLOWER and copies the leader's batches instead
+(`append_replicated`, origin REPLICATION, fed by `ads.replication.fetcher`; bytes, offsets
+and leader epochs kept, each batch's CRC checked). `append` validates by origin: a
+producer's batch (CLIENT) as described below, a batch this broker built (COORDINATOR: a
+coordinator's records, or a transaction marker) only for its size; with acks=all,
+`min.insync.replicas` is checked whatever the origin, capped at the number of replicas
+(`effective_min_isr`, Kafka 4's rule: a topic whose `min.insync.replicas` exceeds its
+replication factor stays writable with every replica in sync).
 
 Invariants (docs/replication.md):
 - The high watermark is the smallest log end offset over the in-sync replicas, advanced only
@@ -90,6 +91,7 @@ class AppendOrigin(Enum):
 
     CLIENT = "client"  # a producer's batch
     COORDINATOR = "coordinator"  # a coordinator's record or a transaction marker
+    REPLICATION = "replication"  # a leader's batches, copied by a follower as they are
 
 
 class PartitionError(Exception):
@@ -387,13 +389,18 @@ class Partition:
 
     # -- a follower's copy -----------------------------------------------------------------
     def append_replicated(self, records: memoryview, leader_high_watermark: int,
-                          leader_log_start_offset: int) -> None:
+                          leader_log_start_offset: int) -> ProduceResult:
         """Appends batches fetched from the leader (CRC-checked, bytes and offsets kept) and
-        takes the leader's high watermark up to this log's end."""
+        takes the leader's high watermark up to this log's end (origin REPLICATION, through
+        `ReplicaManager.append_records`)."""
+        if self.is_leader:
+            raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                 f"{self.topic}-{self.index} is led here, not followed")
         end, headers = rb.scan_valid_prefix(records)
         if end < len(records) and not headers:
             raise PartitionError(ErrorCode.CORRUPT_MESSAGE,
                                  f"{self.topic}-{self.index}: replicated batch fails its CRC")
+        first = self.log.log_end_offset
         try:
             self.log.append_as_follower(records[:end], headers)
             if leader_log_start_offset > self.log.log_start_offset:
@@ -403,6 +410,7 @@ class Partition:
             raise PartitionError.of(exc) from exc
         self.log.high_watermark = max(self.log.high_watermark,
                                       min(leader_high_watermark, self.log.log_end_offset))
+        return ProduceResult(first, -1, self.log.log_start_offset, self.log.log_end_offset)
 
     def restart_at(self, log_start_offset: int) -> None:
         """A follower behind its leader's log start: the log starts over, empty, there."""

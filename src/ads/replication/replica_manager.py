@@ -4,11 +4,13 @@ Handlers reach partitions only through it (Kafka's ReplicaManager):
 
 - `partition(topic, index)` for a partition this broker leads: UNKNOWN_TOPIC_OR_PARTITION
   when it has no replica of it, NOT_LEADER_OR_FOLLOWER when another broker leads it.
-- `append_records` is the one append path for every write a leader makes: producers'
-  batches (origin CLIENT), coordinators' records and transaction markers (COORDINATOR),
-  each validated as its origin requires; with acks=all the result waits in the produce
-  purgatory until the high watermark passes what it appended (`Appended.pending`, None
-  when it already has, as always on one broker). A marker is committed like data.
+- `append_records` is the one append path, for every write to a partition: a leader's
+  producers' batches (origin CLIENT), coordinators' records and transaction markers
+  (COORDINATOR), and a follower's copy of its leader's batches (REPLICATION, from the
+  replica fetcher), each validated as its origin requires; with acks=all the result waits
+  in the produce purgatory until the high watermark passes what it appended
+  (`Appended.pending`, None when it already has, as always on one broker). A marker is
+  committed like data.
 - `end_offset_for_epoch`, `active_producers`, `delete_records`, and the partition
   `partition` or `replica` returns (its offsets, `offset_for_timestamp`): the queries of
   ListOffsets, OffsetForLeaderEpoch, DescribeProducers and DeleteRecords. Handlers never
@@ -35,7 +37,8 @@ in this log, else the answer names where it diverges), then records where the fo
 which may advance the high watermark (waking acks=all produces) and let the follower join
 the ISR. ISR changes go through `isr_writer` (the metadata store's conditional write) and
 apply here only once recorded; `shrink_isrs` runs on a timer. Followed partitions are
-handed to `fetchers` (`ads.replication.fetcher`).
+handed to `fetchers` (`ads.replication.fetcher`), which write what they fetch back through
+`append_records` (REPLICATION).
 
 Not thread-safe: used from the event loop thread only (DESIGN rule 6).
 """
@@ -470,11 +473,6 @@ class ReplicaManager:
 
         self._isr_writes.spawn(record(), f"recording the ISR of {part.topic}-{part.index}")
 
-    def replicated(self, key: TopicPartition) -> None:
-        """A follower's log took its leader's batches (and high watermark): consumers
-        long-polling on this replica (KIP-392) may have what they wait for."""
-        self.fetch_purgatory.check_and_complete(key)
-
     def _wake(self, key: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
@@ -482,14 +480,25 @@ class ReplicaManager:
     # -- the one append path ---------------------------------------------------------------
     def append_records(self, entries: Mapping[TopicPartition, memoryview | bytes | None],
                        origin: AppendOrigin, required_acks: int, timeout_ms: int,
-                       guards: Mapping[TopicPartition, VerificationGuard] | None = None
+                       guards: Mapping[TopicPartition, VerificationGuard] | None = None,
+                       leader_offsets: Mapping[TopicPartition, tuple[int, int]] | None = None,
                        ) -> Appended:
-        """Appends each partition's batch on the partition led here: every write of a
-        leader (producers' batches, coordinators' records, transaction markers) goes this
-        way. With `required_acks` -1 the result waits in the produce purgatory until each
-        partition's high watermark passes its batch (`Appended.pending`, None when nothing
-        waits). `guards`: the KIP-890 verification each transactional batch was admitted
-        under (`start_verification`); an append whose transaction ended meanwhile fails."""
+        """Appends each partition's batch: the one way anything is written to a partition.
+
+        CLIENT and COORDINATOR: a leader's writes (producers' batches; coordinators'
+        records and transaction markers) on partitions led here. With `required_acks` -1
+        the result waits in the produce purgatory until each partition's high watermark
+        passes its batch (`Appended.pending`, None when nothing waits). `guards`: the
+        KIP-890 verification each transactional batch was admitted under
+        (`start_verification`); an append whose transaction ended meanwhile fails.
+
+        REPLICATION: a follower's copy of its leader's batches (the replica fetcher's),
+        on partitions followed here, with `leader_offsets` giving each partition's (high
+        watermark, log start offset) as the leader sent them; local only (`required_acks`
+        and `timeout_ms` are not used), and consumers reading this replica (KIP-392) wake."""
+        if origin is AppendOrigin.REPLICATION:
+            assert leader_offsets is not None, "a replicated append carries the leader's offsets"
+            return self._append_replicated(entries, leader_offsets)
         results: dict[TopicPartition, ProduceResult | PartitionError] = {}
         waiting: dict[TopicPartition, tuple[Partition, int]] = {}
         now_ms = self.clock.time_ms()
@@ -514,6 +523,30 @@ class ReplicaManager:
             if required_acks == -1 and part.high_watermark < result.next_offset:
                 waiting[key] = (part, result.next_offset)
         return Appended(results, self._delay(waiting, timeout_ms))
+
+    def _append_replicated(self, entries: Mapping[TopicPartition, memoryview | bytes | None],
+                           leader_offsets: Mapping[TopicPartition, tuple[int, int]]
+                           ) -> Appended:
+        results: dict[TopicPartition, ProduceResult | PartitionError] = {}
+        for key, records in entries.items():
+            part = self._partitions.get(key)
+            if part is None:
+                results[key] = PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            try:
+                high_watermark, log_start_offset = leader_offsets[key]
+                results[key] = part.append_replicated(
+                    records if isinstance(records, memoryview) else memoryview(records or b""),
+                    high_watermark, log_start_offset)
+            except PartitionError as exc:
+                results[key] = exc.detached()
+                continue
+            except OSError as exc:
+                log.exception("%s-%d: appending the leader's batches failed", key[0], key[1])
+                results[key] = PartitionError.of(exc)
+                continue
+            self.fetch_purgatory.check_and_complete(key)
+        return Appended(results, None)
 
     def _appended(self, part: Partition) -> None:
         if part.maybe_advance_high_watermark():
