@@ -11,7 +11,6 @@ from ads.common.clock import ManualClock
 from ads.records.batch import build_batch, iter_batches, read_batch_header, validate_batches
 from ads.storage.checkpoint import read_offset_checkpoint
 from ads.storage.cleaner import CLEANER_OFFSET_CHECKPOINT
-from ads.storage.transactions import append_marker
 from compaction_support import T0, TOPIC, Harness, check_guarantees, compact_config
 
 
@@ -305,7 +304,7 @@ def test_cleaner_log_drops_aborted_records_and_never_maps_them(tmp_path: Path,
                           base_sequence=0, is_transactional=True)
     h.log.append(memoryview(aborted), validate_batches(aborted, max_batch_bytes=1 << 20),
                  leader_epoch=0, now_ms=clock.time_ms(), log_append_time=False)
-    append_marker(h.log, False, 42, 0, 0, 0, clock.time_ms())
+    h.log.append_marker(False, 42, 0, 0, 0, clock.time_ms())
     h.log.high_watermark = h.log.log_end_offset
     fill(h, 0, 30)
     stats = h.clean()

@@ -9,7 +9,6 @@ import pytest
 
 from ads.common.clock import ManualClock
 from ads.records.batch import BatchHeader, build_batch, iter_batches, validate_batches
-from ads.storage.transactions import append_marker
 from compaction_support import T0, Harness, compact_config
 
 RETENTION_MS = 10_000
@@ -28,7 +27,7 @@ def txn(h: Harness, producer_id: int, sequence: int,
                        base_sequence=sequence, is_transactional=True)
     h.log.append(memoryview(data), validate_batches(data, max_batch_bytes=1 << 20),
                  leader_epoch=0, now_ms=now, log_append_time=False)
-    marker = append_marker(h.log, commit, producer_id, 0, 0, 0, now).first_offset
+    marker = h.log.append_marker(commit, producer_id, 0, 0, 0, now).first_offset
     h.log.high_watermark = h.log.log_end_offset
     return marker
 

@@ -14,7 +14,6 @@ from ads.records.batch import build_batch, validate_batches
 from ads.storage.config import LogConfig
 from ads.storage.errors import TransactionCoordinatorFencedError
 from ads.storage.log import Log
-from ads.storage.transactions import append_marker, collect_aborted, last_stable_offset
 from ads.storage.txn_index import AbortedTxn, TransactionIndex
 
 T0 = 1_700_000_000_000
@@ -37,7 +36,7 @@ def txn_write(log: Log, pid: int, seq: int, n: int = 2) -> None:
 
 
 def end(log: Log, pid: int, commit: bool) -> None:
-    append_marker(log, commit, pid, 0, 0, 0, T0)
+    log.append_marker(commit, pid, 0, 0, 0, T0)
     log.high_watermark = log.log_end_offset
 
 
@@ -65,31 +64,31 @@ def test_storage_txn_lso_and_aborted_index_rebuilt_after_a_crash(tmp_path: Path)
     log = open_log(tmp_path / "t-0", clean=False)
     txn_write(log, 1, 0)          # 0-1, producer 1
     txn_write(log, 2, 0)          # 2-3, producer 2
-    assert last_stable_offset(log) == 0
+    assert log.last_stable_offset == 0
     end(log, 1, commit=False)     # 4: abort of producer 1
-    assert last_stable_offset(log) == 2
+    assert log.last_stable_offset == 2
     for i in range(6):            # enough to roll segments (segment.bytes 600)
         txn_write(log, 2, 2 + 2 * i)
     end(log, 2, commit=False)     # producer 2 aborted: first offset 2, marker in a later one
     txn_write(log, 3, 0)
     end(log, 3, commit=True)
-    assert last_stable_offset(log) == log.log_end_offset
+    assert log.last_stable_offset == log.log_end_offset
     assert log.num_segments > 1
     expected = [AbortedTxn(1, 0, 4, 2), AbortedTxn(2, 2, 17, 18)]
-    assert collect_aborted(log, 0, log.log_end_offset) == expected
+    assert log.aborted_transactions(0, log.log_end_offset) == expected
     # A fetch from past the first abort still learns of producer 2's, begun before it.
-    assert collect_aborted(log, 5, 10) == expected[1:]
+    assert log.aborted_transactions(5, 10) == expected[1:]
     directory = log.dir
     for segment in log.segments:  # a kill -9: no snapshot, no clean-shutdown marker
         segment.close()
     for index in directory.glob("*.txnindex"):
         index.unlink()
     reopened = open_log(directory, clean=False)
-    assert collect_aborted(reopened, 0, reopened.log_end_offset) == expected
-    assert last_stable_offset(reopened) == reopened.log_end_offset
+    assert reopened.aborted_transactions(0, reopened.log_end_offset) == expected
+    assert reopened.last_stable_offset == reopened.log_end_offset
     # Truncation below the second abort drops its entry and reopens the transaction.
     reopened.truncate_to(17)
-    assert collect_aborted(reopened, 0, 17) == expected[:1]
+    assert reopened.aborted_transactions(0, 17) == expected[:1]
     assert reopened.producer_state.first_unstable_offset() == 2
     reopened.close()
 
@@ -97,10 +96,10 @@ def test_storage_txn_lso_and_aborted_index_rebuilt_after_a_crash(tmp_path: Path)
 def test_storage_txn_marker_of_an_older_coordinator_is_fenced(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0", clean=False)
     txn_write(log, 9, 0)
-    append_marker(log, True, 9, 0, 5, 0, T0)  # coordinator epoch 5
+    log.append_marker(True, 9, 0, 5, 0, T0)  # coordinator epoch 5
     txn_write(log, 9, 2)
     with pytest.raises(TransactionCoordinatorFencedError):
-        append_marker(log, False, 9, 0, 4, 0, T0)
+        log.append_marker(False, 9, 0, 4, 0, T0)
     end_before = log.log_end_offset
     directory = log.dir
     for segment in log.segments:  # a kill -9: the epoch comes back from the marker
@@ -108,9 +107,9 @@ def test_storage_txn_marker_of_an_older_coordinator_is_fenced(tmp_path: Path) ->
     reopened = open_log(directory, clean=False)
     assert reopened.log_end_offset == end_before
     with pytest.raises(TransactionCoordinatorFencedError):
-        append_marker(reopened, False, 9, 0, 4, 0, T0)
-    append_marker(reopened, False, 9, 0, 6, 0, T0)
-    assert collect_aborted(reopened, 0, reopened.log_end_offset) == [
+        reopened.append_marker(False, 9, 0, 4, 0, T0)
+    reopened.append_marker(False, 9, 0, 6, 0, T0)
+    assert reopened.aborted_transactions(0, reopened.log_end_offset) == [
         AbortedTxn(9, 3, 5, 6)]
     reopened.close()
 
@@ -119,17 +118,17 @@ def test_storage_lso_held_until_marker_replicated(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0", clean=True)
     txn_write(log, 5, 0)  # offsets 0-1
     log.high_watermark = 2
-    append_marker(log, True, 5, 0, 0, 0, T0)  # offset 2, not yet below the high watermark
+    log.append_marker(True, 5, 0, 0, 0, T0)  # offset 2, not yet below the high watermark
     # The transaction has ended in this log, but a new leader without the marker would
     # have it open: read_committed consumers must not read past its start yet.
-    assert last_stable_offset(log) == 0
+    assert log.last_stable_offset == 0
     log.high_watermark = 3
-    assert last_stable_offset(log) == 3
+    assert log.last_stable_offset == 3
     # Forgotten once replicated, whether or not anyone asked for the LSO meanwhile (a
     # follower never is asked), so a lower high watermark does not bring it back.
     txn_write(log, 6, 0)  # offsets 3-4
     log.high_watermark = 5
-    append_marker(log, False, 6, 0, 0, 0, T0)  # offset 5
+    log.append_marker(False, 6, 0, 0, 0, T0)  # offset 5
     log.high_watermark = 6
     assert log.producer_state.first_unstable_below(0) is None
     log.close()

@@ -30,7 +30,7 @@ checked it belongs to its producer's ongoing transaction, `ads.broker.txn_verify
 coordinator was asked over the network, the `VerificationGuard` left in the producer state
 must still be there, or a marker ended the transaction meanwhile and the append is
 INVALID_TXN_STATE). A COORDINATOR control batch is a COMMIT or ABORT marker
-(`ads.storage.transactions.append_marker_batch`). `last_stable_offset` and
+(`ads.storage.log.Log.append_marker_batch`). `last_stable_offset` and
 `aborted_transactions` serve read_committed fetches; the last stable offset stays below a
 transaction until its marker is below the high watermark.
 
@@ -66,7 +66,6 @@ from ads.storage.config import LONG_MAX, LogConfig
 from ads.storage.errors import StorageError
 from ads.storage.producer_state import ProducerStateEntry
 from ads.storage.producer_state import VerificationGuard as VerificationGuard
-from ads.storage.transactions import append_marker_batch, collect_aborted, last_stable_offset
 
 if TYPE_CHECKING:
     import uuid
@@ -278,10 +277,10 @@ class Partition:
     @property
     def last_stable_offset(self) -> int:
         """The first offset of the oldest open transaction, or the high watermark."""
-        return last_stable_offset(self.log)
+        return self.log.last_stable_offset
 
     def aborted_transactions(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
-        return collect_aborted(self.log, fetch_offset, upper_offset)
+        return self.log.aborted_transactions(fetch_offset, upper_offset)
 
     def append(self, records: memoryview | bytes | None, origin: AppendOrigin,
                required_acks: int, now_ms: int) -> ProduceResult:
@@ -305,7 +304,7 @@ class Partition:
             raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS)
         try:
             if not client and headers[0][1].is_control:
-                info = append_marker_batch(self.log, records, self.leader_epoch, now_ms)
+                info = self.log.append_marker_batch(records, self.leader_epoch, now_ms)
             else:
                 info = self.log.append(
                     records, headers, leader_epoch=self.leader_epoch, now_ms=now_ms,

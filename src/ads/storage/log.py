@@ -7,7 +7,7 @@ The segments themselves (files, rolls, reads across segments, removal) are its
 ``ads.storage.local_log.LocalLog``.
 
 Files in the directory: ``<base>.log`` / ``.index`` / ``.timeindex`` / ``.txnindex`` per
-segment (``ads.storage.segment``; transactions: ``ads.storage.transactions``),
+segment (``ads.storage.segment``; the ``.txnindex``: ``ads.storage.txn_index``),
 ``<offset>.snapshot`` producer-state snapshots (``ads.storage.producer_state``) and
 ``leader-epoch-checkpoint`` (``ads.storage.epoch_cache``).
 
@@ -19,6 +19,29 @@ Crash rule: on an unclean start the segments past the recovery point are recover
 (``LocalLog.load``), then producer state is rebuilt from the newest snapshot at or below the
 recovery point by replaying batch headers. After a clean shutdown (marker file, see
 ``ads.storage.manager``) nothing is scanned: the snapshot taken at close covers the log.
+
+Transactions: a transactional producer's batches are ordinary batches with the transactional
+bit; the producer state (``ads.storage.producer_state``) remembers the first offset of each
+producer's open transaction. A transaction ends with a marker, a control batch written by
+the transaction coordinator (COMMIT or ABORT, ``records.batch.build_control_batch``),
+appended with ``append_marker_batch``.
+
+- The last stable offset (LSO, ``last_stable_offset``) is the first offset of the oldest
+  transaction that is open or whose marker is not yet below the high watermark, or the high
+  watermark when there is none (and never above it): read_committed consumers read below it
+  only. A marker the leader has written but its followers not yet copied may be lost with
+  the leader, so a transaction counts as ended only once its marker is committed.
+- Each ABORT marker adds an entry (producer id, first offset, marker offset, LSO) to the
+  ``.txnindex`` of the segment the marker lands in (``ads.storage.txn_index``); a
+  read_committed fetch sends the entries overlapping what it returns
+  (``aborted_transactions``).
+
+Crash rule for transactions: the producer-state rebuild above (``_rebuild_producer_state``)
+replays batch headers from the snapshot, and ``_on_marker`` re-adds the index entry of every
+ABORT marker replayed, reading the marker's control record
+(``ads.storage.transactions.control_record``; markers are rare, so the one place a record
+is read here costs nothing on the produce and fetch paths). A follower's appends replay
+their markers the same way.
 
 Failures: an append is all or nothing. A write that fails (a full disk) is cut off again and
 raises ``KafkaStorageError`` with the offsets, producer state and epochs unchanged; later
@@ -47,10 +70,21 @@ from typing import NamedTuple
 
 from ads.common.clock import Clock
 from ads.common.files import fsync_dir
-from ads.records.batch import BatchHeader, patch_base_offset, set_log_append_time
+from ads.records.batch import (
+    BatchHeader,
+    ControlRecordType,
+    build_control_batch,
+    patch_base_offset,
+    set_log_append_time,
+)
 from ads.storage.config import LogConfig
 from ads.storage.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
-from ads.storage.errors import KafkaStorageError, OffsetOutOfRangeError, RecordBatchTooLargeError
+from ads.storage.errors import (
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    TransactionCoordinatorFencedError,
+)
 from ads.storage.fileio import OS_FILE_IO, FileIO
 from ads.storage.files import BatchInfo, Scheduler
 from ads.storage.loader import prepare_directory
@@ -59,7 +93,8 @@ from ads.storage.producer_state import ProducerAppendInfo, ProducerStateManager
 from ads.storage.replicated import describe_run, segment_groups
 from ads.storage.segment import LogSegment
 from ads.storage.timestamps import offset_for_timestamp
-from ads.storage.transactions import marker_replayer
+from ads.storage.transactions import control_record, read_marker
+from ads.storage.txn_index import AbortedTxn
 
 __all__ = [
     "Log",
@@ -139,7 +174,7 @@ class Log:
 
     def _rebuild_producer_state(self) -> None:
         self.producer_state.rebuild(self.log_start_offset, self._log_end_offset,
-                                    self._local.iter_headers, marker_replayer(self))
+                                    self._local.iter_headers, self._on_marker)
 
     # ----------------------------------------------------------------------------- offsets
 
@@ -296,7 +331,7 @@ class Log:
                 self._write(view[run.start:run.end], run.batches, run.epochs, None,
                             self._clock.time_ms(), run.max_timestamp, run.offset_of_max_timestamp)
                 # Written first: an ABORT marker's .txnindex entry reads its control record.
-                self.producer_state.replay_all((h for _, h in group), marker_replayer(self))
+                self.producer_state.replay_all((h for _, h in group), self._on_marker)
             return self._log_end_offset
 
     def _write(self, data: bytes | bytearray | memoryview, batches: list[BatchInfo],
@@ -399,6 +434,88 @@ class Log:
             return offset_for_timestamp(self._local.segments, timestamp, self.log_start_offset,
                                         self._log_end_offset, self.epoch_cache,
                                         self.config.max_inflated_bytes)
+
+    # ------------------------------------------------------------------------ transactions
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the oldest transaction that is open or whose marker is not
+        yet below the high watermark; the high watermark when there is none."""
+        hw = self._high_watermark
+        first_unstable = self.producer_state.first_unstable_below(hw)
+        return hw if first_unstable is None else min(first_unstable, hw)
+
+    def append_marker(self, commit: bool, producer_id: int, producer_epoch: int,
+                      coordinator_epoch: int, leader_epoch: int, now_ms: int) -> LogAppendInfo:
+        """Writes a COMMIT or ABORT marker for the producer's transaction
+        (`append_marker_batch`)."""
+        kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+        batch = build_control_batch(kind, producer_id, producer_epoch, coordinator_epoch,
+                                    timestamp=now_ms)
+        return self.append_marker_batch(batch, leader_epoch, now_ms)
+
+    def append_marker_batch(self, batch: bytes | bytearray | memoryview, leader_epoch: int,
+                            now_ms: int) -> LogAppendInfo:
+        """Writes a marker batch (`records.batch.build_control_batch`) that ends its
+        producer's transaction; an ABORT closing an open transaction gets its ``.txnindex``
+        entry. Raises ``InvalidRecordError`` for a batch that is not one marker, the log's
+        errors (an older producer epoch: ``InvalidProducerEpochError``) and, for a
+        coordinator epoch older than the producer's last marker's,
+        ``TransactionCoordinatorFencedError``."""
+        header, kind, coordinator_epoch = read_marker(batch)
+        producer_id = header.producer_id
+        entry = self.producer_state.last_entry(producer_id)
+        if entry is not None and coordinator_epoch < entry.coordinator_epoch:
+            # A deposed coordinator still sending: the newer one decides this transaction.
+            raise TransactionCoordinatorFencedError(
+                f"marker of producer {producer_id} from coordinator epoch {coordinator_epoch}, "
+                f"older than {entry.coordinator_epoch}")
+        first = None if entry is None else entry.current_txn_first_offset
+        info = self.append(batch, [(0, header)], leader_epoch=leader_epoch, now_ms=now_ms,
+                           log_append_time=False)
+        updated = self.producer_state.last_entry(producer_id)
+        if updated is not None:  # kept in the producer-state snapshots
+            updated.coordinator_epoch = coordinator_epoch
+        if kind == ControlRecordType.ABORT and first is not None:
+            self._add_aborted(producer_id, first, info.first_offset)
+        return info
+
+    def aborted_transactions(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [fetch_offset, upper_offset), oldest first.
+
+        A transaction begun below ``upper_offset`` may end in a later segment, so the indexes
+        are read on until an entry's LSO reaches ``upper_offset`` (every transaction begun
+        below it had ended by then), as Kafka does."""
+        local = self._local
+        out: list[AbortedTxn] = []
+        for segment in local.segments[local.index_of(fetch_offset):]:
+            out.extend(segment.txn_index.collect(fetch_offset, upper_offset))
+            if segment.txn_index.stable_past(upper_offset):
+                break
+        return out
+
+    def _on_marker(self, header: BatchHeader, first_offset: int | None) -> None:
+        """What the producer-state replay calls for each marker with the first offset of the
+        transaction it closes: re-adds the ``.txnindex`` entry of an ABORT and restores the
+        producer's coordinator epoch."""
+        kind, coordinator_epoch = control_record(self._segment_of(header.base_offset), header)
+        entry = self.producer_state.last_entry(header.producer_id)
+        if entry is not None and coordinator_epoch > entry.coordinator_epoch:
+            entry.coordinator_epoch = coordinator_epoch
+        if first_offset is not None and kind == ControlRecordType.ABORT:
+            self._add_aborted(header.producer_id, first_offset, header.base_offset)
+
+    def _add_aborted(self, producer_id: int, first_offset: int, marker_offset: int) -> None:
+        # The entry's LSO: where the partition is stable once this transaction is gone (the
+        # producer state no longer counts it), whatever the high watermark is yet.
+        first_unstable = self.producer_state.first_unstable_offset(excluding=producer_id)
+        end = marker_offset + 1
+        lso = end if first_unstable is None else min(first_unstable, end)
+        self._segment_of(marker_offset).txn_index.append(
+            AbortedTxn(producer_id, first_offset, marker_offset, lso))
+
+    def _segment_of(self, offset: int) -> LogSegment:
+        return self._local.segments[self._local.index_of(offset)]
 
     # ------------------------------------------------------------------- deletion, retention
 

@@ -355,30 +355,13 @@ class ClassicRebalancer:
     def _sync(self, group: ClassicGroup | None, generation_id: int, member_id: str,
               instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
               assignments: dict[str, bytes], callback: SyncCallback) -> None:
-        if group is None or group.is_empty:
-            callback(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
-            return
-        if group.is_(D):
-            callback(SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE))
-            return
-        error = group.member_error(member_id, instance_id)
-        if error is ErrorCode.NONE and generation_id != group.generation_id:
-            error = ErrorCode.ILLEGAL_GENERATION
-        if error is ErrorCode.NONE and (
-                (protocol_type is not None and protocol_type != group.protocol_type)
-                or (protocol_name is not None and protocol_name != group.protocol_name)):
-            error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-        if error is ErrorCode.NONE:
-            error = SYNC[group.state] or ErrorCode.NONE
-        if error is not ErrorCode.NONE:
+        error = self._sync_error(group, generation_id, member_id, instance_id, protocol_type,
+                                 protocol_name)
+        if group is None or error is not ErrorCode.NONE:
             callback(SyncResult(error))
             return
         member = group.members[member_id]
-        self.touch(group, member)
-        group.pending_sync.discard(member_id)
-        if not group.pending_sync and group.sync_timer is not None:
-            group.sync_timer.cancel()
-            group.sync_timer = None
+        self._sync_received(group, member)
         if group.is_(ST):
             callback(SyncResult(ErrorCode.NONE, member.assignment, group.protocol_type,
                                 group.protocol_name))
@@ -387,8 +370,49 @@ class ClassicRebalancer:
             # A retried SyncGroup replaces the parked one, whose connection is likely gone.
             member.sync_callback(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
         member.sync_callback = callback
-        if member_id != group.leader_id:
-            return
+        if member_id == group.leader_id:
+            self._store_assignment(group, assignments)
+
+    def _sync_error(self, group: ClassicGroup | None, generation_id: int, member_id: str,
+                    instance_id: str | None, protocol_type: str | None,
+                    protocol_name: str | None) -> ErrorCode:
+        """The error a SyncGroup is answered with at once, checked in Kafka's order; NONE if
+        it goes on."""
+        if group is None or group.is_empty:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        error = self._generation_error(group, generation_id, member_id, instance_id)
+        if error is not ErrorCode.NONE:
+            return error
+        if ((protocol_type is not None and protocol_type != group.protocol_type)
+                or (protocol_name is not None and protocol_name != group.protocol_name)):
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        return SYNC[group.state] or ErrorCode.NONE
+
+    @staticmethod
+    def _generation_error(group: ClassicGroup, generation_id: int, member_id: str,
+                          instance_id: str | None) -> ErrorCode:
+        """SyncGroup's and Heartbeat's checks of the group, the member and its generation."""
+        if group.is_(D):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        error = group.member_error(member_id, instance_id)
+        if error is not ErrorCode.NONE:
+            return error
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
+    def _sync_received(self, group: ClassicGroup, member: Member) -> None:
+        """A valid SyncGroup counts as a heartbeat; the sync deadline is dropped once every
+        member has sent one."""
+        self.touch(group, member)
+        group.pending_sync.discard(member.member_id)
+        if not group.pending_sync and group.sync_timer is not None:
+            group.sync_timer.cancel()
+            group.sync_timer = None
+
+    def _store_assignment(self, group: ClassicGroup, assignments: dict[str, bytes]) -> None:
+        """The leader's assignment: set on the members and stored; the rebalance completes
+        once the record is committed (`_assignment_stored`)."""
         previous = {mid: mem.assignment for mid, mem in group.members.items()}
         for mid, mem in group.members.items():
             mem.assignment = bytes(assignments.get(mid, b""))
@@ -433,13 +457,9 @@ class ClassicRebalancer:
                   instance_id: str | None) -> ErrorCode:
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.is_(D):
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        error = group.member_error(member_id, instance_id)
+        error = self._generation_error(group, generation_id, member_id, instance_id)
         if error is not ErrorCode.NONE:
             return error
-        if generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
         self.touch(group, group.members[member_id])
         return HEARTBEAT[group.state]
 
