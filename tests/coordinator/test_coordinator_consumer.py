@@ -48,7 +48,7 @@ def test_coordinator_assignors_assign_each_partition_once(
         assert max(loads) - min(loads) <= 1
 
 
-def hb(coord, member: str, epoch: int, owned: dict[uuid.UUID, set[int]] | None = None,
+async def hb(coord, member: str, epoch: int, owned: dict[uuid.UUID, set[int]] | None = None,
        topics: list[str] | None = None, **kw: object) -> HeartbeatResult:
     req = HeartbeatRequest(
         group_id=str(kw.pop("group", "g")), member_id=member, member_epoch=epoch,
@@ -58,24 +58,24 @@ def hb(coord, member: str, epoch: int, owned: dict[uuid.UUID, set[int]] | None =
         subscribed_topic_regex=kw.pop("regex", None),  # type: ignore[arg-type]
         server_assignor=kw.pop("assignor", None),  # type: ignore[arg-type]
         topic_partitions=owned if owned is not None else ({} if epoch == 0 else None))
-    return coord.consumer_heartbeat(req, 1)
+    return await coord.consumer_heartbeat(req, 1)
 
 
 async def test_coordinator_consumer_group_hands_partitions_over_after_revocation() -> None:
     coord, mlog, _ = await make()
     t = mlog.ids["t"]
-    a = hb(coord, "a", 0)
+    a = await hb(coord, "a", 0)
     assert a.error == ErrorCode.NONE and a.member_epoch == 1
     assert a.assignment == {t: set(range(6))}
-    b = hb(coord, "b", 0)
+    b = await hb(coord, "b", 0)
     assert b.member_epoch == 2 and b.assignment == {}  # nothing is free yet
-    a2 = hb(coord, "a", 1, {t: set(range(6))})
+    a2 = await hb(coord, "a", 1, {t: set(range(6))})
     assert a2.member_epoch == 1 and len(a2.assignment[t]) == 3  # revoke first
     kept = a2.assignment[t]
     assert coord.groups["g"].state_name == "Reconciling"
-    a3 = hb(coord, "a", 1, {t: kept})
+    a3 = await hb(coord, "a", 1, {t: kept})
     assert a3.member_epoch == 2 and a3.assignment is None
-    b2 = hb(coord, "b", 2, {})
+    b2 = await hb(coord, "b", 2, {})
     assert b2.assignment == {t: set(range(6)) - kept}
     assert coord.groups["g"].state_name == "Stable"
 
@@ -83,12 +83,12 @@ async def test_coordinator_consumer_group_hands_partitions_over_after_revocation
 async def test_coordinator_consumer_group_fencing_leave_and_expiry() -> None:
     coord, mlog, clock = await make(consumer_session_timeout_ms=10_000)
     t = mlog.ids["t"]
-    hb(coord, "a", 0)
-    assert hb(coord, "a", 5, {t: set()}).error == ErrorCode.FENCED_MEMBER_EPOCH
-    assert hb(coord, "zz", 1).error == ErrorCode.UNKNOWN_MEMBER_ID
+    await hb(coord, "a", 0)
+    assert (await hb(coord, "a", 5, {t: set()})).error == ErrorCode.FENCED_MEMBER_EPOCH
+    assert (await hb(coord, "zz", 1)).error == ErrorCode.UNKNOWN_MEMBER_ID
     assert await coord.commit_offsets("g", 1, "a", None, -1, []) == []
-    hb(coord, "b", 0)
-    assert hb(coord, "b", -1).error == ErrorCode.NONE
+    await hb(coord, "b", 0)
+    assert (await hb(coord, "b", -1)).error == ErrorCode.NONE
     assert set(coord.groups["g"].members) == {"a"}
     clock.advance(10_001)
     coord.tick()
@@ -97,23 +97,23 @@ async def test_coordinator_consumer_group_fencing_leave_and_expiry() -> None:
 
 async def test_coordinator_consumer_group_bad_requests() -> None:
     coord, _, _ = await make()
-    assert hb(coord, "a", 0, group="").error == ErrorCode.INVALID_REQUEST
-    assert hb(coord, "", 0).error == ErrorCode.INVALID_REQUEST
-    assert hb(coord, "a", -3).error == ErrorCode.INVALID_REQUEST
-    assert hb(coord, "a", 0, {uuid.uuid4(): {1}}).error == ErrorCode.INVALID_REQUEST
-    assert hb(coord, "a", 0, assignor="magic").error == ErrorCode.UNSUPPORTED_ASSIGNOR
-    assert hb(coord, "a", 0, regex="(").error == ErrorCode.INVALID_REQUEST
+    assert (await hb(coord, "a", 0, group="")).error == ErrorCode.INVALID_REQUEST
+    assert (await hb(coord, "", 0)).error == ErrorCode.INVALID_REQUEST
+    assert (await hb(coord, "a", -3)).error == ErrorCode.INVALID_REQUEST
+    assert (await hb(coord, "a", 0, {uuid.uuid4(): {1}})).error == ErrorCode.INVALID_REQUEST
+    assert (await hb(coord, "a", 0, assignor="magic")).error == ErrorCode.UNSUPPORTED_ASSIGNOR
+    assert (await hb(coord, "a", 0, regex="(")).error == ErrorCode.INVALID_REQUEST
     assert coord.groups == {}
 
 
 async def test_coordinator_consumer_group_regex_and_static_rejoin() -> None:
     coord, mlog, _ = await make()
-    r = hb(coord, "a", 0, topics=[], regex="t|u", instance="i1", assignor="range")
+    r = await hb(coord, "a", 0, topics=[], regex="t|u", instance="i1", assignor="range")
     assert r.assignment == {mlog.ids["t"]: set(range(6)), mlog.ids["u"]: {0, 1}}
-    assert hb(coord, "a", r.member_epoch, None, instance="i1").error == ErrorCode.NONE
-    assert hb(coord, "a2", 0, instance="i1").error == ErrorCode.UNRELEASED_INSTANCE_ID
-    hb(coord, "a", -2, instance="i1")
-    again = hb(coord, "a2", 0, topics=[], regex="t|u", instance="i1")
+    assert (await hb(coord, "a", r.member_epoch, None, instance="i1")).error == ErrorCode.NONE
+    assert (await hb(coord, "a2", 0, instance="i1")).error == ErrorCode.UNRELEASED_INSTANCE_ID
+    await hb(coord, "a", -2, instance="i1")
+    again = await hb(coord, "a2", 0, topics=[], regex="t|u", instance="i1")
     assert again.error == ErrorCode.NONE and again.member_epoch == r.member_epoch
     assert again.assignment == r.assignment
 
@@ -122,9 +122,9 @@ async def test_coordinator_group_protocols_do_not_mix() -> None:
     from coordinator_fakes import join, join_new
 
     coord, _, _ = await make()
-    hb(coord, "a", 0)
+    await hb(coord, "a", 0)
     assert join(coord).last.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-    hb(coord, "a", -1)
+    await hb(coord, "a", -1)
     member, joined = join_new(coord)  # an empty consumer group turns classic
     assert joined.last.error == ErrorCode.NONE
-    assert hb(coord, "b", 0).error == ErrorCode.GROUP_ID_NOT_FOUND
+    assert (await hb(coord, "b", 0)).error == ErrorCode.GROUP_ID_NOT_FOUND

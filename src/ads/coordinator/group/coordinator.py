@@ -5,7 +5,8 @@ partitions`) and that partition's shard (`shard.py`) through the coordinator run
 (`ads.coordinator.runtime`), which loads the partitions this broker leads and answers
 COORDINATOR_LOAD_IN_PROGRESS for a partition still loading and NOT_COORDINATOR for one it
 does not lead. The writes a shard asks for go through the runtime: the requests that wait
-for theirs (OffsetCommit, OffsetDelete, DeleteGroups) are coroutines, JoinGroup and
+for theirs (OffsetCommit, OffsetDelete, DeleteGroups, ConsumerGroupHeartbeat) are
+coroutines, JoinGroup and
 SyncGroup answer through a callback (their answer may wait for other members too), and the
 others answer at once.
 
@@ -121,14 +122,19 @@ class GroupCoordinator:
         return error, results
 
     # -- KIP-848 consumer groups -----------------------------------------------------
-    def consumer_heartbeat(self, req: HeartbeatRequest, version: int) -> HeartbeatResult:
+    async def consumer_heartbeat(self, req: HeartbeatRequest, version: int) -> HeartbeatResult:
+        """The answer once the records of what the heartbeat changed are committed."""
         message = invalid_heartbeat(req, version)
         if message is not None:
             return HeartbeatResult(ErrorCode.INVALID_REQUEST, message)
         routed = self._route(req.group_id)
         if isinstance(routed, ErrorCode):
             return HeartbeatResult(routed)
-        return routed[1].consumer_heartbeat(req)
+        partition, shard = routed
+        out = shard.consumer_heartbeat(req)
+        if isinstance(out, HeartbeatResult):
+            return out
+        return out.result(await self.runtime.write(partition, out.write))
 
     def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
         routed = self._route(group_id)
