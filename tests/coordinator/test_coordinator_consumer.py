@@ -52,7 +52,7 @@ async def hb(coord, member: str, epoch: int, owned: dict[uuid.UUID, set[int]] | 
        topics: list[str] | None = None, **kw: object) -> HeartbeatResult:
     req = HeartbeatRequest(
         group_id=str(kw.pop("group", "g")), member_id=member, member_epoch=epoch,
-        instance_id=kw.pop("instance", None), rack_id=None,  # type: ignore[arg-type]
+        instance_id=kw.pop("instance", None), rack_id=kw.pop("rack", None),  # type: ignore[arg-type]
         rebalance_timeout_ms=int(kw.pop("rebalance", 30_000)) if epoch == 0 else -1,
         subscribed_topic_names=topics if topics is not None else (["t"] if epoch == 0 else None),
         subscribed_topic_regex=kw.pop("regex", None),  # type: ignore[arg-type]
@@ -128,3 +128,108 @@ async def test_coordinator_group_protocols_do_not_mix() -> None:
     member, joined = join_new(coord)  # an empty consumer group turns classic
     assert joined.last.error == ErrorCode.NONE
     assert (await hb(coord, "b", 0)).error == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def _persisted(coord) -> dict[str, object]:
+    """Every persisted field of every consumer group (what its records hold)."""
+    out: dict[str, object] = {}
+    for gid, g in coord.groups.items():
+        out[gid] = (g.group_epoch, g.assignment_epoch, g.target, g.resolved_regexes, {
+            mid: (mem.metadata(), mem.current()) for mid, mem in g.members.items()})
+    return out
+
+
+async def _reload(coord, epoch: int = 1) -> None:
+    """Leadership of every partition moves away and back: each is loaded from the log."""
+    from coordinator_fakes import lead_all
+
+    for p in range(coord.topic.partition_count()):
+        coord.runtime.become_follower(p, epoch)
+    await lead_all(coord, epoch + 1)
+
+
+async def test_coordinator_consumer_group_state_survives_a_reload() -> None:
+    """A member keeps its id, epoch and assignment when the coordinator moves: it heartbeats
+    with its epoch after the reload and gets its partitions back (before, the group was
+    gone: UNKNOWN_MEMBER_ID, and members rejoined with epoch 0)."""
+    coord, mlog, clock = await make(consumer_session_timeout_ms=10_000)
+    t = mlog.ids["t"]
+    await hb(coord, "a", 0, instance="ia", rack="r1")
+    await hb(coord, "c", 0, topics=["u"])
+    await hb(coord, "c", -1)  # leaves: its records are tombstoned
+    b = await hb(coord, "b", 0, topics=[], regex="t|u")
+    a = await hb(coord, "a", 1, {t: set(range(6))})  # a revokes what b gets
+    kept = a.assignment[t]
+    live = _persisted(coord)
+    assert live["g"][4]["a"][1].state == 1  # UNREVOKED_PARTITIONS: a has not reported yet
+    await _reload(coord)
+    assert _persisted(coord) == live
+    a2 = await hb(coord, "a", 1, {t: kept})
+    assert a2.error == ErrorCode.NONE and a2.member_epoch == coord.groups["g"].group_epoch
+    assert a2.assignment == {t: kept}  # the whole assignment again after the move
+    b = await hb(coord, "b", b.member_epoch, {})
+    assert b.error == ErrorCode.NONE and b.assignment[t] == set(range(6)) - kept
+    assert coord.groups["g"].state_name == "Stable"
+    stable = _persisted(coord)
+    await _reload(coord, 3)
+    assert _persisted(coord) == stable and coord.groups["g"].state_name == "Stable"
+    # The sessions were armed again at load: members that stay silent go.
+    clock.advance(10_001)
+    coord.tick()
+    assert coord.groups["g"].members == {}
+    await _reload(coord, 5)
+    assert coord.groups["g"].members == {} and coord.groups["g"].state_name == "Empty"
+
+
+async def test_coordinator_consumer_group_writes_only_what_changed() -> None:
+    """A heartbeat that changes nothing writes nothing; a join writes the joining member's
+    records and the target records of the members whose target moved, not every member's."""
+    coord, mlog, _ = await make()
+    t = mlog.ids["t"]
+    for member in "abc":
+        await hb(coord, member, 0)
+    group = coord.groups["g"]
+    for _ in range(3):  # each reports what it owns until all are reconciled
+        for member in group.members.values():
+            await hb(coord, member.member_id, member.member_epoch, member.assigned)
+    assert group.state_name == "Stable"
+    records = _written(mlog)
+    await hb(coord, "a", group.members["a"].member_epoch, group.members["a"].assigned)
+    assert _written(mlog) == records  # nothing written
+    await hb(coord, "d", 0, topics=["u"])  # its own topic: no one else's target moves
+    kinds = [k.type.name for k in _written(mlog)[len(records):]]
+    assert kinds == ["MEMBER_METADATA", "GROUP_METADATA", "TARGET_ASSIGNMENT_MEMBER",
+                     "TARGET_ASSIGNMENT_METADATA", "CURRENT_MEMBER_ASSIGNMENT"]
+    assert t in coord.groups["g"].target["a"]
+
+
+def _written(mlog) -> list:
+    """The keys of the consumer-group records appended to the group's partition."""
+    from ads.coordinator.group import records as rec
+    from ads.records.batch import decode_records
+
+    out = []
+    for batches in mlog.batches.values():
+        for batch in batches:
+            for r in decode_records(batch, max_uncompressed_bytes=1 << 20):
+                key = rec.parse_key(r.key)
+                if isinstance(key, rec.ConsumerKey):
+                    out.append(key)
+    return out
+
+
+async def test_coordinator_consumer_group_deleted_and_converted_stay_so_after_a_reload() -> None:
+    """DeleteGroups and a conversion to a classic group write the group's tombstones, so a
+    reload does not bring the consumer group back."""
+    from coordinator_fakes import join_new
+
+    coord, _, _ = await make()
+    await hb(coord, "a", 0)
+    await hb(coord, "a", -1)
+    assert await coord.delete_groups(["g"]) == [ErrorCode.NONE]
+    await hb(coord, "a", 0, group="h")
+    await hb(coord, "a", -1, group="h")
+    join_new(coord, group="h")
+    await _reload(coord)
+    assert "g" not in coord.groups
+    assert getattr(coord.groups.get("h"), "group_type", "classic") == "classic"
