@@ -454,9 +454,10 @@ class ConsumerGroupManager:
                 sorted(member.subscribed_topic_names)):
             member.subscribed_topic_names = list(req.subscribed_topic_names)
             changed = True
-        if req.subscribed_topic_regex is not None and (
-                req.subscribed_topic_regex != member.subscribed_topic_regex):
-            member.subscribed_topic_regex = req.subscribed_topic_regex or None
+        # An empty regex is none (librdkafka sends it with every full heartbeat).
+        regex = req.subscribed_topic_regex or None
+        if req.subscribed_topic_regex is not None and regex != member.subscribed_topic_regex:
+            member.subscribed_topic_regex = regex
             changed = True
         return changed
 
