@@ -233,3 +233,27 @@ async def test_coordinator_consumer_group_deleted_and_converted_stay_so_after_a_
     await _reload(coord)
     assert "g" not in coord.groups
     assert getattr(coord.groups.get("h"), "group_type", "classic") == "classic"
+
+
+async def test_coordinator_consumer_group_changes_wait_for_the_write_on_its_way() -> None:
+    """With replicas a write is committed later: a second join waits for the first one's
+    records instead of being computed from the state before them (both members would get
+    epoch 1 and every partition)."""
+    import asyncio
+
+    coord, mlog, _ = await make()
+    mlog.hold = True
+    a = asyncio.ensure_future(hb(coord, "a", 0))
+    b = asyncio.ensure_future(hb(coord, "b", 0))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert len(mlog.held) == 1 and not a.done() and not b.done()  # b waits for a's write
+    mlog.commit_held()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert a.done() and len(mlog.held) == 1  # b's write, computed after a's
+    mlog.commit_held()
+    ra, rb = await a, await b
+    assert (ra.member_epoch, rb.member_epoch) == (1, 2)
+    assert sorted(coord.groups["g"].target) == ["a", "b"]
+    assert rb.assignment == {}  # a owns every partition until it revokes

@@ -279,6 +279,35 @@ class ConsumerGroupManager:
         self.config = config
         self.topics = topics
         self.lookup = lookup
+        # Groups with a write on its way (its records enter the state only once it is
+        # committed), and what waits for it: the group's next change is computed from
+        # the state that write leaves, never beside it.
+        self._writing: dict[str, list[Callable[[], list[Write]]]] = {}
+
+    def after_write(self, group_id: str, action: Callable[[], list[Write]]) -> bool:
+        """Runs `action` once the group's write on its way has been committed and
+        replayed (the writes it returns are performed then); False: none is on its way."""
+        waiting = self._writing.get(group_id)
+        if waiting is None:
+            return False
+        waiting.append(action)
+        return True
+
+    def writing(self, group_id: str) -> bool:
+        return group_id in self._writing
+
+    def _locked(self, group_id: str, write: Write) -> Write:
+        """`write`, holding the group until its continuation has run."""
+        self._writing.setdefault(group_id, [])
+        inner = write.then
+
+        def then(error: ErrorCode) -> list[Write]:
+            follow = list(inner(error)) if inner is not None else []
+            for action in self._writing.pop(group_id, []):
+                follow += action()
+            return follow
+
+        return dataclasses.replace(write, then=then)
 
     def _now(self) -> int:
         return self.timers.clock.time_ms()
@@ -384,7 +413,7 @@ class ConsumerGroupManager:
         if not records:
             then(ErrorCode.NONE)
             return answer[0]
-        return PendingHeartbeat(Write(records, then), answer)
+        return PendingHeartbeat(self._locked(group.group_id, Write(records, then)), answer)
 
     def _admit(self, group: ConsumerGroup, member_id: str, req: HeartbeatRequest
                ) -> _Change | HeartbeatResult:
@@ -593,7 +622,7 @@ class ConsumerGroupManager:
 
         write = Write([(rec.consumer_key(T.CURRENT_MEMBER_ASSIGNMENT, group_id, member_id),
                         rec.current_assignment_value(current))], left)
-        return PendingHeartbeat(_answered(write, done, answer), answer)
+        return PendingHeartbeat(_answered(self._locked(group_id, write), done, answer), answer)
 
     def _touch(self, group_id: str, member: ConsumerMember) -> None:
         if member.session_timer is not None:
@@ -616,6 +645,9 @@ class ConsumerGroupManager:
     def _expired(self, group_id: str, member: ConsumerMember, member_id: str,
                  revocation: bool) -> list[Write]:
         """Its session, or its time to revoke partitions, ended: it is removed."""
+        if self.after_write(group_id, lambda: self._expired(group_id, member, member_id,
+                                                            revocation)):
+            return []  # decided once the group's write on its way is in
         group = self.lookup(group_id)
         if group is None or group.members.get(member_id) is not member:
             return []
@@ -646,7 +678,7 @@ class ConsumerGroupManager:
                 g.subscription_metadata = self._subscription_metadata(g.members.values())
             return []
 
-        return Write(records, removed)
+        return self._locked(group_id, Write(records, removed))
 
     @staticmethod
     def _drop_timers(member: ConsumerMember) -> None:
@@ -658,6 +690,14 @@ class ConsumerGroupManager:
         """Drops every timer of a group (its partition is unloaded)."""
         for member in group.members.values():
             self._drop_timers(member)
+
+    def unloaded(self) -> None:
+        """The partition is unloaded: what waits for a write is woken (and finds the
+        partition gone); timers waiting so are dropped with their writes."""
+        writing, self._writing = self._writing, {}
+        for actions in writing.values():
+            for action in actions:
+                action()
 
     # -- describe --------------------------------------------------------------------
     def describe(self, group: ConsumerGroup) -> ConsumerGroupDescription:

@@ -19,8 +19,9 @@ Used from the broker's event loop only.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ads.common.clock import Clock
 from ads.common.partitions import TopicPartition
@@ -127,10 +128,17 @@ class GroupCoordinator:
         message = invalid_heartbeat(req, version)
         if message is not None:
             return HeartbeatResult(ErrorCode.INVALID_REQUEST, message)
-        routed = self._route(req.group_id)
-        if isinstance(routed, ErrorCode):
-            return HeartbeatResult(routed)
-        partition, shard = routed
+        while True:
+            routed = self._route(req.group_id)
+            if isinstance(routed, ErrorCode):
+                return HeartbeatResult(routed)
+            partition, shard = routed
+            # One change of a group at a time: a heartbeat is computed from the state the
+            # group's write on its way (with replicas, not yet committed) leaves.
+            ready = asyncio.get_running_loop().create_future()
+            if not shard.after_consumer_write(req.group_id, _waker(ready)):
+                break
+            await asyncio.wait([ready])
         out = shard.consumer_heartbeat(req)
         if isinstance(out, HeartbeatResult):
             return out
@@ -301,3 +309,10 @@ class GroupCoordinator:
     def shutdown(self) -> None:
         """Unloads every partition: parked requests get NOT_COORDINATOR."""
         self.runtime.shutdown()
+
+
+def _waker(ready: asyncio.Future[None]) -> Callable[[], None]:
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+    return wake

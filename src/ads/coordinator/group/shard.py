@@ -163,6 +163,7 @@ class GroupShard:
             else:
                 self.consumer.remove_all(group)
         self.groups.clear()
+        self.consumer.unloaded()
         self.offsets = OffsetStore()
         self.pending_txn.clear()
 
@@ -243,6 +244,15 @@ class GroupShard:
             # Not in the shard until its records are replayed.
             group = ConsumerGroup(req.group_id, current_state_timestamp=self.clock.time_ms())
         return self.consumer.heartbeat(group, req, before)
+
+    def after_consumer_write(self, group_id: str, wake: Callable[[], None]) -> bool:
+        """Calls `wake` once the consumer group's write on its way is committed; False:
+        none is on its way (a heartbeat may be computed now)."""
+        def action() -> list[Write]:
+            wake()
+            return []
+
+        return self.consumer.after_write(group_id, action)
 
     def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
         group = self.groups.get(group_id)
@@ -465,7 +475,7 @@ class GroupShard:
         group = self.groups.get(group_id)
         if group is None or (isinstance(group, ClassicGroup) and group.is_(GroupState.DEAD)):
             return ErrorCode.GROUP_ID_NOT_FOUND, None
-        if not group.is_empty:
+        if not group.is_empty or self.consumer.writing(group_id):
             return ErrorCode.NON_EMPTY_GROUP, None
         return ErrorCode.NONE, self._removal(group)
 
@@ -542,4 +552,5 @@ class GroupShard:
         if isinstance(group, ClassicGroup) and (
                 not group.is_(GroupState.EMPTY) or group.pending_members):
             return False
-        return group.is_empty and not self.offsets.has_offsets(group.group_id)
+        return group.is_empty and not self.offsets.has_offsets(group.group_id) and (
+            not self.consumer.writing(group.group_id))
