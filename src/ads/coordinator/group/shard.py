@@ -4,13 +4,15 @@ A shard is the state machine the coordinator runtime keeps for each partition it
 (`ads.coordinator.runtime`): rebuilt by replaying the partition's records when it is
 loaded, it holds the classic and KIP-848 groups whose ids hash to the partition and their
 committed offsets (`offsets.py`), and answers the group APIs for them. Every change to
-`__consumer_offsets` (commits, group metadata, tombstones) is returned as a `Write`; the
-offset cache and the groups change in that write's continuation, once the record is
-committed, so a reload rebuilds exactly what clients were told. The facade
+`__consumer_offsets` (commits, group metadata, KIP-848 group records, tombstones) is
+returned as a `Write`; the offset cache and the KIP-848 groups change when the write's
+records are replayed (`replay`, as at load), classic groups in its continuation, once
+the record is committed, so a reload rebuilds exactly what clients were told. The facade
 (`coordinator.py`) has already checked the group id and that the partition is loaded.
 
 Loading keeps the last record of each key (a tombstone deletes), then restores the groups:
-a group whose metadata record has members comes back Stable with them, and they must
+a classic group whose metadata record has members comes back Stable with them, a KIP-848
+group with its members, epochs and assignments (`consumer.py`), and their members must
 heartbeat within their session timeout; a group with offsets but no metadata record comes
 back as an Empty classic group. Not thread-safe: the broker's event loop only.
 """
