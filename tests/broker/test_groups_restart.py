@@ -130,3 +130,65 @@ def test_groups_clients_ride_out_the_coordinator_moving_away_and_loading(tmp_pat
         thread.join(45)
         reader.close()
         assert got == [3, 4]
+
+
+def _kip848_members(bootstrap: str, group: str) -> tuple[int, dict[str, int]]:
+    """ConsumerGroupDescribe: the group epoch and each member's epoch (retried while the
+    coordinator loads)."""
+    deadline = time.time() + 20
+    while True:
+        with RawConnection(bootstrap) as conn:
+            r = conn.request(m.ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
+                             m.ConsumerGroupDescribeRequest(group_ids=[group]))
+        g = r.groups[0]
+        if g.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or time.time() > deadline:
+            assert g.error_code == ErrorCode.NONE, ErrorCode(g.error_code).name
+            return g.group_epoch, {mem.member_id: mem.member_epoch for mem in g.members}
+        time.sleep(0.1)
+
+
+@pytest.mark.broker_process
+@pytest.mark.slow
+def test_groups_kip848_member_survives_a_broker_restart(tmp_path: Path) -> None:
+    """A librdkafka consumer of a KIP-848 group (`group.protocol=consumer`) while its broker
+    is stopped and started again on the same data directory: the group is loaded from
+    `__consumer_offsets` with the member's id and epoch, the member's heartbeats go on with
+    them, and it keeps its partition and its position, so what it consumed but did not
+    commit is not consumed again. (Kept in memory only, the group was gone after the
+    restart: the member was told UNKNOWN_MEMBER_ID, lost its partition and read again from
+    the committed offset.)"""
+    broker = BrokerProcess(tmp_path / "data", None, *SETS,
+                           "group.consumer.heartbeat.interval.ms=500").start()
+
+    def kip848() -> Consumer:
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "kip848",
+                      "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                      "enable.auto.commit": False})
+        c.subscribe(["kip848"])
+        return c
+
+    try:
+        create_topic(broker.bootstrap, "kip848", partitions=1)
+        produce(broker.bootstrap, "kip848", range(10))
+        # A member that joins and leaves first: the group's epoch is past where a new
+        # group would start.
+        first = kip848()
+        deadline = time.time() + 20
+        while not first.assignment() and time.time() < deadline:
+            first.poll(0.2)
+        first.close()
+        c = kip848()
+        assert consume(c, 6) == list(range(6))
+        c.commit(offsets=[TopicPartition("kip848", 0, 4)], asynchronous=False)
+        epoch, members = _kip848_members(broker.bootstrap, "kip848")
+        assert epoch >= 3 and len(members) == 1
+        broker.stop()
+        broker.start()
+        assert _kip848_members(broker.bootstrap, "kip848") == (epoch, members)
+        produce(broker.bootstrap, "kip848", range(10, 20))
+        assert consume(c, 14, timeout=30) == list(range(6, 20))
+        assert _kip848_members(broker.bootstrap, "kip848") == (epoch, members)
+        c.close()
+    finally:
+        if broker.proc is not None and broker.proc.poll() is None:
+            broker.stop()

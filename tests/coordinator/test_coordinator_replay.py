@@ -258,3 +258,89 @@ def test_coordinator_replay_transactions_every_field(broker: EmbeddedBroker) -> 
     after = broker.call(_txn_state, broker)
     _reload(broker)
     assert broker.call(_txn_state, broker) == after
+
+
+def _consumer_groups(b: EmbeddedBroker) -> dict[str, Any]:
+    """Every persisted field of every KIP-848 group the coordinator holds."""
+    assert b.broker is not None
+    shard = b.broker.group_coordinator.runtime.shard(0)
+    assert shard is not None
+    return {gid: {"epoch": g.group_epoch, "assignment_epoch": g.assignment_epoch,
+                  "state": g.state_name, "target": g.target,
+                  "regexes": {r: v.topics for r, v in g.resolved_regexes.items()},
+                  "members": {mid: (mem.metadata(), mem.current())
+                              for mid, mem in g.members.items()}}
+            for gid, g in shard.groups.items() if g.group_type == "consumer"}
+
+
+def _kip848_consumer(bootstrap: str, group: str, topics: list[str],
+                     instance: str | None = None) -> Consumer:
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap, "group.id": group,
+                              "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                              "enable.auto.commit": False}
+    if instance is not None:
+        config["group.instance.id"] = instance
+    c = Consumer(config)
+    c.subscribe(topics)
+    return c
+
+
+@pytest.fixture
+def kip848_broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(config={**CONFIG, "group.consumer.heartbeat.interval.ms": "500"}) as b:
+        yield b
+
+
+def test_coordinator_replay_consumer_groups_equal_live_state(kip848_broker: EmbeddedBroker
+                                                             ) -> None:
+    """KIP-848 groups of librdkafka consumers (`group.protocol=consumer`): two members that
+    share a topic, a member that left, a static member gone for now (epoch -2) and a
+    regex subscription; after the partition is loaded again, every member is there with
+    its id, epochs, state and partitions, and the target assignment and epochs are those
+    the live heartbeats wrote. Then the consumers go on heartbeating with the epochs they
+    have: none of them is fenced or told it is unknown, and the group stays as it was."""
+    broker = kip848_broker
+    bs = broker.bootstrap_servers
+    create_topic(bs, "in", 4)
+    create_topic(bs, "re-1", 1)
+    a = _kip848_consumer(bs, "kip848", ["in"])
+    b = _kip848_consumer(bs, "kip848", ["in"])
+    gone = _kip848_consumer(bs, "kip848", ["in"])
+    static = _kip848_consumer(bs, "static848", ["in"], instance="s-1")
+    regex = _kip848_consumer(bs, "regex848", ["^re-.*"])
+    everyone = [a, b, gone, static, regex]
+
+    def stable(groups: dict[str, int]) -> bool:
+        for c in everyone:
+            c.poll(0.1)
+        found = broker.call(_consumer_groups, broker)
+        return all(g in found and found[g]["state"] == "Stable"
+                   and len(found[g]["members"]) == n for g, n in groups.items())
+
+    _until(lambda: stable({"kip848": 3, "static848": 1, "regex848": 1}))
+    gone.close()  # leaves: epoch -1
+    static.close()  # a static member leaves for now: epoch -2
+    everyone = [a, b, regex]
+    _until(lambda: stable({"kip848": 2, "regex848": 1}))
+    live = broker.call(_consumer_groups, broker)
+    (left,) = live["static848"]["members"].values()
+    assert left[1].member_epoch == -2
+    assert list(live["regex848"]["regexes"].values()) == [("re-1",)]  # "(^re-.*)"
+    assert sorted(p for m in live["kip848"]["members"].values()
+                  for parts in m[1].assigned.values() for p in parts) == [0, 1, 2, 3]
+
+    _reload(broker)
+    assert broker.call(_consumer_groups, broker) == live
+
+    for _ in range(30):  # 3 s: several heartbeats each
+        for c in everyone:
+            c.poll(0.1)
+    assert broker.call(_consumer_groups, broker) == live
+    for c in everyone:
+        c.close()
+
+
+def _until(done: Any, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, "timed out"

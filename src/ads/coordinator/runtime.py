@@ -46,7 +46,8 @@ whether it is read at load or just written, and only once durable: a client is n
 what a reload would not rebuild. `then` keeps what is not the record's image: answering the
 client (after checking again, where Kafka does, that the state is the one its request
 wrote), sending transaction markers, a rebalance handing out its assignments, a group going
-away. The transaction coordinator's shard changes only this way. Classic group metadata
+away. The transaction coordinator's shard and KIP-848 consumer groups (their epochs,
+members, target and current assignments) change only this way. Classic group metadata
 records are replayed at load only, as Kafka's coordinator does (it writes them without
 replaying them): a classic group's membership is soft state kept by the rebalance in
 memory, and its record is a snapshot for the next leader; their continuations make the
@@ -72,7 +73,8 @@ and for the earliest timer of a partition that becomes ACTIVE, and from
 Limits: a write's state enters the shard only once committed (Kafka replays at once into
 versioned state and reads the committed version): two requests in flight do not see each
 other's uncommitted writes, so a shard that must order them holds its own lock (the
-transaction coordinator's pending transition). A write waits at most
+transaction coordinator's pending transition; a KIP-848 group's write on its way, which
+its next heartbeat and timers wait for). A write waits at most
 `offsets.commit.timeout.ms` (the topic's append fails it then with REQUEST_TIMED_OUT, and
 the client gets COORDINATOR_NOT_AVAILABLE); its batch is in the log by then and is
 committed once the replicas catch up, so the partition is loaded again from the log at

@@ -5,8 +5,9 @@ Assignment is computed by the broker ("uniform" by default, or "range" when the 
 asks for it with `group.remote.assignor`). v0 lets the broker pick the member id; v1 wants
 the client's. The rules (epochs, member states, answers) are in
 `ads.coordinator.group.consumer_state`; this module maps requests to calls of the
-`GroupCoordinator` and its results back to responses. Gaps: group state is not persisted
-(offsets are), so members rejoin after a coordinator restart; topic regexes use Python's
+`GroupCoordinator` and its results back to responses. A heartbeat is answered once the
+records of what it changed are committed to `__consumer_offsets`, so members keep their
+ids and epochs across a coordinator move or restart. Gaps: topic regexes use Python's
 `re` syntax rather than RE2J. Authorized operations (KIP-430) are reported when asked,
 for groups described without error.
 """
@@ -25,8 +26,8 @@ HR = m.ConsumerGroupHeartbeatResponse
 DR = m.ConsumerGroupDescribeResponse
 
 
-def handle_heartbeat(ctx: RequestContext, req: m.ConsumerGroupHeartbeatRequest
-                     ) -> m.ConsumerGroupHeartbeatResponse:
+async def handle_heartbeat(ctx: RequestContext, req: m.ConsumerGroupHeartbeatRequest
+                           ) -> m.ConsumerGroupHeartbeatResponse:
     rule = P.GROUP_READ
     if not ctx.authorize(rule.resource, req.group_id, rule.operation):
         return m.ConsumerGroupHeartbeatResponse(error_code=rule.error, error_message=None,
@@ -46,7 +47,7 @@ def handle_heartbeat(ctx: RequestContext, req: m.ConsumerGroupHeartbeatRequest
         subscribed_topic_regex=req.subscribed_topic_regex if ctx.api_version >= 1 else None,
         server_assignor=req.server_assignor, topic_partitions=owned,
         client_id=ctx.client_id or "", client_host=client_host(ctx))
-    r = ctx.broker.group_coordinator.consumer_heartbeat(hb, ctx.api_version)
+    r = await ctx.broker.group_coordinator.consumer_heartbeat(hb, ctx.api_version)
     assignment = None
     if r.assignment is not None:
         assignment = HR.Assignment(topic_partitions=[

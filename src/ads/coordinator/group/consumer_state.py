@@ -65,8 +65,10 @@ Protocol conversion: a classic group without members (offsets only) becomes a co
 group when a member joins with epoch 0 (any other heartbeat: GROUP_ID_NOT_FOUND); a consumer
 group without members becomes classic on JoinGroup (with members: INCONSISTENT_GROUP_PROTOCOL).
 
-Gaps: group records are kept in memory only (committed offsets persist), so after a
-coordinator restart members rejoin with epoch 0. Topic regexes use Python's `re` syntax.
+Persistence: the group's epochs, members, target assignment and each member's
+reconciliation are records of `__consumer_offsets` (`consumer.py` writes them, `records.py`
+lays them out), so members keep their ids and epochs across a coordinator restart.
+Gaps: topic regexes use Python's `re` syntax.
 """
 
 from __future__ import annotations

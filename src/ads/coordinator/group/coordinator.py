@@ -5,7 +5,8 @@ partitions`) and that partition's shard (`shard.py`) through the coordinator run
 (`ads.coordinator.runtime`), which loads the partitions this broker leads and answers
 COORDINATOR_LOAD_IN_PROGRESS for a partition still loading and NOT_COORDINATOR for one it
 does not lead. The writes a shard asks for go through the runtime: the requests that wait
-for theirs (OffsetCommit, OffsetDelete, DeleteGroups) are coroutines, JoinGroup and
+for theirs (OffsetCommit, OffsetDelete, DeleteGroups, ConsumerGroupHeartbeat) are
+coroutines, JoinGroup and
 SyncGroup answer through a callback (their answer may wait for other members too), and the
 others answer at once.
 
@@ -18,8 +19,9 @@ Used from the broker's event loop only.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ads.common.clock import Clock
 from ads.common.partitions import TopicPartition
@@ -121,14 +123,26 @@ class GroupCoordinator:
         return error, results
 
     # -- KIP-848 consumer groups -----------------------------------------------------
-    def consumer_heartbeat(self, req: HeartbeatRequest, version: int) -> HeartbeatResult:
+    async def consumer_heartbeat(self, req: HeartbeatRequest, version: int) -> HeartbeatResult:
+        """The answer once the records of what the heartbeat changed are committed."""
         message = invalid_heartbeat(req, version)
         if message is not None:
             return HeartbeatResult(ErrorCode.INVALID_REQUEST, message)
-        routed = self._route(req.group_id)
-        if isinstance(routed, ErrorCode):
-            return HeartbeatResult(routed)
-        return routed[1].consumer_heartbeat(req)
+        while True:
+            routed = self._route(req.group_id)
+            if isinstance(routed, ErrorCode):
+                return HeartbeatResult(routed)
+            partition, shard = routed
+            # One change of a group at a time: a heartbeat is computed from the state the
+            # group's write on its way (with replicas, not yet committed) leaves.
+            ready = asyncio.get_running_loop().create_future()
+            if not shard.after_consumer_write(req.group_id, _waker(ready)):
+                break
+            await asyncio.wait([ready])
+        out = shard.consumer_heartbeat(req)
+        if isinstance(out, HeartbeatResult):
+            return out
+        return out.result(await self.runtime.write(partition, out.write))
 
     def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
         routed = self._route(group_id)
@@ -295,3 +309,10 @@ class GroupCoordinator:
     def shutdown(self) -> None:
         """Unloads every partition: parked requests get NOT_COORDINATOR."""
         self.runtime.shutdown()
+
+
+def _waker(ready: asyncio.Future[None]) -> Callable[[], None]:
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+    return wake

@@ -4,13 +4,15 @@ A shard is the state machine the coordinator runtime keeps for each partition it
 (`ads.coordinator.runtime`): rebuilt by replaying the partition's records when it is
 loaded, it holds the classic and KIP-848 groups whose ids hash to the partition and their
 committed offsets (`offsets.py`), and answers the group APIs for them. Every change to
-`__consumer_offsets` (commits, group metadata, tombstones) is returned as a `Write`; the
-offset cache and the groups change in that write's continuation, once the record is
-committed, so a reload rebuilds exactly what clients were told. The facade
+`__consumer_offsets` (commits, group metadata, KIP-848 group records, tombstones) is
+returned as a `Write`; the offset cache and the KIP-848 groups change when the write's
+records are replayed (`replay`, as at load), classic groups in its continuation, once
+the record is committed, so a reload rebuilds exactly what clients were told. The facade
 (`coordinator.py`) has already checked the group id and that the partition is loaded.
 
 Loading keeps the last record of each key (a tombstone deletes), then restores the groups:
-a group whose metadata record has members comes back Stable with them, and they must
+a classic group whose metadata record has members comes back Stable with them, a KIP-848
+group with its members, epochs and assignments (`consumer.py`), and their members must
 heartbeat within their session timeout; a group with offsets but no metadata record comes
 back as an Empty classic group. Not thread-safe: the broker's event loop only.
 """
@@ -40,14 +42,18 @@ from ads.coordinator.group.api import (
     SyncCallback,
 )
 from ads.coordinator.group.classic import ClassicGroup
-from ads.coordinator.group.consumer import ConsumerGroup, ConsumerGroupManager
+from ads.coordinator.group.consumer import (
+    ConsumerGroup,
+    ConsumerGroupManager,
+    PendingHeartbeat,
+)
 from ads.coordinator.group.consumer_state import JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH
 from ads.coordinator.group.offsets import OffsetStore, commit_records, tombstones
 from ads.coordinator.group.rebalance import ClassicRebalancer
 from ads.coordinator.group.share import ShareGroup, ShareGroupManager
 from ads.coordinator.group.state import GroupState, commit_error
 from ads.coordinator.group.txn_offsets import PendingTxnOffsets
-from ads.coordinator.runtime import Write
+from ads.coordinator.runtime import Record, Write
 from ads.coordinator.timer import Timers
 from ads.coordinator.topic import TopicMetadata
 from ads.protocol import messages as m
@@ -70,7 +76,7 @@ class GroupShard:
         self.offsets = OffsetStore()
         self.pending_txn = PendingTxnOffsets()
         self.classic = ClassicRebalancer(timers, config)
-        self.consumer = ConsumerGroupManager(timers, config, topics)
+        self.consumer = ConsumerGroupManager(timers, config, topics, self._consumer_group)
         self.share = ShareGroupManager(timers, config, topics)
         # While loading: the last group metadata record of each group, restored by
         # `on_loaded` (None once loaded).
@@ -91,9 +97,28 @@ class GroupShard:
                 # the rebalancer changes in the write's continuation: only a load reads it.
                 self._loaded_groups[parsed.group] = (
                     None if value is None else rec.parse_group_value(value))
+            elif isinstance(parsed, rec.ConsumerKey):
+                self._replay_consumer(parsed, value)
         except rec.CoordinatorRecordError as exc:
             log.warning("skipping a bad record at offset %d of %s-%d: %s", offset,
                         rec.OFFSETS_TOPIC, self.partition, exc)
+
+    def _replay_consumer(self, key: rec.ConsumerKey, value: bytes | None) -> None:
+        """A KIP-848 group's record: its first record makes the group (in place of an
+        empty group of another type, which it converts), its epoch's tombstone ends it."""
+        group = self.groups.get(key.group)
+        if not isinstance(group, ConsumerGroup):
+            if value is None:
+                return
+            group = ConsumerGroup(key.group, current_state_timestamp=self.clock.time_ms())
+            self.groups[key.group] = group
+        if self.consumer.replay(group, key, value):
+            self.consumer.remove_all(group)
+            del self.groups[key.group]
+
+    def _consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        group = self.groups.get(group_id)
+        return group if isinstance(group, ConsumerGroup) else None
 
     def replay_transactional(self, producer_id: int, offset: int, key: bytes,
                              value: bytes | None) -> None:
@@ -116,6 +141,9 @@ class GroupShard:
                     self._new_classic_group(group_id)
 
     def on_loaded(self) -> list[Write]:
+        for group in list(self.groups.values()):
+            if isinstance(group, ConsumerGroup):
+                self.consumer.restore(group)
         for group_id, value in (self._loaded_groups or {}).items():
             if value is not None:
                 group = ClassicGroup.from_record(group_id, value)
@@ -137,6 +165,7 @@ class GroupShard:
             else:
                 self.consumer.remove_all(group)
         self.groups.clear()
+        self.consumer.unloaded()
         self.offsets = OffsetStore()
         self.pending_txn.clear()
 
@@ -159,10 +188,14 @@ class GroupShard:
         if error is not ErrorCode.NONE:
             return fail(error)
         existing = self.groups.get(req.group_id)
+        converted: list[Write] = []
         if isinstance(existing, ConsumerGroup | ShareGroup):
             if existing.members:
                 return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-            # An empty KIP-848 group (offsets only) becomes a classic group again.
+            # An empty KIP-848 group (offsets only) becomes a classic group again; its
+            # records go, so that a reload does not bring it back.
+            if isinstance(existing, ConsumerGroup):
+                converted.append(Write(existing.tombstones()))
             del self.groups[req.group_id]
             existing = None
         group = existing
@@ -170,7 +203,7 @@ class GroupShard:
             if req.member_id:
                 return fail(ErrorCode.UNKNOWN_MEMBER_ID)
             group = self._new_classic_group(req.group_id)
-        return self.classic.join(group, req, callback)
+        return converted + self.classic.join(group, req, callback)
 
     def sync(self, group_id: str, generation_id: int, member_id: str,
              instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
@@ -189,24 +222,39 @@ class GroupShard:
         return self.classic.leave(self._classic(group_id), members)
 
     # -- KIP-848 consumer groups -----------------------------------------------------
-    def consumer_heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
+    def consumer_heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult | PendingHeartbeat:
+        """The answer, or the write to perform first (its continuation sets the answer)."""
         checked = self.consumer.check(req)
         if checked is not None:
             return checked
         group = self.groups.get(req.group_id)
+        before: list[Record] = []
         if group is not None and not isinstance(group, ConsumerGroup):
             if group.members or req.member_epoch != JOIN_EPOCH:
                 return HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND,
                                        f"Group {req.group_id} is not a consumer group.")
-            group = None  # an empty classic group (only offsets) becomes a consumer group
+            # An empty classic group (only offsets) becomes a consumer group: the classic
+            # record goes, so that a reload does not bring it back.
+            if isinstance(group, ClassicGroup):
+                before.append((rec.group_key(req.group_id), None))
+            group = None
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self.consumer.leave(group, req)
         if group is None:
             if req.member_epoch != JOIN_EPOCH:
                 return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
+            # Not in the shard until its records are replayed.
             group = ConsumerGroup(req.group_id, current_state_timestamp=self.clock.time_ms())
-            self.groups[req.group_id] = group
-        return self.consumer.heartbeat(group, req)
+        return self.consumer.heartbeat(group, req, before)
+
+    def after_consumer_write(self, group_id: str, wake: Callable[[], None]) -> bool:
+        """Calls `wake` once the consumer group's write on its way is committed; False:
+        none is on its way (a heartbeat may be computed now)."""
+        def action() -> list[Write]:
+            wake()
+            return []
+
+        return self.consumer.after_write(group_id, action)
 
     def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
         group = self.groups.get(group_id)
@@ -429,7 +477,7 @@ class GroupShard:
         group = self.groups.get(group_id)
         if group is None or (isinstance(group, ClassicGroup) and group.is_(GroupState.DEAD)):
             return ErrorCode.GROUP_ID_NOT_FOUND, None
-        if not group.is_empty:
+        if not group.is_empty or self.consumer.writing(group_id):
             return ErrorCode.NON_EMPTY_GROUP, None
         return ErrorCode.NONE, self._removal(group)
 
@@ -439,6 +487,8 @@ class GroupShard:
         or offsets were committed meanwhile (those are in the log: a reload keeps them)."""
         group_id = group.group_id
         records = tombstones(group_id, self.offsets.get(group_id))
+        if isinstance(group, ConsumerGroup):
+            records += group.tombstones()
         records.append((rec.group_key(group_id), None))
 
         def removed(error: ErrorCode) -> list[Write]:
@@ -504,4 +554,5 @@ class GroupShard:
         if isinstance(group, ClassicGroup) and (
                 not group.is_(GroupState.EMPTY) or group.pending_members):
             return False
-        return group.is_empty and not self.offsets.has_offsets(group.group_id)
+        return group.is_empty and not self.offsets.has_offsets(group.group_id) and (
+            not self.consumer.writing(group.group_id))
