@@ -96,7 +96,7 @@ async def test_append_path_replication_only_on_a_follower(tmp_path: Path,
     # A copy failing its CRC appends nothing.
     corrupt = bytearray(build_batch([(None, b"c")], timestamp=T0, base_offset=2))
     corrupt[-1] ^= 0xFF
-    assert _replicate(rm, corrupt, 5) is ErrorCode.CORRUPT_MESSAGE
+    assert _replicate(rm, bytes(corrupt), 5) is ErrorCode.CORRUPT_MESSAGE
     assert part.log_end_offset == 2
     unknown = rm.append_records({("u", 0): batch}, AppendOrigin.REPLICATION, 1, 0,
                                 leader_offsets={("u", 0): (0, 0)}).results[("u", 0)]
