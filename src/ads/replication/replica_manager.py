@@ -496,9 +496,8 @@ class ReplicaManager:
         on partitions followed here, with `leader_offsets` giving each partition's (high
         watermark, log start offset) as the leader sent them; local only (`required_acks`
         and `timeout_ms` are not used), and consumers reading this replica (KIP-392) wake."""
-        if origin is AppendOrigin.REPLICATION:
-            assert leader_offsets is not None, "a replicated append carries the leader's offsets"
-            return self._append_replicated(entries, leader_offsets)
+        replicating = origin is AppendOrigin.REPLICATION
+        copied_from = leader_offsets or {}
         results: dict[TopicPartition, ProduceResult | PartitionError] = {}
         waiting: dict[TopicPartition, tuple[Partition, int]] = {}
         now_ms = self.clock.time_ms()
@@ -506,6 +505,10 @@ class ReplicaManager:
         for key, records in entries.items():
             try:
                 part = partitions.get(key)
+                if replicating:
+                    results[key] = self._copy(key, part, records, copied_from[key])
+                    self.fetch_purgatory.check_and_complete(key)
+                    continue
                 if part is None or not part.is_leader:
                     part = self.partition(*key)  # raises the partition's error
                 if guards and key in guards:
@@ -524,29 +527,15 @@ class ReplicaManager:
                 waiting[key] = (part, result.next_offset)
         return Appended(results, self._delay(waiting, timeout_ms))
 
-    def _append_replicated(self, entries: Mapping[TopicPartition, memoryview | bytes | None],
-                           leader_offsets: Mapping[TopicPartition, tuple[int, int]]
-                           ) -> Appended:
-        results: dict[TopicPartition, ProduceResult | PartitionError] = {}
-        for key, records in entries.items():
-            part = self._partitions.get(key)
-            if part is None:
-                results[key] = PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                continue
-            try:
-                high_watermark, log_start_offset = leader_offsets[key]
-                results[key] = part.append_replicated(
-                    records if isinstance(records, memoryview) else memoryview(records or b""),
-                    high_watermark, log_start_offset)
-            except PartitionError as exc:
-                results[key] = exc.detached()
-                continue
-            except OSError as exc:
-                log.exception("%s-%d: appending the leader's batches failed", key[0], key[1])
-                results[key] = PartitionError.of(exc)
-                continue
-            self.fetch_purgatory.check_and_complete(key)
-        return Appended(results, None)
+    def _copy(self, key: TopicPartition, part: Partition | None,
+              records: memoryview | bytes | None, leader: tuple[int, int]) -> ProduceResult:
+        # A follower's append: the partition checks its role and the batches' CRCs.
+        if part is None:
+            part = self.replica(*key)  # raises UNKNOWN_TOPIC_OR_PARTITION
+        high_watermark, log_start_offset = leader
+        return part.append_replicated(
+            records if isinstance(records, memoryview) else memoryview(records or b""),
+            high_watermark, log_start_offset)
 
     def _appended(self, part: Partition) -> None:
         if part.maybe_advance_high_watermark():
