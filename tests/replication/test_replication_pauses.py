@@ -131,3 +131,76 @@ def test_replication_group_offsets_survive_the_coordinator_broker(tmp_path: Path
             again.close()
     finally:
         c.stop()
+
+
+def _coordinator(c: Cluster, group: str, live: list[int]) -> int:
+    """The group's coordinator as a live broker answers FindCoordinator (-1: none yet)."""
+    with Connection.connect(c.brokers[live[0]].bootstrap, timeout_s=30) as conn:
+        r = conn.request(m.ApiKey.FIND_COORDINATOR, 3,
+                         m.FindCoordinatorRequest(key=group, key_type=0))
+    return r.node_id if r.error_code == ErrorCode.NONE and r.node_id in live else -1
+
+
+def _kip848_group(c: Cluster, node: int, group: str) -> tuple[int, dict[str, int]] | None:
+    """ConsumerGroupDescribe on `node`: the group epoch and each member's epoch (None while
+    the node is not, or not yet, the group's loaded coordinator)."""
+    with Connection.connect(c.brokers[node].bootstrap, timeout_s=30) as conn:
+        r = conn.request(m.ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
+                         m.ConsumerGroupDescribeRequest(group_ids=[group]))
+    g = r.groups[0]
+    if g.error_code != ErrorCode.NONE:
+        return None
+    return g.group_epoch, {mem.member_id: mem.member_epoch for mem in g.members}
+
+
+def test_replication_kip848_group_moves_with_its_coordinator(tmp_path: Path) -> None:
+    """A KIP-848 group (`group.protocol=consumer`) whose coordinator's broker is SIGKILLed:
+    the new coordinator loads the group from the replicated `__consumer_offsets` with its
+    member's id and epoch, and the member goes on heartbeating with them, keeping its
+    partition and position: nothing it consumed past its commit is read again."""
+    c = Cluster(tmp_path, 3, *FAST, "group.consumer.heartbeat.interval.ms=500").start()
+    try:
+        create(c, "orders", 1, 3)
+        assert produce(c.bootstrap, "orders", [b"%d" % i for i in range(10)]) == []
+        consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "kip848",
+                             "group.protocol": "consumer", "enable.auto.commit": False,
+                             "auto.offset.reset": "earliest"})
+        consumer.subscribe(["orders"])
+        got: list[int] = []
+
+        def consume(count: int, timeout_s: float) -> None:
+            deadline = time.monotonic() + timeout_s
+            while len(got) < count and time.monotonic() < deadline:
+                got.extend(int(msg.value()) for msg in consumer.consume(count - len(got), 0.5)
+                           if msg.error() is None)
+
+        try:
+            consume(6, 60)
+            assert got == list(range(6))
+            # Committed behind what was consumed: a member that lost its partition would
+            # read 4 and 5 again from the commit.
+            consumer.commit(offsets=[TopicPartition("orders", 0, 4)], asynchronous=False)
+            c.wait_for(lambda: all(len(partition_state(c, "__consumer_offsets", p)["isr"]) == 3
+                                   for p in range(6)), "every offsets partition fully replicated")
+            everyone = list(c.brokers)
+            coordinator = _coordinator(c, "kip848", everyone)
+            before = _kip848_group(c, coordinator, "kip848")
+            assert before is not None and len(before[1]) == 1
+            c.brokers[coordinator].kill9()
+            live = [n for n in everyone if n != coordinator]
+            c.wait_for(lambda: str(coordinator) not in c.zk_children("/brokers/ids"),
+                       "the coordinator's session ends")
+            c.wait_for(lambda: _coordinator(c, "kip848", live) in live, "a new coordinator")
+            moved = _coordinator(c, "kip848", live)
+            c.wait_for(lambda: _kip848_group(c, moved, "kip848") is not None,
+                       "the group loaded on its new coordinator")
+            assert _kip848_group(c, moved, "kip848") == before
+            bootstrap = ",".join(c.brokers[n].bootstrap for n in live)
+            assert produce(bootstrap, "orders", [b"%d" % i for i in range(10, 20)]) == []
+            consume(20, 60)
+            assert got == list(range(20))
+            assert _kip848_group(c, moved, "kip848") == before
+        finally:
+            consumer.close()
+    finally:
+        c.stop()
