@@ -567,3 +567,28 @@ class CoordinatorRuntime(Generic[S]):
                 writes = p.timers.run_due()
                 if writes:
                     self._perform(p, writes)
+
+
+class RuntimeCoordinator(Generic[S]):
+    """What the broker drives of every coordinator (groups, transactions, share state):
+    its runtime's topic, timers and shutdown. Each coordinator makes `runtime` with the
+    shards of its own kind and adds the requests it answers."""
+
+    runtime: CoordinatorRuntime[S]
+
+    @property
+    def topic(self) -> InternalTopic:
+        """The coordinator's internal topic (FindCoordinator creates it)."""
+        return self.runtime.topic
+
+    def tick(self) -> None:
+        """Runs the due timers of the partitions loaded here and performs their writes."""
+        self.runtime.tick()
+
+    def next_deadline_ms(self) -> int | None:
+        """When `tick` has something to do next (None: no timer)."""
+        return self.runtime.next_deadline_ms()
+
+    def shutdown(self) -> None:
+        """Unloads every partition: parked requests get NOT_COORDINATOR."""
+        self.runtime.shutdown()

@@ -43,13 +43,13 @@ from ads.coordinator.group.api import (
 from ads.coordinator.group.consumer_state import invalid_heartbeat
 from ads.coordinator.group.shard import Group, GroupShard
 from ads.coordinator.group.share import invalid_share_heartbeat
-from ads.coordinator.runtime import CoordinatorRuntime, Write
+from ads.coordinator.runtime import CoordinatorRuntime, RuntimeCoordinator, Write
 from ads.coordinator.timer import Timers
 from ads.coordinator.topic import InternalTopic, TopicMetadata
 from ads.protocol.errors import ErrorCode
 
 
-class GroupCoordinator:
+class GroupCoordinator(RuntimeCoordinator[GroupShard]):
     def __init__(self, topic: InternalTopic, topics: TopicMetadata, clock: Clock,
                  config: GroupConfig | None = None) -> None:
         self.config = config or GroupConfig()
@@ -59,11 +59,6 @@ class GroupCoordinator:
 
     def _new_shard(self, partition: int, timers: Timers[Write]) -> GroupShard:
         return GroupShard(partition, timers, self.config, self.topics)
-
-    @property
-    def topic(self) -> InternalTopic:
-        """`__consumer_offsets` (FindCoordinator creates it)."""
-        return self.runtime.topic
 
     def partition_of(self, group_id: str) -> int:
         return self.runtime.partition_for(group_id)
@@ -298,17 +293,6 @@ class GroupCoordinator:
         return await self.runtime.write(partition, write)
 
     # -- time and shutdown -----------------------------------------------------------
-    def tick(self) -> None:
-        """Runs due timers (sessions, rebalances, offset expiry) and performs their writes."""
-        self.runtime.tick()
-
-    def next_deadline_ms(self) -> int | None:
-        """When `tick` has something to do next (None: no timer)."""
-        return self.runtime.next_deadline_ms()
-
-    def shutdown(self) -> None:
-        """Unloads every partition: parked requests get NOT_COORDINATOR."""
-        self.runtime.shutdown()
 
 
 def _waker(ready: asyncio.Future[None]) -> Callable[[], None]:

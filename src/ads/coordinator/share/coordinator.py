@@ -18,7 +18,7 @@ Used from the broker's event loop only.
 from __future__ import annotations
 
 from ads.common.clock import Clock
-from ads.coordinator.runtime import CoordinatorRuntime, Write
+from ads.coordinator.runtime import CoordinatorRuntime, RuntimeCoordinator, Write
 from ads.coordinator.share.records import ShareKey
 from ads.coordinator.share.shard import Answer, ShareCoordinatorConfig, ShareShard, WriteRequest
 from ads.coordinator.timer import Timers
@@ -26,7 +26,7 @@ from ads.coordinator.topic import InternalTopic, TopicMetadata
 from ads.protocol.errors import ErrorCode
 
 
-class ShareCoordinator:
+class ShareCoordinator(RuntimeCoordinator[ShareShard]):
     def __init__(self, topic: InternalTopic, topics: TopicMetadata, clock: Clock,
                  config: ShareCoordinatorConfig | None = None) -> None:
         self.config = config or ShareCoordinatorConfig()
@@ -44,10 +44,6 @@ class ShareCoordinator:
         if offset > self._pruned.get(partition, 0):
             self.runtime.topic.delete_records(partition, offset)
             self._pruned[partition] = offset
-
-    @property
-    def topic(self) -> InternalTopic:
-        return self.runtime.topic
 
     def partition_of(self, key: ShareKey) -> int:
         return self.runtime.partition_for(key.coordinator_key())
@@ -103,12 +99,3 @@ class ShareCoordinator:
         """Whether this broker serves the share-partition's state now (ACTIVE here)."""
         return self.runtime.shard(self.partition_of(key)) is not None
 
-    def tick(self) -> None:
-        """Runs due timers (pruning)."""
-        self.runtime.tick()
-
-    def next_deadline_ms(self) -> int | None:
-        return self.runtime.next_deadline_ms()
-
-    def shutdown(self) -> None:
-        self.runtime.shutdown()

@@ -29,7 +29,7 @@ from typing import Protocol
 from ads.common.clock import Clock
 from ads.common.partitions import TopicPartition
 from ads.common.tasks import TaskSet
-from ads.coordinator.runtime import CoordinatorRuntime, Write
+from ads.coordinator.runtime import CoordinatorRuntime, RuntimeCoordinator, Write
 from ads.coordinator.timer import Timers
 from ads.coordinator.topic import InternalTopic, TopicMetadata
 from ads.coordinator.transaction.shard import Answer, TxnConfig, TxnCounts, TxnShard
@@ -73,7 +73,7 @@ class TxnDescription:
     partitions: tuple[TopicPartition, ...] = ()
 
 
-class TransactionCoordinator:
+class TransactionCoordinator(RuntimeCoordinator[TxnShard]):
     def __init__(self, topic: InternalTopic, topics: TopicMetadata, clock: Clock,
                  new_producer_id: Callable[[], Awaitable[int]], markers: MarkerWriter,
                  config: TxnConfig | None = None) -> None:
@@ -90,10 +90,6 @@ class TransactionCoordinator:
 
     def _new_shard(self, partition: int, timers: Timers[Write]) -> TxnShard:
         return TxnShard(partition, timers, self.config, self._send_markers, self.counts)
-
-    @property
-    def topic(self) -> InternalTopic:
-        return self.runtime.topic
 
     def partition_of(self, txn_id: str) -> int:
         return self.runtime.partition_for(txn_id)
@@ -252,12 +248,6 @@ class TransactionCoordinator:
             await asyncio.sleep(backoff)
 
     # -- time and shutdown ---------------------------------------------------------------
-    def tick(self) -> None:
-        self.runtime.tick()
-
-    def next_deadline_ms(self) -> int | None:
-        return self.runtime.next_deadline_ms()
-
     def shutdown(self) -> None:
-        self.runtime.shutdown()
+        super().shutdown()
         self._marker_tasks.cancel()
