@@ -32,7 +32,8 @@ DELTA_JARS = Path(__file__).parents[2] / "tools" / "spark_delta" / "target" / "j
 
 
 def run_to_end(log: Path, args: list[str]) -> str:
-    job = CopyJob(log, *args, "--trigger", "available-now", verb="table")
+    """The job run with ``--once``: what the topic holds, in one micro-batch."""
+    job = CopyJob(log, *args, "--once", verb="table")
     assert job.wait(timeout_s=150) == 0, job.output()
     return job.output()
 
