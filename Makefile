@@ -9,14 +9,15 @@ JS_STAMP := tests/js/node_modules/.ads-installed
 KAFKA_REF_STAMP := tests/kafka_reference/target/.ads-installed
 KAFKA_CONNECT_STAMP := tests/kafka_connect/target/.ads-installed
 SPARK_KAFKA_STAMP := tests/spark_kafka/target/.ads-installed
+SPARK_DELTA_STAMP := tools/spark_delta/target/.ads-installed
 JAVA_STAMP := tests/java/target/.ads-built
 JAVA_SOURCES := $(wildcard tests/java/src/main/java/ads/javaclients/*.java)
 STREAMS_STAMP := tests/kafka_streams/target/.ads-built
 STREAMS_SOURCES := $(wildcard tests/kafka_streams/src/main/java/ads/streams/*.java)
 
-.PHONY: install run test test-pure test-deps system-deps lint fuzz chaos clean
+.PHONY: install spark-delta-jars run test test-pure test-deps system-deps lint fuzz chaos clean
 
-install: $(STAMP) $(COMPILED_STAMP)
+install: $(STAMP) $(COMPILED_STAMP) spark-delta-jars
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,13 +40,31 @@ $(COMPILED_STAMP): $(COMPILED) tools/build_compiled.py Makefile | $(STAMP)
 	$(PY) tools/build_compiled.py $(COMPILED)
 	mkdir -p $(@D) && touch $@
 
+# Spark's Delta package for `ads pipeline table --writer spark`, prefetched into
+# tools/spark_delta/target/jars (`--spark-jars` or ADS_SPARK_JARS name that folder; without
+# it the job has Spark fetch the package by coordinates when it starts). The build matching
+# the installed pyspark comes from ads.spark.delta_spark.DELTA_BUILDS; only what pyspark
+# lacks is copied (tools/spark_delta/pom.xml). Skipped without Maven (`make test-deps`
+# installs it); fetched again when the pom or pyproject.toml changes.
+spark-delta-jars: | $(STAMP)
+	@if command -v mvn >/dev/null 2>&1; then $(MAKE) --no-print-directory $(SPARK_DELTA_STAMP); \
+	  else echo "no mvn: Spark's Delta package not prefetched (Spark fetches it itself)"; fi
+
+$(SPARK_DELTA_STAMP): tools/spark_delta/pom.xml pyproject.toml | $(STAMP)
+	rm -rf tools/spark_delta/target/jars
+	build=$$($(PY) -c 'import pyspark; from ads.spark.delta_spark import delta_coordinates as c; _, a, v = c(pyspark.__version__); print(f"-Ddelta.artifact={a} -Ddelta.version={v}")') && \
+	  cd tools/spark_delta && mvn -q -B dependency:copy-dependencies $$build \
+	  -DincludeScope=runtime -DoutputDirectory=target/jars
+	touch $@
+
 run: install
 	@echo "ADS console and metrics: http://127.0.0.1:9644/ (Prometheus: /metrics)"
 	$(VENV)/bin/ads broker --data-dir ./data --host 127.0.0.1 --port 9092 \
 	  --set http.listener=127.0.0.1:9644
 
 test-deps: install $(TEST_STAMP) system-deps $(JS_STAMP) $(KAFKA_REF_STAMP) \
-  $(KAFKA_CONNECT_STAMP) $(SPARK_KAFKA_STAMP) $(JAVA_STAMP) $(STREAMS_STAMP)
+  $(KAFKA_CONNECT_STAMP) $(SPARK_KAFKA_STAMP) $(SPARK_DELTA_STAMP) $(JAVA_STAMP) \
+  $(STREAMS_STAMP)
 
 $(TEST_STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
@@ -179,4 +198,5 @@ clean:
 	rm -f src/ads/compiled.txt
 	rm -rf $(VENV) build data bench-results chaos-results tests/js/node_modules \
 	  tests/kafka_reference/target tests/kafka_connect/target tests/spark_kafka/target \
+	  tools/spark_delta/target \
 	  tests/java/target tests/kafka_streams/target

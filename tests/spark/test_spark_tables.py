@@ -331,6 +331,8 @@ def test_spark_table_bytes_values_and_refusals(spark: SparkSession, broker: Embe
     refused("offset, Date clash", value_format="json", schema="offset BIGINT, Date STRING")
     refused("goes with the json value format", schema="id BIGINT")
     refused("table format must be one of", table_format="hudi")
+    refused("no Iceberg Spark runtime", table_format="iceberg", writer="spark")
+    refused("a session started with Spark's Delta package", writer="spark")
     assert not (tmp_path / "cp-no").exists()
 
 
@@ -404,6 +406,11 @@ def test_spark_table_upsert_keeps_the_latest_per_key(
     (["--trigger", "soon"], "--trigger"),
     (["--max-records-per-batch", "0"], "must be positive"),
     (["--metrics-listener", "nowhere"], "--metrics-listener"),
+    (["--writer", "spark", "--table-format", "iceberg"],
+     "there is no Iceberg Spark runtime for Spark 4.2"),
+    (["--writer", "spark", "--mode", "upsert"], "--writer spark appends only"),
+    (["--spark-jars", "x"], "--spark-jars goes with --writer spark"),
+    (["--writer", "spark", "--spark-jars", "nowhere"], "has no delta-spark_4.2_2.13-"),
 ])
 def test_spark_table_cli_usage_errors(args: list[str], message: str) -> None:
     done = subprocess.run([sys.executable, "-m", "ads.cli.main", "pipeline", "table",

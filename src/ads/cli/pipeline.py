@@ -185,6 +185,14 @@ def _add_table_parser(
     table.add_argument("--metrics-listener", metavar="HOST:PORT",
                        help="serve the job's Prometheus metrics on http://HOST:PORT/metrics "
                             "(port 0: any free port, printed at start)")
+    table.add_argument("--writer", default="python", choices=["python", "spark"],
+                       help="python (default): each micro-batch collected in the driver and "
+                            "written by deltalake or pyiceberg; spark: written by Spark's "
+                            "Delta package (delta only, append only)")
+    table.add_argument("--spark-jars", metavar="DIR",
+                       help="with --writer spark: a folder holding the Delta package's jars "
+                            "(default $ADS_SPARK_JARS; without either, Spark fetches the package "
+                            "by its Maven coordinates)")
     table.add_argument("--command-config", metavar="FILE", help=_COMMAND_CONFIG_HELP)
     table.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                        help="extra Spark configuration (repeatable)")
@@ -293,8 +301,34 @@ def _table_options(args: argparse.Namespace) -> tuple[TableOptions, dict[str, st
         fail_on_data_loss=args.fail_on_data_loss == "true", value_format=args.value_format,
         schema=args.schema, partition_by_date=args.partition_by == "date", mode=args.mode,
         maintain_every=args.maintain_every, retention_hours=args.retention_hours,
-        security=_security(args), metrics_listener=args.metrics_listener)
-    return options, parse_assignments(args.spark_conf, "--spark-conf")
+        security=_security(args), metrics_listener=args.metrics_listener,
+        writer=args.writer)
+    conf = _writer_conf(args)
+    conf.update(parse_assignments(args.spark_conf, "--spark-conf"))
+    return options, conf
+
+
+def _writer_conf(args: argparse.Namespace) -> dict[str, str]:
+    """The session configuration of ``--writer spark`` (Spark's Delta package), refused
+    where that writer cannot go."""
+    if args.writer == "python":
+        if args.spark_jars is not None:
+            raise UsageError("--spark-jars goes with --writer spark")
+        return {}
+    if args.table_format == "iceberg":
+        raise UsageError("--writer spark writes Delta only: there is no Iceberg Spark "
+                         "runtime for Spark 4.2; Iceberg tables use --writer python")
+    if args.mode == "upsert":
+        raise UsageError("--writer spark appends only; --mode upsert uses --writer python")
+    import pyspark
+
+    from ads.spark.delta_spark import DeltaPackageError, delta_session_conf
+
+    try:
+        return delta_session_conf(pyspark.__version__,
+                                  Path(args.spark_jars) if args.spark_jars else None)
+    except DeltaPackageError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def _run_job(args: argparse.Namespace, verb: str, done: str,

@@ -2,11 +2,13 @@
 Iceberg table, each micro-batch committed exactly once.
 
 The query reads the topic with the ``ads`` source (``read_committed``, headers included)
-and hands every micro-batch to ``foreachBatch``, which runs in the driver: the batch is
-collected as Arrow and written by the Python ``deltalake`` (delta-rs) or ``pyiceberg``
-packages. Spark's own Delta and Iceberg packages are not used: their newest builds are for
-Spark 4.1 and fail on Spark 4.3's changed internals on the first write (docs/spark.md,
-"Table topics").
+and hands every micro-batch to ``foreachBatch``, which runs in the driver. With the
+default writer (``python``) the batch is collected as Arrow and written by the Python
+``deltalake`` (delta-rs) or ``pyiceberg`` packages. With ``writer="spark"`` (Delta only)
+Spark's own Delta package writes the batch's DataFrame (``ads.spark.delta_spark``): the
+rows go from the executors to the table without passing through the driver, and the
+session must have been started with the package. There is no Iceberg Spark runtime for
+Spark 4.2, so Iceberg is written by pyiceberg (docs/spark.md).
 
 Exactly once, the two halves:
 
@@ -25,8 +27,10 @@ The dead-letter table (values that do not parse with ``--value-format json``) is
 table with its own record of batches, written after the main table, so a job killed
 between the two writes completes the dead-letter write on replay and nothing else.
 
-Every micro-batch passes through the driver's memory as Arrow: ``--max-records-per-batch``
-bounds it.
+With the Python writer, every micro-batch passes through the driver's memory as Arrow:
+``--max-records-per-batch`` bounds it. With the Spark writer, Delta's own ``txn`` check
+skips a replayed write too (``txnAppId``/``txnVersion``), and the micro-batch is cached
+by Spark while the two tables are written from it.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ __all__ = ["FORMATS", "TableError", "TableOptions", "TableResult", "dead_letter_
            "iceberg_catalog", "iceberg_identifier", "job_metrics", "run_table"]
 
 FORMATS = ("delta", "iceberg")
+WRITERS = ("python", "spark")
 VALUE_FORMATS = ("bytes", "json")
 MODES = ("append", "upsert")
 METADATA_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "headers")
@@ -97,6 +102,8 @@ class TableOptions:
     # client security properties (``ads.spark.options.security_properties``)
     security: tuple[tuple[str, str], ...] = ()
     metrics_listener: str | None = None  # HOST:PORT of the job's /metrics; port 0: any
+    # python: delta-rs / pyiceberg in the driver; spark: Spark's Delta package (Delta only)
+    writer: str = "python"
 
     def interval_s(self) -> float | None:
         if self.trigger in ("once", "available-now"):
@@ -340,9 +347,37 @@ class _IcebergWriter:
         return {"ads.topic": self.topic, "ads.query-id": app, "ads.batch": str(batch)}
 
 
-def _writers(o: TableOptions) -> tuple[_Writer, _Writer]:
+class _SparkDeltaWriter(_DeltaWriter):
+    """Spark's Delta package writes and maintains the table; delta-rs reads its record
+    of batches (the ``txn`` actions Spark's writes leave)."""
+
+    def __init__(self, spark: SparkSession, path: Path, partition_by: list[str],
+                 topic: str) -> None:
+        super().__init__(path, partition_by, topic)
+        self.spark = spark
+
+    def append_frame(self, frame: DataFrame, app: str, batch: int) -> None:
+        from ads.spark.delta_spark import spark_append
+
+        spark_append(frame, Path(self.path), self.partition_by, app, batch)
+
+    def maintain(self, retention_hours: float) -> str:
+        from deltalake import DeltaTable
+
+        from ads.spark.delta_spark import spark_maintain
+
+        if not DeltaTable.is_deltatable(self.path):
+            return ""
+        return spark_maintain(self.spark, Path(self.path), retention_hours)
+
+
+def _writers(o: TableOptions, spark: SparkSession) -> tuple[_Writer, _Writer]:
     """The table's writer and its dead-letter table's."""
     partition_by = ["date"] if o.partition_by_date else []
+    if o.writer == "spark":
+        dead = o.path.parent / dead_letter_name(o.path.name)
+        return (_SparkDeltaWriter(spark, o.path, partition_by, o.topic),
+                _SparkDeltaWriter(spark, dead, partition_by, o.topic))
     if o.table_format == "delta":
         dead = o.path.parent / dead_letter_name(o.path.name)
         return (_DeltaWriter(o.path, partition_by, o.topic),
@@ -361,6 +396,7 @@ def _check(o: TableOptions) -> None:
         raise TableError("maintenance interval and retention must not be negative")
     if o.mode not in MODES:
         raise TableError(f"mode must be one of {', '.join(MODES)}, got {o.mode!r}")
+    _check_writer(o)
     if o.value_format not in VALUE_FORMATS:
         raise TableError(f"value format must be one of {', '.join(VALUE_FORMATS)}, got "
                          f"{o.value_format!r}")
@@ -385,6 +421,19 @@ def _check(o: TableOptions) -> None:
         cluster.refresh([o.topic])
         if not cluster.partitions(o.topic):
             raise TableError(f"topic {o.topic!r} does not exist")
+
+
+def _check_writer(o: TableOptions) -> None:
+    if o.writer not in WRITERS:
+        raise TableError(f"writer must be one of {', '.join(WRITERS)}, got {o.writer!r}")
+    if o.writer == "python":
+        return
+    if o.table_format == "iceberg":
+        raise TableError("the spark writer writes Delta only: there is no Iceberg Spark "
+                         "runtime for Spark 4.2 (iceberg-spark-runtime-4.2_2.13 is not "
+                         "published); Iceberg tables are written with the python writer")
+    if o.mode == "upsert":
+        raise TableError("the spark writer appends only; upsert with the python writer")
 
 
 def _rows(spark: SparkSession, source: DataFrame, o: TableOptions) -> DataFrame:
@@ -464,52 +513,99 @@ def _partition_offsets(o: TableOptions, offsets: Mapping[TopicPartition, int]
     return {tp.partition: n for tp, n in offsets.items() if tp.topic == o.topic}
 
 
-def _batch_writer(o: TableOptions, result: TableResult, began: float, report: Report,
-                  metrics: JobMetrics) -> Callable[[DataFrame, int], None]:
-    table, dead_letter = _writers(o)
+def _holds(writer: _Writer, app: str, batch: int) -> bool:
+    done = writer.written(app)
+    return done is not None and done >= batch
 
-    def holds(writer: _Writer, app: str, batch: int) -> bool:
-        done = writer.written(app)
-        return done is not None and done >= batch
+
+# (rows for the table, rows written to the dead-letter table, newest timestamp per
+# partition in epoch seconds)
+_Written = tuple[int, int, dict[int, float]]
+
+
+def _write_arrow(o: TableOptions, table: _Writer, dead_letter: _Writer, frame: DataFrame,
+                 app: str, batch: int, in_table: bool) -> _Written:
+    """The batch collected as Arrow and written by the Python packages."""
+    rows = frame.toArrow()
+    good, dead = _split(rows, o)
+    if not in_table and good.num_rows:
+        (table.upsert if o.mode == "upsert" else table.append)(good, app, batch)
+    written = 0
+    if dead.num_rows and not _holds(dead_letter, app, batch):
+        dead_letter.append(dead, app, batch)
+        written = dead.num_rows
+    return good.num_rows, written, _last_timestamps(rows)
+
+
+def _write_spark(o: TableOptions, table: _SparkDeltaWriter, dead_letter: _SparkDeltaWriter,
+                 frame: DataFrame, app: str, batch: int, in_table: bool) -> _Written:
+    """The batch written by Spark's Delta package, cached while it is counted and written
+    to both tables (append mode only)."""
+    from pyspark.sql import functions as f
+
+    frame = frame.persist()
+    try:
+        per = frame.groupBy("partition").agg(
+            f.sum((~f.col(_BAD)).cast("long")).alias("good"),
+            f.sum(f.col(_BAD).cast("long")).alias("dead"),
+            f.unix_micros(f.max("timestamp")).alias("newest")).collect()
+        good, dead = sum(r["good"] for r in per), sum(r["dead"] for r in per)
+        if not in_table and good:
+            rows = frame.filter(~f.col(_BAD)).drop(_BAD)
+            table.append_frame(rows.drop("value") if o.value_format == "json" else rows,
+                               app, batch)
+        written = 0
+        if dead and not _holds(dead_letter, app, batch):
+            dead_letter.append_frame(frame.filter(f.col(_BAD)).select(
+                *METADATA_COLUMNS, "value", *(["date"] if o.partition_by_date else [])),
+                app, batch)
+            written = dead
+    finally:
+        frame.unpersist()
+    return good, written, {int(r["partition"]): r["newest"] / 1e6 for r in per
+                           if r["newest"] is not None}
+
+
+def _batch_writer(spark: SparkSession, o: TableOptions, result: TableResult, began: float,
+                  report: Report, metrics: JobMetrics) -> Callable[[DataFrame, int], None]:
+    table, dead_letter = _writers(o, spark)
+
+    def rows_written(frame: DataFrame, app: str, batch: int, in_table: bool) -> _Written:
+        if isinstance(table, _SparkDeltaWriter) and isinstance(dead_letter, _SparkDeltaWriter):
+            return _write_spark(o, table, dead_letter, frame, app, batch, in_table)
+        return _write_arrow(o, table, dead_letter, frame, app, batch, in_table)
 
     def write(frame: DataFrame, batch: int) -> None:
         started = time.monotonic()
         app = _query_id(o.checkpoint)
         offsets = _partition_offsets(o, logged_offsets(o.checkpoint, batch))
-        in_table = holds(table, app, batch)
+        in_table = _holds(table, app, batch)
         # The dead-letter table is written second: when it holds the batch, so does the
         # table (or the batch had no rows for it).
-        if in_table and holds(dead_letter, app, batch):
+        if in_table and _holds(dead_letter, app, batch):
             result.skipped += 1
             metrics.batch(offsets, last_timestamps={}, rows=0, dead_letters=0, seconds=0.0,
                           written=False)
             report(f"batch {batch}: already in the tables (written before a restart), "
                    "skipped")
             return
-        rows = frame.toArrow()
-        good, dead = _split(rows, o)
-        if not in_table and good.num_rows:
-            (table.upsert if o.mode == "upsert" else table.append)(good, app, batch)
-        if dead.num_rows and not holds(dead_letter, app, batch):
-            dead_letter.append(dead, app, batch)
-        else:
-            dead = dead.slice(0, 0)
-        metrics.batch(offsets, last_timestamps=_last_timestamps(rows),
-                      rows=0 if in_table else good.num_rows, dead_letters=dead.num_rows,
-                      seconds=time.monotonic() - started, written=not in_table)
+        good, dead, stamps = rows_written(frame, app, batch, in_table)
+        metrics.batch(offsets, last_timestamps=stamps, rows=0 if in_table else good,
+                      dead_letters=dead, seconds=time.monotonic() - started,
+                      written=not in_table)
         if in_table:
             # A job killed between the two writes: the dead letters were the rest of it.
             result.skipped += 1
-            result.dead_letters += dead.num_rows
+            result.dead_letters += dead
             report(f"batch {batch}: already in the table (written before a restart), "
-                   f"{dead.num_rows} to the dead-letter table")
+                   f"{dead} to the dead-letter table")
             return
         result.batches += 1
-        result.records += good.num_rows
-        result.dead_letters += dead.num_rows
+        result.records += good
+        result.dead_letters += dead
         elapsed = max(time.monotonic() - began, 1e-9)
-        bad = f", {dead.num_rows} to the dead-letter table" if dead.num_rows else ""
-        report(f"batch {batch}: {good.num_rows} records{bad}, "
+        bad = f", {dead} to the dead-letter table" if dead else ""
+        report(f"batch {batch}: {good} records{bad}, "
                f"{result.records / elapsed:,.0f} records/s overall")
         if o.maintain_every and batch % o.maintain_every == o.maintain_every - 1:
             # After the batch's commit: a kill here loses no data, only this round.
@@ -527,6 +623,12 @@ def start_query(spark: SparkSession, o: TableOptions, result: TableResult, began
 
     register(spark)
     _check(o)
+    if o.writer == "spark":
+        from ads.spark.delta_spark import has_delta
+
+        if not has_delta(spark):
+            raise TableError("the spark writer needs a session started with Spark's Delta "
+                             "package (ads.spark.delta_spark.delta_session_conf)")
     source = (spark.readStream.format("ads")
               .option("kafka.bootstrap.servers", o.bootstrap_servers)
               .option("subscribe", o.topic)
@@ -540,7 +642,7 @@ def start_query(spark: SparkSession, o: TableOptions, result: TableResult, began
         source = source.option("maxOffsetsPerTrigger", str(o.max_records_per_batch))
     writer = (_rows(spark, source.load(), o).writeStream
               .queryName(f"ads table {o.topic}")
-              .foreachBatch(_batch_writer(o, result, began, report, metrics))
+              .foreachBatch(_batch_writer(spark, o, result, began, report, metrics))
               .option("checkpointLocation", str(o.checkpoint)))
     if interval is None:
         # With "once" there is no read limit: the one batch reaches the topic's end as the
