@@ -69,13 +69,12 @@ def delta_session_conf(pyspark_version: str, jars: Path | None) -> dict[str, str
     if jars is None:
         conf["spark.jars.packages"] = f"{group}:{artifact}:{version}"
         return conf
-    files = sorted(p for p in jars.glob("*.jar"))
-    if jars.absolute() / f"{artifact}-{version}.jar" not in [p.absolute() for p in files]:
+    if not (jars / f"{artifact}-{version}.jar").is_file():
         raise DeltaPackageError(
             f"{jars} has no {artifact}-{version}.jar (make install copies it there from "
             "tools/spark_delta/pom.xml); without a jar folder Spark fetches "
             f"{group}:{artifact}:{version} itself")
-    conf["spark.jars"] = ",".join(str(p.absolute()) for p in files)
+    conf["spark.jars"] = ",".join(str(p.absolute()) for p in sorted(jars.glob("*.jar")))
     return conf
 
 

@@ -374,12 +374,11 @@ class _SparkDeltaWriter(_DeltaWriter):
 def _writers(o: TableOptions, spark: SparkSession) -> tuple[_Writer, _Writer]:
     """The table's writer and its dead-letter table's."""
     partition_by = ["date"] if o.partition_by_date else []
-    if o.writer == "spark":
-        dead = o.path.parent / dead_letter_name(o.path.name)
-        return (_SparkDeltaWriter(spark, o.path, partition_by, o.topic),
-                _SparkDeltaWriter(spark, dead, partition_by, o.topic))
     if o.table_format == "delta":
         dead = o.path.parent / dead_letter_name(o.path.name)
+        if o.writer == "spark":
+            return (_SparkDeltaWriter(spark, o.path, partition_by, o.topic),
+                    _SparkDeltaWriter(spark, dead, partition_by, o.topic))
         return (_DeltaWriter(o.path, partition_by, o.topic),
                 _DeltaWriter(dead, partition_by, o.topic))
     catalog = iceberg_catalog(o.path)

@@ -244,10 +244,9 @@ class _Change:
             out.append((rec.consumer_key(T.REGULAR_EXPRESSION, gid, regex),
                         rec.regex_value(self.regex)))
         old_regex = None if self.old is None else self.old.subscribed_topic_regex
-        if old_regex is not None and old_regex != regex and old_regex in (
-                self.group.resolved_regexes) and not any(
-                m.subscribed_topic_regex == old_regex for m in self.members.values()):
-            out.append((rec.consumer_key(T.REGULAR_EXPRESSION, gid, old_regex), None))
+        unused = _unused_regex(self.group, old_regex, self.members.values())
+        if unused is not None and unused != regex:
+            out.append((rec.consumer_key(T.REGULAR_EXPRESSION, gid, unused), None))
         return out
 
     def _target_records(self) -> list[Record]:
@@ -262,6 +261,16 @@ class _Change:
             out.append((rec.consumer_key(T.TARGET_ASSIGNMENT_METADATA, gid),
                         rec.epoch_value(self.group_epoch)))
         return out
+
+
+def _unused_regex(group: ConsumerGroup, regex: str | None,
+                  members: Iterable[ConsumerMember]) -> str | None:
+    """`regex` if the group records it and none of `members` subscribes with it any more
+    (its record is then deleted); None otherwise."""
+    if regex is None or regex not in group.resolved_regexes or any(
+            m.subscribed_topic_regex == regex for m in members):
+        return None
+    return regex
 
 
 def _member_tombstones(group_id: str, member_id: str) -> list[Record]:
@@ -490,11 +499,15 @@ class ConsumerGroupManager:
             changed = True
         return changed
 
+    def _regex_topics(self, regex: str) -> tuple[str, ...]:
+        """The topics a subscribed regular expression matches now, sorted."""
+        pattern = re.compile(regex)
+        return tuple(sorted(t for t in self.topics.topic_names() if pattern.fullmatch(t)))
+
     def _member_topics(self, member: ConsumerMember) -> set[str]:
         topics = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex:
-            pattern = re.compile(member.subscribed_topic_regex)
-            topics.update(t for t in self.topics.topic_names() if pattern.fullmatch(t))
+            topics.update(self._regex_topics(member.subscribed_topic_regex))
         return topics
 
     def _resolve_regex(self, group: ConsumerGroup, member: ConsumerMember
@@ -503,8 +516,7 @@ class ConsumerGroupManager:
         regex = member.subscribed_topic_regex
         if not regex:
             return None
-        pattern = re.compile(regex)
-        topics = tuple(sorted(t for t in self.topics.topic_names() if pattern.fullmatch(t)))
+        topics = self._regex_topics(regex)
         known = group.resolved_regexes.get(regex)
         if known is not None and known.topics == topics:
             return None
@@ -661,11 +673,10 @@ class ConsumerGroupManager:
         """The records that remove a member, and a new group epoch."""
         group_id, member_id = group.group_id, member.member_id
         records = _member_tombstones(group_id, member_id)
-        regex = member.subscribed_topic_regex
-        if regex is not None and regex in group.resolved_regexes and not any(
-                m.subscribed_topic_regex == regex for m in group.members.values()
-                if m is not member):
-            records.append((rec.consumer_key(T.REGULAR_EXPRESSION, group_id, regex), None))
+        unused = _unused_regex(group, member.subscribed_topic_regex,
+                               (m for m in group.members.values() if m is not member))
+        if unused is not None:
+            records.append((rec.consumer_key(T.REGULAR_EXPRESSION, group_id, unused), None))
         records.append((rec.consumer_key(T.GROUP_METADATA, group_id),
                         rec.epoch_value(group.group_epoch + 1)))
 
