@@ -93,3 +93,28 @@ def test_bench_tools_print_a_summary_line(bootstrap, capsys) -> None:  # type: i
 def test_bench_rejects_bad_numbers(capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["bench", "produce", "--topic", "x", "--num-records", "0"]) == 2
     assert "--num-records must be positive" in capsys.readouterr().err
+
+
+def test_bench_produce_warm_up_times_from_a_first_acknowledged_record(bootstrap, capsys) -> None:  # type: ignore[no-untyped-def]
+    """An idempotent producer's set-up (its producer id first) is reported apart."""
+    from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
+
+    cold = run_json(capsys, "produce", "--bootstrap-server", bootstrap, "--topic", "w",
+                    "--partitions", "1", "--num-records", "200")
+    assert cold["ready_ms"] is None
+    warm = run_json(capsys, "produce", "--bootstrap-server", bootstrap, "--topic", "w",
+                    "--num-records", "200", "--warm-up",
+                    "--producer-prop", "enable.idempotence=true", "--acks", "all")
+    assert warm["acknowledged"] == 200 and warm["failed"] == 0
+    assert warm["bytes"] == 200 * 100  # the warm-up record is not counted
+    assert warm["ready_ms"] > 0 and warm["elapsed_s"] > 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "warm-up-check"})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition("w", 0), timeout=10)
+    finally:
+        consumer.close()
+    assert high - low == 200 + 1 + 200  # the warm-up record is in the topic
+
+    assert main(["bench", "produce", "--bootstrap-server", bootstrap, "--topic", "w",
+                 "--num-records", "10", "--warm-up", "--client", "kafka-python"]) != 0
+    assert "confluent-kafka client only" in capsys.readouterr().err

@@ -52,6 +52,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                     help="spread records over the partitions in turn instead of the "
                          "client's partitioner")
     pp.add_argument("--client", choices=CLIENTS, default="confluent-kafka")
+    pp.add_argument("--warm-up", action="store_true",
+                    help="send one record first and time from its acknowledgement: the "
+                         "client's set-up is reported as ready_ms, not counted")
     pp.set_defaults(func=run_command("bench produce", _produce))
 
     pc = tools.add_parser("consume", help="consumer throughput "
@@ -173,7 +176,7 @@ def _produce(args: argparse.Namespace) -> int:
         acks=args.acks, linger_ms=args.linger_ms, batch_size=args.batch_size,
         compression=args.compression, partitions=args.partitions,
         round_robin=args.round_robin, client=args.client,
-        config=_config(args, args.producer_prop), progress=True)
+        config=_config(args, args.producer_prop), progress=True, warm_up=args.warm_up)
     report = _guarded(bproduce.run_produce, opts)
     if report["failed"]:
         _emit(args, report)
