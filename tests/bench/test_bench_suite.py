@@ -41,6 +41,10 @@ def test_bench_suite_quick_writes_results(tmp_path: Path, capsys) -> None:  # ty
     # the three brokers' sums: more memory than the single broker's
     assert results["brokers"]["ads-3"]["rss_peak_mb"] > results["brokers"]["ads"]["rss_peak_mb"]
     assert results["w9_over_w1"] > 0
+    # produce workloads are timed after a first acknowledged record; the set-up apart
+    for wl in (w for w in results["workloads"] if w["id"] in ("W1", "W2", "W3", "W8", "W9")):
+        for runs in wl["runs"].values():
+            assert all(run["ready_ms"] > 0 for run in runs), wl["id"]
     assert results["machine"]["cores"]
     assert results["loopback_mb_per_s"] > 0
     assert (run_dir / "results.md").read_text().startswith("Run ")
