@@ -332,8 +332,38 @@ def test_spark_table_bytes_values_and_refusals(spark: SparkSession, broker: Embe
     refused("goes with the json value format", schema="id BIGINT")
     refused("table format must be one of", table_format="hudi")
     refused("no Iceberg Spark runtime", table_format="iceberg", writer="spark")
+    refused("no Iceberg Spark runtime", table_format="iceberg", writer="spark",
+            mode="upsert")
     refused("a session started with Spark's Delta package", writer="spark")
     assert not (tmp_path / "cp-no").exists()
+
+
+class Keyed:
+    """Records produced to ``topic`` (partition ``i % 2`` unless told), and what an upsert
+    table should hold after them: per key, the id in its last record's JSON value; no row
+    after a tombstone. A record without a key or whose value does not parse changes
+    nothing."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.producer = Producer({"bootstrap.servers": bootstrap})
+        self.latest: dict[bytes, int] = {}
+
+    def put(self, i: int, key: bytes | None, value: bytes | None,
+            partition: int | None = None) -> None:
+        def delivered(err: Any, _msg: Any) -> None:
+            assert err is None, err
+
+        self.producer.produce(self.topic, key=key, value=value, timestamp=TS + i,
+                              partition=i % 2 if partition is None else partition,
+                              on_delivery=delivered)
+        if key is not None and value is not None and not value.startswith(b"{bad"):
+            self.latest[key] = json.loads(value)["id"]
+        elif key is not None and value is None:
+            self.latest.pop(key, None)
+
+    def flush(self) -> None:
+        assert self.producer.flush(15) == 0
 
 
 def read_table(fmt: str, path: Path, topic: str) -> pa.Table:
@@ -349,26 +379,14 @@ def test_spark_table_upsert_keeps_the_latest_per_key(
     topic = f"u-{fmt}"
     # Not compacted: a compacted topic refuses records without a key, and one is sent.
     create_topic(bootstrap, topic, 2)
-    producer = Producer({"bootstrap.servers": bootstrap})
-    latest: dict[bytes, int] = {}
-
-    def delivered(err: Any, _msg: Any) -> None:
-        assert err is None, err
-
-    def put(i: int, key: bytes | None, value: bytes | None) -> None:
-        producer.produce(topic, key=key, value=value, partition=i % 2, timestamp=TS + i,
-                         on_delivery=delivered)
-        if key is not None and value is not None and not value.startswith(b"{bad"):
-            latest[key] = json.loads(value)["id"]
-        elif key is not None and value is None:
-            latest.pop(key, None)
-
+    keyed = Keyed(bootstrap, topic)
+    put, latest = keyed.put, keyed.latest
     for i in range(40):  # keys 0..9, each written four times in the first batch
         put(i, b"k%d" % (i % 10), json.dumps({"id": i, "name": f"n{i}", "amount": 1.0})
             .encode())
     put(40, None, b'{"id": 40}')  # no key: nothing to upsert, a dead letter
     put(41, b"k1", b"{bad")  # does not parse: a dead letter, k1 keeps its row
-    assert producer.flush(15) == 0
+    keyed.flush()
     path = tmp_path / "table"
     # Maintenance after every micro-batch, keeping nothing older than now.
     o = options(bootstrap, topic, fmt, path, tmp_path / "cp", mode="upsert",
@@ -380,7 +398,7 @@ def test_spark_table_upsert_keeps_the_latest_per_key(
         key = {50: b"k0", 51: b"k5", 52: b"k2", 53: b"k3", 54: b"k10", 55: b"k2"}[i]
         put(i, key, None if i in (50, 51) else json.dumps({"id": i, "name": "x"}).encode())
     put(56, b"k11", None)  # a tombstone for a key never seen deletes nothing
-    assert producer.flush(15) == 0
+    keyed.flush()
     assert run_table(spark, o, report=lines.append).records == 6  # one per key in it
     rows = read_table(fmt, path, topic).select(["key", "id"]).to_pylist()
     assert sorted((r["key"], r["id"]) for r in rows) == sorted(latest.items())
@@ -408,9 +426,13 @@ def test_spark_table_upsert_keeps_the_latest_per_key(
     (["--metrics-listener", "nowhere"], "--metrics-listener"),
     (["--writer", "spark", "--table-format", "iceberg"],
      "there is no Iceberg Spark runtime for Spark 4.2"),
-    (["--writer", "spark", "--mode", "upsert"], "--writer spark appends only"),
+    (["--writer", "spark", "--table-format", "iceberg", "--mode", "upsert"],
+     "there is no Iceberg Spark runtime for Spark 4.2"),
     (["--spark-jars", "x"], "--spark-jars goes with --writer spark"),
     (["--writer", "spark", "--spark-jars", "nowhere"], "has no delta-spark_4.2_2.13-"),
+    # upsert passes the writer's checks: what stops this one is the jar folder
+    (["--writer", "spark", "--mode", "upsert", "--spark-jars", "nowhere"],
+     "has no delta-spark_4.2_2.13-"),
 ])
 def test_spark_table_cli_usage_errors(args: list[str], message: str) -> None:
     done = subprocess.run([sys.executable, "-m", "ads.cli.main", "pipeline", "table",

@@ -188,7 +188,7 @@ def _add_table_parser(
     table.add_argument("--writer", default="python", choices=["python", "spark"],
                        help="python (default): each micro-batch collected in the driver and "
                             "written by deltalake or pyiceberg; spark: written by Spark's "
-                            "Delta package (delta only, append only)")
+                            "Delta package (delta only)")
     table.add_argument("--spark-jars", metavar="DIR",
                        help="with --writer spark: a folder holding the Delta package's jars "
                             "(default $ADS_SPARK_JARS; without either, Spark fetches the package "
@@ -318,8 +318,6 @@ def _writer_conf(args: argparse.Namespace) -> dict[str, str]:
     if args.table_format == "iceberg":
         raise UsageError("--writer spark writes Delta only: there is no Iceberg Spark "
                          "runtime for Spark 4.2; Iceberg tables use --writer python")
-    if args.mode == "upsert":
-        raise UsageError("--writer spark appends only; --mode upsert uses --writer python")
     import pyspark
 
     from ads.spark.delta_spark import DeltaPackageError, delta_session_conf

@@ -20,7 +20,9 @@ Either way the session also needs Delta's SQL extension (``MERGE``, ``OPTIMIZE``
 Exactly once: a micro-batch is written with the writer options ``txnAppId`` (the job's
 query id) and ``txnVersion`` (the batch id), which Delta records in the commit as a
 ``txn`` action; a write whose version is not above the recorded one is skipped by Delta
-itself, so a replayed batch adds nothing.
+itself, so a replayed batch adds nothing. ``MERGE`` (upsert) has no writer options: the
+same pair goes in the session confs ``spark.databricks.delta.write.txnAppId`` and
+``...txnVersion`` (Delta's idempotent DML), set for the one statement.
 """
 
 from __future__ import annotations
@@ -30,16 +32,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
 
 __all__ = ["DELTA_BUILDS", "JARS_ENV", "DeltaPackageError", "delta_coordinates",
-           "delta_session_conf", "has_delta", "spark_append", "spark_maintain"]
+           "delta_session_conf", "has_delta", "spark_append", "spark_create", "spark_maintain",
+           "spark_merge"]
 
 # pyspark major.minor -> the Delta release with a build for it (on Maven Central).
 DELTA_BUILDS = {"4.2": "4.4.0"}
 JARS_ENV = "ADS_SPARK_JARS"
 _EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 _CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+# Delta's idempotent DML: a MERGE, UPDATE or DELETE run while both are set commits a ``txn``
+# action, or nothing when the table already records that version (or a later one) for the
+# app id. (Delta 4.4 resets the version after each write only with
+# ``spark.databricks.delta.write.txnVersion.autoReset.enabled``, false by default: the job
+# unsets both itself.)
+_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 class DeltaPackageError(RuntimeError):
@@ -82,22 +93,61 @@ def has_delta(spark: SparkSession) -> bool:
     return _EXTENSION in (spark.conf.get("spark.sql.extensions", "") or "")
 
 
+def _append(frame: DataFrame, partition_by: list[str]) -> DataFrameWriter:
+    writer = frame.write.format("delta").mode("append")
+    return writer.partitionBy(*partition_by) if partition_by else writer
+
+
 def spark_append(frame: DataFrame, path: Path, partition_by: list[str], app: str,
                  batch: int) -> None:
     """One Delta commit of ``frame``, skipped by Delta when the table already records
     ``batch`` (or a later one) for ``app``."""
-    writer = (frame.write.format("delta").mode("append")
-              .option("txnAppId", app).option("txnVersion", str(batch))
-              .option("userMetadata", f"ads.batch={batch}"))
-    if partition_by:
-        writer = writer.partitionBy(*partition_by)
-    writer.save(str(path.absolute()))
+    (_append(frame, partition_by).option("txnAppId", app).option("txnVersion", str(batch))
+     .option("userMetadata", f"ads.batch={batch}").save(str(path.absolute())))
+
+
+def spark_create(frame: DataFrame, path: Path, partition_by: list[str]) -> None:
+    """The table created empty with ``frame``'s columns, as an append would create it;
+    no ``txn`` action, since it holds no batch."""
+    _append(frame.limit(0), partition_by).save(str(path.absolute()))
+
+
+def spark_merge(frame: DataFrame, path: Path, key: str, tombstone: str, app: str,
+                batch: int) -> None:
+    """One ``MERGE`` of ``frame`` (one row per ``key``) into the table at ``path``: a key's
+    row is deleted by a row whose ``tombstone`` column is true and replaced by any other;
+    a new key's row is inserted unless it is a tombstone. The table's columns are taken
+    from ``frame`` by name (``tombstone`` is not one of them). Skipped by Delta when the
+    table already records ``batch`` (or a later one) for ``app``."""
+    # The frame of a foreachBatch belongs to the stream's own session (a clone of the
+    # job's): the view and the confs must be that session's to be seen by the statement.
+    spark = frame.sparkSession
+    view = "_ads_merge_source"
+    frame.createOrReplaceTempView(view)
+    confs = {_TXN_APP_ID: app, _TXN_VERSION: str(batch), _USER_METADATA: f"ads.batch={batch}"}
+    for name, value in confs.items():
+        spark.conf.set(name, value)
+    try:
+        spark.sql(f"MERGE INTO {_table(path)} AS t USING {view} AS s ON t.{key} = s.{key} "
+                  f"WHEN MATCHED AND s.{tombstone} THEN DELETE "
+                  "WHEN MATCHED THEN UPDATE SET * "
+                  f"WHEN NOT MATCHED AND NOT s.{tombstone} THEN INSERT *").collect()
+    finally:
+        # Unset: the session's later writes would carry this batch's txn too, and one
+        # on the same table be skipped as done.
+        for name in confs:
+            spark.conf.unset(name)
+        spark.catalog.dropTempView(view)
+
+
+def _table(path: Path) -> str:
+    return "delta.`{}`".format(str(path.absolute()).replace("`", "``"))
 
 
 def spark_maintain(spark: SparkSession, path: Path, retention_hours: float) -> str:
     """``OPTIMIZE`` (small files compacted), then ``VACUUM`` of the files no version
     younger than the retention needs; the ``txn`` records survive both."""
-    table = f"delta.`{path.absolute()}`"
+    table = _table(path)
     metrics = spark.sql(f"OPTIMIZE {table}").collect()[0]["metrics"]
     # Delta refuses a retention under its default week unless told the reader risk is
     # taken, as --retention-hours says.

@@ -5,10 +5,10 @@ The query reads the topic with the ``ads`` source (``read_committed``, headers i
 and hands every micro-batch to ``foreachBatch``, which runs in the driver. With the
 default writer (``python``) the batch is collected as Arrow and written by the Python
 ``deltalake`` (delta-rs) or ``pyiceberg`` packages. With ``writer="spark"`` (Delta only)
-Spark's own Delta package writes the batch's DataFrame (``ads.spark.delta_spark``): the
-rows go from the executors to the table without passing through the driver, and the
-session must have been started with the package. There is no Iceberg Spark runtime for
-Spark 4.2, so Iceberg is written by pyiceberg (docs/spark.md).
+Spark's own Delta package writes the batch's DataFrame (``ads.spark.delta_spark``; in
+upsert mode a ``MERGE``): the rows go from the executors to the table without passing
+through the driver, and the session must have been started with the package. There is
+no Iceberg Spark runtime for Spark 4.2, so Iceberg is written by pyiceberg (docs/spark.md).
 
 Exactly once, the two halves:
 
@@ -30,7 +30,8 @@ between the two writes completes the dead-letter write on replay and nothing els
 With the Python writer, every micro-batch passes through the driver's memory as Arrow:
 ``--max-records-per-batch`` bounds it. With the Spark writer, Delta's own ``txn`` check
 skips a replayed write too (``txnAppId``/``txnVersion``), and the micro-batch is cached
-by Spark while the two tables are written from it.
+by Spark while the two tables are written from it. Its upsert ``MERGE`` carries the same
+``txn`` action through Delta's idempotent DML session confs.
 """
 
 from __future__ import annotations
@@ -68,6 +69,9 @@ _CORRUPT = "_ads_corrupt"
 _TOMBSTONE = "_ads_tombstone"
 _NAMESPACE = "ads"
 _DEAD_LETTER = "_dead_letter"
+# In upsert mode, the order of a key's records: the last is the one the table keeps (a
+# key's records are in one partition when the producer partitions by key).
+_RECORD_ORDER = ("timestamp", "partition", "offset")
 # Iceberg compaction: a partition's data files below the table's target size
 # (write.target-file-size-bytes) are rewritten when there are more than this many.
 COMPACT_MIN_FILES = 1
@@ -361,6 +365,16 @@ class _SparkDeltaWriter(_DeltaWriter):
 
         spark_append(frame, Path(self.path), self.partition_by, app, batch)
 
+    def upsert_frame(self, frame: DataFrame, app: str, batch: int) -> None:
+        """One MERGE on ``key``, as ``upsert`` (``frame`` holds one row per key)."""
+        from deltalake import DeltaTable
+
+        from ads.spark.delta_spark import spark_create, spark_merge
+
+        if not DeltaTable.is_deltatable(self.path):
+            spark_create(frame.drop(_TOMBSTONE), Path(self.path), self.partition_by)
+        spark_merge(frame, Path(self.path), "key", _TOMBSTONE, app, batch)
+
     def maintain(self, retention_hours: float) -> str:
         from deltalake import DeltaTable
 
@@ -431,17 +445,17 @@ def _check_writer(o: TableOptions) -> None:
         raise TableError("the spark writer writes Delta only: there is no Iceberg Spark "
                          "runtime for Spark 4.2 (iceberg-spark-runtime-4.2_2.13 is not "
                          "published); Iceberg tables are written with the python writer")
-    if o.mode == "upsert":
-        raise TableError("the spark writer appends only; upsert with the python writer")
 
 
 def _rows(spark: SparkSession, source: DataFrame, o: TableOptions) -> DataFrame:
-    """The columns written, and ``_ads_bad`` (true for a value that does not parse)."""
+    """The columns written, and ``_ads_bad`` (true for a dead letter: a value that does
+    not parse; in upsert mode also a record without a key, which has no row to
+    replace)."""
     from pyspark.sql import functions as f
 
-    columns: list[Any] = [f.col(c) for c in METADATA_COLUMNS]
+    columns: list[Any] = [f.col(c) for c in (*METADATA_COLUMNS, "value")]
     if o.value_format == "bytes":
-        columns += [f.col("value"), f.lit(False).alias(_BAD)]
+        bad = f.lit(False)
     else:
         parsed = f.from_json(f.col("value").cast("string"), f"{o.schema}, {_CORRUPT} STRING",
                              {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
@@ -449,7 +463,10 @@ def _rows(spark: SparkSession, source: DataFrame, o: TableOptions) -> DataFrame:
         bad = (f.col("value").isNotNull()
                & (f.col("_parsed")[_CORRUPT].isNotNull() | ~f.expr("is_valid_utf8(value)")))
         source = source.withColumn("_parsed", parsed)
-        columns += [f.col("value"), f.col("_parsed.*"), bad.alias(_BAD)]
+        columns.append(f.col("_parsed.*"))
+    if o.mode == "upsert":
+        bad = bad | f.col("key").isNull()
+    columns.append(bad.alias(_BAD))
     if o.partition_by_date:
         columns.append(utc_date(spark).alias("date"))
     if o.mode == "upsert":
@@ -459,13 +476,11 @@ def _rows(spark: SparkSession, source: DataFrame, o: TableOptions) -> DataFrame:
 
 
 def _split(batch: pa.Table, o: TableOptions) -> tuple[pa.Table, pa.Table]:
-    """(rows for the table, rows for the dead-letter table). In upsert mode a record
-    without a key has no row to replace: it is a dead letter too."""
+    """(rows for the table, rows for the dead-letter table); in upsert mode, the table's
+    are one per key."""
     import pyarrow.compute as pc
 
     bad = batch.column(_BAD)
-    if o.mode == "upsert":
-        bad = pc.or_(bad, pc.is_null(batch.column("key")))
     good = batch.filter(pc.invert(bad)).drop_columns([_BAD])
     if o.value_format == "json":
         good = good.drop_columns(["value"])
@@ -475,16 +490,25 @@ def _split(batch: pa.Table, o: TableOptions) -> tuple[pa.Table, pa.Table]:
 
 
 def _latest_per_key(rows: pa.Table) -> pa.Table:
-    """The last record of each key: by timestamp, then partition and offset (a key's
-    records are in one partition when the producer partitions by key)."""
+    """The last record of each key in ``_RECORD_ORDER``."""
     import pyarrow as pa
 
-    ordered = rows.sort_by([("timestamp", "ascending"), ("partition", "ascending"),
-                            ("offset", "ascending")])
+    ordered = rows.sort_by([(column, "ascending") for column in _RECORD_ORDER])
     ordered = ordered.append_column("_ads_row", pa.array(range(ordered.num_rows),
                                                          pa.int64()))
     last = ordered.group_by("key").aggregate([("_ads_row", "max")]).column("_ads_row_max")
     return ordered.take(last).drop_columns(["_ads_row"])
+
+
+def _latest_per_key_frame(rows: DataFrame) -> DataFrame:
+    """``_latest_per_key`` on Spark's side: the rows stay on the executors."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as f
+
+    newest_first = Window.partitionBy("key").orderBy(
+        *(f.col(column).desc() for column in _RECORD_ORDER))
+    return (rows.withColumn("_ads_row", f.row_number().over(newest_first))
+            .filter(f.col("_ads_row") == 1).drop("_ads_row"))
 
 
 def _query_id(checkpoint: Path) -> str:
@@ -539,7 +563,7 @@ def _write_arrow(o: TableOptions, table: _Writer, dead_letter: _Writer, frame: D
 def _write_spark(o: TableOptions, table: _SparkDeltaWriter, dead_letter: _SparkDeltaWriter,
                  frame: DataFrame, app: str, batch: int, in_table: bool) -> _Written:
     """The batch written by Spark's Delta package, cached while it is counted and written
-    to both tables (append mode only)."""
+    to both tables; in upsert mode the table's rows are one per key, merged."""
     from pyspark.sql import functions as f
 
     frame = frame.persist()
@@ -551,8 +575,13 @@ def _write_spark(o: TableOptions, table: _SparkDeltaWriter, dead_letter: _SparkD
         good, dead = sum(r["good"] for r in per), sum(r["dead"] for r in per)
         if not in_table and good:
             rows = frame.filter(~f.col(_BAD)).drop(_BAD)
-            table.append_frame(rows.drop("value") if o.value_format == "json" else rows,
-                               app, batch)
+            rows = rows.drop("value") if o.value_format == "json" else rows
+            if o.mode == "upsert":
+                rows = _latest_per_key_frame(rows)
+                good = rows.count()  # the rows merged, as the python writer counts them
+                table.upsert_frame(rows, app, batch)
+            else:
+                table.append_frame(rows, app, batch)
         written = 0
         if dead and not _holds(dead_letter, app, batch):
             dead_letter.append_frame(frame.filter(f.col(_BAD)).select(
