@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ads.common.clock import ManualClock
+from ads.common.later import Later
 from ads.metadata.model import PartitionState, TopicState
 from ads.protocol.errors import ErrorCode
 from ads.records.batch import build_batch
@@ -203,12 +204,26 @@ async def test_purgatory_delayed_fetch_woken_by_append_in_the_same_pass(
     params = PARAMS._replace(max_wait_ms=5000)
     targets = [FetchPartition("a", 0, 0, 1 << 20, -1), FetchPartition("b", 0, 0, 1 << 20, -1)]
     pending = rm.fetch(targets, params)
-    assert not isinstance(pending, FetchResult)
+    assert isinstance(pending, Later)
     assert rm.fetch_purgatory.watched() == 2  # parked on both partitions at once
-    client_result(rm, "b", _batch(), 1)  # before the fetch's coroutine ever ran
-    result = await asyncio.wait_for(pending, 1)  # type: ignore[arg-type]
-    assert [r.size > 0 for r in result.reads] == [False, True]
-    await asyncio.sleep(0)
+    client_result(rm, "b", _batch(), 1)
+    # Answered within the append's own step, as Kafka's appending thread completes a
+    # delayed fetch: no loop pass in between, and nothing left parked.
+    assert pending.done
+    assert [r.size > 0 for r in pending.result().reads] == [False, True]
+    assert rm.fetch_purgatory.watched() == 0
+
+
+async def test_purgatory_delayed_fetch_short_of_min_bytes_parks_again(
+        tmp_path: Path, logs: list[Log]) -> None:
+    rm = _manager(tmp_path, logs)
+    batch = _batch()
+    pending = rm.fetch(_fetch(), PARAMS._replace(max_wait_ms=5000, min_bytes=len(batch) + 1))
+    assert isinstance(pending, Later)
+    client_result(rm, "t", batch, 1)  # woken, reads one batch: fewer than min_bytes
+    assert not pending.done and rm.fetch_purgatory.watched() == 1
+    client_result(rm, "t", _batch(), 1)
+    assert pending.done and pending.result().bytes == 2 * len(batch)
     assert rm.fetch_purgatory.watched() == 0
 
 

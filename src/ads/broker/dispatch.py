@@ -30,7 +30,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeVar
+from functools import partial
+from typing import Any, Final, Generic, NoReturn, TypeVar
 
 from ads.broker.authentication import SaslExchange
 from ads.broker.authorized_operations import (
@@ -42,6 +43,7 @@ from ads.broker.authorized_operations import (
 from ads.broker.context import BrokerContext
 from ads.broker.metrics import BrokerMetrics
 from ads.broker.refusals import RefusalLog
+from ads.common.later import Later
 from ads.net.server import CloseConnection, ConnectionInfo, Response
 from ads.protocol import codec
 from ads.protocol.base import Message
@@ -68,15 +70,17 @@ _SASL = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 class ApiHandler(Generic[Req, Resp]):
     """One API served: its request and response classes, the versions it fully implements
-    and its handler, which answers at once or with an awaitable (None: no response, an
-    acks=0 produce). Made once per API at import; its fields are Final.
+    and its handler, which answers at once, with an awaitable, or with a `Later` (a fetch
+    that waits; None: no response, an acks=0 produce). Made once per API at import; its
+    fields are Final.
 
     A plain class, not a frozen dataclass: this module is compiled with mypyc
     (tools/build_compiled.py), which cannot compile a generic dataclass."""
 
     def __init__(self, request: type[Req], response: type[Resp], min_version: int,
                  max_version: int,
-                 fn: Callable[[RequestContext, Req], Resp | None | Awaitable[Resp | None]]
+                 fn: Callable[[RequestContext, Req],
+                              Resp | None | Awaitable[Resp | None] | Later[Resp]]
                  ) -> None:
         key = request.API_KEY
         classes = API_KEYS.get(key) if key is not None else None
@@ -159,7 +163,8 @@ class Dispatcher:
         return sorted((h.api_key, h.min_version, h.max_version) for h in self.handlers.values())
 
     def __call__(  # noqa: C901 - the request path in order, each branch a refusal or an outcome
-            self, frame: memoryview, conn: ConnectionInfo) -> Response | Awaitable[Response]:
+            self, frame: memoryview, conn: ConnectionInfo
+    ) -> Response | Awaitable[Response] | Later[Response]:
         started = time.perf_counter()
         if not conn.authenticated:
             ex = conn.sasl
@@ -200,8 +205,8 @@ class Dispatcher:
             # Handlers answer with a message, None or an awaitable: two cheap tests spare
             # inspect.isawaitable's on every request answered at once.
             if result is not None and not isinstance(result, Message):
-                return self._finish(ctx, result, started, started - conn.received_s,
-                                    time.perf_counter() - started)
+                return self._later(ctx, result, started, started - conn.received_s,
+                                   time.perf_counter() - started)
             if self._quotas.request.enabled and header.api_key not in _REQUEST_QUOTA_EXEMPT:
                 self._request_quota(ctx, result, time.perf_counter() - started)
             # Encoding is part of handling: a response the handler built wrongly is the
@@ -217,10 +222,29 @@ class Dispatcher:
                                   time.perf_counter() - started, started - conn.received_s)
         return response
 
+    def _later(self, ctx: RequestContext, pending: Awaitable[Any] | Later[Any],
+               started: float, queued_s: float, handler_s: float
+               ) -> Awaitable[Response] | Later[Response]:
+        """The answer of a handler that answers later, encoded when it comes: a `Later`
+        (a parked fetch) in the step that completes it, an awaitable in a task."""
+        if isinstance(pending, Later):
+            return pending.then(partial(self._finished, ctx, started, queued_s, handler_s))
+        return self._finish(ctx, pending, started, queued_s, handler_s)
+
     async def _finish(self, ctx: RequestContext, pending: Awaitable[Any],
                       started: float, queued_s: float, handler_s: float) -> Response:
         try:
             body = await pending
+        except CloseConnection:
+            raise
+        except Exception as exc:
+            self._failed(ctx, exc)
+        return self._finished(ctx, started, queued_s, handler_s, body)
+
+    def _finished(self, ctx: RequestContext, started: float, queued_s: float,
+                  handler_s: float, body: Any) -> Response:
+        """A handler's later answer, encoded (the rest of `__call__` for it)."""
+        try:
             if self._quotas.request.enabled and ctx.api_key not in _REQUEST_QUOTA_EXEMPT:
                 # Only the handler's own time counts: waiting in purgatory uses no thread.
                 self._request_quota(ctx, body, handler_s)
@@ -228,12 +252,17 @@ class Dispatcher:
         except CloseConnection:
             raise
         except Exception as exc:
-            log.exception("error handling %s v%d from %s; closing the connection",
-                          _api_name(ctx.api_key), ctx.api_version, ctx.connection.peer)
-            raise CloseConnection from exc
+            self._failed(ctx, exc)
         self.metrics.request_done(ctx.api_key, ctx.api_version,
                                   time.perf_counter() - started, queued_s)
         return response
+
+    @staticmethod
+    def _failed(ctx: RequestContext, exc: Exception) -> NoReturn:
+        log.error("error handling %s v%d from %s; closing the connection",
+                  _api_name(ctx.api_key), ctx.api_version, ctx.connection.peer,
+                  exc_info=exc)
+        raise CloseConnection from exc
 
     def _request_quota(self, ctx: RequestContext, body: Any, handler_s: float) -> None:
         """Kafka's request quota: handler time in percent of a thread (100 = 1 s/s)."""

@@ -40,6 +40,7 @@ from typing import NamedTuple, Protocol
 
 from ads.broker.group_configs import GroupSettings
 from ads.common.clock import Clock
+from ads.common.later import Later
 from ads.common.partitions import TopicPartition
 from ads.common.tasks import TaskSet
 from ads.protocol.errors import ErrorCode
@@ -417,7 +418,7 @@ class SharePartitionManager:
         read_committed = self._settings(group_id).read_committed
         result = self.replicas.fetch(fetches, FetchParams(max_bytes, 0, 0, read_committed,
                                                           False))
-        assert not isinstance(result, Awaitable)  # noqa: S101 - max_wait_ms 0 never waits
+        assert not isinstance(result, Later)  # noqa: S101 - max_wait_ms 0 never waits
         budget = max_records
         for (tp, sp), read in zip(targets, result.reads, strict=True):
             if read.error is ErrorCode.OFFSET_OUT_OF_RANGE:

@@ -50,15 +50,18 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+from ads.common.later import Later
 from ads.net.limits import ConnectionLimits
 from ads.net.regions import Chunk, inline_small_regions, write_chunks
 
 log = logging.getLogger("ads.net")
 
 Response = Sequence[Chunk] | None
-Handler = Callable[[memoryview, "ConnectionInfo"], "Response | Awaitable[Response]"]
+Handler = Callable[[memoryview, "ConnectionInfo"],
+                   "Response | Awaitable[Response] | Later[Response]"]
 # Told the API key of each response written and the seconds its send took.
 SentCallback = Callable[[int, float], None]
 # The principal of a TLS client from its certificate (DER); raises ValueError to refuse it.
@@ -190,6 +193,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._stopped = False
         self._drain_waiter: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._later: Later[Response] | None = None  # the answer a request waits for
         self._transport: asyncio.Transport | None = None
         self._sock_fd = -1  # for sendfile; -1 where the transport is not a plain socket
         self.info = ConnectionInfo(next(_ids), "?")
@@ -254,6 +258,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.lost.set_result(None)
         if self._task is not None and not self._task.done():
             self._task.cancel()
+        if self._later is not None:
+            self._later.cancel()
         if self._handshake is not None and not self._handshake.done():
             self._handshake.cancel()
         if self._drain_waiter is not None and not self._drain_waiter.done():
@@ -364,8 +370,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._write_bytes(out)
                 self._close()
                 return
-            # A list is the common answer: spared inspect's slower test of the rest.
-            if type(result) is list or (result is not None
+            # A list is the common answer: spared the slower tests of the rest.
+            if type(result) is list or (result is not None and not isinstance(result, Later)
                                         and not inspect.isawaitable(result)):
                 try:
                     result, large = inline_small_regions(result)
@@ -394,11 +400,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     out, out_bytes = [], 0
             if result is not None:
                 self._write_bytes(out)
-                self._busy = True
-                # The loop at hand: ensure_future would look it up (a getpid system call
-                # on Python 3.11) for every request that waits.
-                self._task = self.lost.get_loop().create_task(
-                    self._finish_async(result, _api_key(frame)))
+                self._wait_for(result, _api_key(frame))
                 return
             if self.info.throttle_ms:  # a request answered with nothing (acks=0)
                 self._write_bytes(out)
@@ -453,6 +455,61 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._busy = False
         self._process()
 
+    def _wait_for(self, result: Response | Awaitable[Response] | Later[Response], api_key: int
+                  ) -> None:
+        """The request's answer comes later (or its large file regions go with sendfile):
+        nothing else is answered before it."""
+        self._busy = True
+        if isinstance(result, Later):
+            self._later = result
+            result.add_callback(partial(self._answered_later, api_key))
+        else:
+            # The loop at hand: ensure_future would look it up (a getpid system call on
+            # Python 3.11) for every request that waits.
+            self._task = self.lost.get_loop().create_task(self._finish_async(result, api_key))
+
+    def _answered_later(self, api_key: int, later: Later[Response]) -> None:
+        """A `Later` answer, written in the step that completed it (often another
+        connection's produce); the requests queued behind it wait for the next pass."""
+        self._later = None
+        if self.info.closed:
+            return
+        try:
+            result, large = inline_small_regions(later.result() or ())
+        except CloseConnection:
+            self._close()
+            return
+        except OSError as exc:
+            log.warning("connection %s: cannot read a file region: %s", self.info.peer, exc)
+            self._close()
+            return
+        except Exception:
+            log.exception("connection %s: unexpected error; closing it", self.info.peer)
+            self._close()
+            return
+        if large:  # sendfile: the transport's drain is awaited, in a task as any write
+            self._task = self.lost.get_loop().create_task(self._finish_async(result, api_key))
+            return
+        self._unsent_apis.append(api_key)
+        self._write_bytes(result)
+        self._last_active = time.perf_counter()
+        if self.info.close_after_response:
+            self._close()
+            return
+        if self.info.throttle_ms:
+            self._mute()
+            return
+        self._busy = False
+        if self._pending or (self._drain_waiter is not None and not self._drain_waiter.done()):
+            # Not from inside the completer's step: the next pass serves them.
+            self.lost.get_loop().call_soon(self._resume)
+        else:
+            self._maybe_resume_reading()
+
+    def _resume(self) -> None:
+        if not self._busy and not self.info.closed:
+            self._process()
+
     def _mute(self) -> None:
         """Kafka's channel muting: nothing is read or answered for `info.throttle_ms`."""
         delay_s = self.info.throttle_ms / 1000.0
@@ -472,6 +529,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._busy = False
         if not self.info.closed:
             self._process()
+
+    def answered(self) -> asyncio.Future[None]:
+        """Done once the request waiting for a `Later` is answered, or the connection
+        gone (shutdown waits for it)."""
+        done: asyncio.Future[None] = self.lost.get_loop().create_future()
+
+        def settle(_: object) -> None:
+            if not done.done():
+                done.set_result(None)
+
+        if self._later is None:
+            settle(None)
+        else:
+            self._later.add_callback(settle)
+            self.lost.add_done_callback(settle)
+        return done
 
     def idle_since(self) -> float | None:  # for ads.net.limits
         if (self._busy or self._pending or self._frame is not None or self._end > self._start
@@ -614,7 +687,9 @@ class KafkaListener:
         """Answer the requests already received (bounded by `grace_s`), then close."""
         for conn in self._connections:
             conn.stop_reading()
-        in_flight = [c._task for c in self._connections if c._task is not None]
+        in_flight: list[asyncio.Future[Any]] = [
+            c._task for c in self._connections if c._task is not None]
+        in_flight += [c.answered() for c in self._connections if c._later is not None]
         if in_flight:
             await asyncio.wait(in_flight, timeout=grace_s)
         connections = list(self._connections)

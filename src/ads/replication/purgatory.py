@@ -25,7 +25,7 @@ Not thread-safe: used from the event loop thread only.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from ads.common.partitions import TopicPartition
@@ -84,13 +84,34 @@ class DelayedOperation:
 
 
 class DelayedFetch(DelayedOperation):
-    """A fetch waiting for data: any event on its partitions wakes it to read again."""
+    """A fetch waiting for data: any event on its partitions wakes it to read again.
 
-    __slots__ = ()
+    `woken` is called once, synchronously, by whatever completes it (an append's event, the
+    deadline, a change of leadership): the fetch reads again and answers within that
+    same step (`ads.common.later`), as Kafka completes a delayed fetch in the appending
+    thread. `cancel` (its request gone) completes it without calling `woken`."""
+
+    __slots__ = ("woken",)
+
+    def __init__(self, keys: list[TopicPartition],
+                 woken: Callable[[], None] | None = None) -> None:
+        super().__init__(keys)
+        self.woken = woken
 
     def try_complete(self) -> bool:
         self.complete()
         return True
+
+    def complete(self) -> None:
+        first = not self.future.done()
+        super().complete()
+        woken, self.woken = self.woken, None
+        if first and woken is not None:
+            woken()
+
+    def cancel(self) -> None:
+        self.woken = None
+        self.complete()
 
 
 class DelayedProduce(DelayedOperation):

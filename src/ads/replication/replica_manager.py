@@ -48,10 +48,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ads.common.clock import Clock, SystemClock
+from ads.common.later import Later
 from ads.common.partitions import TopicPartition
 from ads.common.tasks import TaskSet
 from ads.protocol.errors import ErrorCode
@@ -565,33 +567,42 @@ class ReplicaManager:
 
     # -- fetch ---------------------------------------------------------------------------
     def fetch(self, targets: list[FetchPartition], params: FetchParams
-              ) -> FetchResult | Awaitable[FetchResult]:
-        """Reads the partitions; waits for more data while below `min_bytes` (long poll)."""
+              ) -> FetchResult | Later[FetchResult]:
+        """Reads the partitions; waits for more data while below `min_bytes` (long poll).
+
+        A fetch that waits is answered by a `Later`, completed within the step of the
+        append (or the deadline) that wakes it: no task, no extra loop pass."""
         result = self._read(targets, params)
         min_bytes = max(params.min_bytes, 1)
         if (params.max_wait_ms <= 0 or result.bytes >= min_bytes or result.error
                 or not result.keys):
             return result
-        # Park in this same step (see the purgatory's header) and read again when woken.
-        op = DelayedFetch(result.keys)
-        self.fetch_purgatory.watch(op, params.max_wait_ms / 1000.0)
-        return self._fetch_later(targets, params, op)
+        later: Later[FetchResult] = Later()
+        self._park(targets, params, result.keys, params.max_wait_ms / 1000.0, None, later)
+        return later
 
-    async def _fetch_later(self, targets: list[FetchPartition], params: FetchParams,
-                           op: DelayedFetch) -> FetchResult:
-        loop, deadline = op.future.get_loop(), op.deadline
-        min_bytes = max(params.min_bytes, 1)
-        while True:
-            try:
-                await op.future
-            finally:
-                op.complete()  # a cancelled request leaves no timer or watcher behind
+    def _park(self, targets: list[FetchPartition], params: FetchParams,
+              keys: list[TopicPartition], timeout_s: float, deadline: float | None,
+              later: Later[FetchResult]) -> None:
+        """Parks in this same step (see the purgatory's header); reads again when woken."""
+        op = DelayedFetch(keys)
+        later.on_cancel = op.cancel  # a request gone leaves no timer or watcher behind
+        self.fetch_purgatory.watch(op, timeout_s)
+        op.woken = partial(self._woken, targets, params,
+                           op.deadline if deadline is None else deadline, op, later)
+
+    def _woken(self, targets: list[FetchPartition], params: FetchParams, deadline: float,
+               op: DelayedFetch, later: Later[FetchResult]) -> None:
+        try:
             result = self._read(targets, params)
-            remaining = deadline - loop.time()
-            if result.bytes >= min_bytes or result.error or remaining <= 0:
-                return result
-            op = DelayedFetch(result.keys)
-            self.fetch_purgatory.watch(op, remaining)
+        except Exception as exc:  # the fetch's own failure, not the waker's
+            later.fail(exc)
+            return
+        remaining = deadline - op.future.get_loop().time()
+        if result.bytes >= max(params.min_bytes, 1) or result.error or remaining <= 0:
+            later.resolve(result)
+        else:
+            self._park(targets, params, result.keys, remaining, deadline, later)
 
     def _read(self, targets: list[FetchPartition], params: FetchParams) -> FetchResult:
         reads: list[PartitionRead] = []

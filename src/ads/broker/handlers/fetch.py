@@ -33,8 +33,8 @@ its measuring span. Followers' fetches are not held to client quotas.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ads.broker import permissions as P
@@ -49,6 +49,7 @@ from ads.broker.metrics import (
     UNKNOWN_TOPIC,
     BrokerMetrics,
 )
+from ads.common.later import Later
 from ads.metadata.acl import CLUSTER_NAME
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
@@ -136,7 +137,7 @@ def _topic_name(ctx: RequestContext, topic: TopicKey) -> str | None:
 
 
 def _read(ctx: RequestContext, req: m.FetchRequest, plan: _Plan, quota_cap: float | None
-          ) -> FetchResult | Awaitable[FetchResult]:
+          ) -> FetchResult | Later[FetchResult]:
     """Reads the partitions the principal may read and that name a known topic id; the
     others are answered at once without being read (Kafka's "erroneous" partitions), so
     they neither end nor extend a long poll: a fetch of denied topics only answers at once,
@@ -178,7 +179,7 @@ def _read(ctx: RequestContext, req: m.FetchRequest, plan: _Plan, quota_cap: floa
         return result
     if isinstance(result, FetchResult):
         return _merged(plan, readable, result)
-    return _merged_later(plan, readable, result)
+    return result.then(partial(_merged, plan, readable))
 
 
 def _merged(plan: _Plan, readable: list[int], result: FetchResult) -> FetchResult:
@@ -189,11 +190,6 @@ def _merged(plan: _Plan, readable: list[int], result: FetchResult) -> FetchResul
     for i, read in zip(readable, result.reads, strict=True):
         reads[i] = read
     return FetchResult(reads, result.bytes, True, result.keys)
-
-
-async def _merged_later(plan: _Plan, readable: list[int], pending: Awaitable[FetchResult]
-                        ) -> FetchResult:
-    return _merged(plan, readable, await pending)
 
 
 def _aborted(aborted: list[AbortedTxn] | None) -> list[PartResp.AbortedTransaction]:
@@ -264,7 +260,7 @@ def _response(ctx: RequestContext, plan: _Plan, result: FetchResult, read_commit
 
 
 def handle(ctx: RequestContext, req: m.FetchRequest
-           ) -> m.FetchResponse | Awaitable[m.FetchResponse]:
+           ) -> m.FetchResponse | Later[m.FetchResponse]:
     plan = _plan(ctx, req)
     if isinstance(plan, m.FetchResponse):
         return plan
@@ -281,13 +277,8 @@ def handle(ctx: RequestContext, req: m.FetchRequest
     metrics = ctx.dispatcher.metrics
     if isinstance(result, FetchResult):
         return _answer(ctx, plan, result, read_committed, metrics, follower)
-    return _respond_later(ctx, plan, result, read_committed, metrics, follower)
-
-
-async def _respond_later(ctx: RequestContext, plan: _Plan, pending: Awaitable[FetchResult],
-                         read_committed: bool,
-                         metrics: BrokerMetrics, follower: bool) -> m.FetchResponse:
-    return _answer(ctx, plan, await pending, read_committed, metrics, follower)
+    return result.then(lambda later: _answer(ctx, plan, later, read_committed, metrics,
+                                             follower))
 
 
 def _answer(ctx: RequestContext, plan: _Plan, result: FetchResult, read_committed: bool,
