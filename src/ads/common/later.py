@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Generator
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -59,7 +59,7 @@ class Later(Generic[T]):
         """The value, or the error raised; only once done."""
         if self._error is not None:
             raise self._error
-        return self._value  # type: ignore[return-value]
+        return cast(T, self._value)  # None only before it is done, or a value of None
 
     def add_callback(self, fn: Callable[[Later[T]], None]) -> None:
         """Calls `fn(self)` once done: at once if it is already."""
@@ -96,7 +96,7 @@ class Later(Generic[T]):
             if src._error is not None:
                 future.set_exception(src._error)
             else:
-                future.set_result(src._value)  # type: ignore[arg-type]
+                future.set_result(cast(T, src._value))
 
         def withdrawn(done: asyncio.Future[T]) -> None:
             if done.cancelled():
