@@ -86,8 +86,9 @@ class Later(Generic[T]):
         return out
 
     def __await__(self) -> Generator[Any, None, T]:
-        """For a coroutine that waits for it (tests, shutdown): through a future of the
-        running loop; cancelling the waiter cancels this."""
+        """For a coroutine that waits for it (tests, tools; the broker's shutdown waits
+        through `KafkaConnection.answered` instead, which also ends when the connection
+        goes): through a future of the running loop; cancelling the waiter cancels this."""
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 
         def settle(src: Later[T]) -> None:
