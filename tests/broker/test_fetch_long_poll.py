@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -91,3 +91,33 @@ def test_fetch_long_poll_answers_empty_at_max_wait(embedded: EmbeddedBroker) -> 
         fetcher.send_raw(_fetch(0, 300))
         records, _ = _records(fetcher)
         assert records == b"" and time.monotonic() - start >= 0.29
+
+
+def _until(check: Callable[[], bool], timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_fetch_long_poll_of_a_closed_connection_leaves_the_purgatory(
+        embedded: EmbeddedBroker) -> None:
+    """A consumer gone while its fetch waits: the parked fetch is withdrawn at once (not at
+    its 30 s deadline), and the next append is served as usual."""
+    assert embedded.broker is not None
+    purgatory = embedded.broker.replica_manager.fetch_purgatory
+    bs = embedded.bootstrap_servers
+    fetcher = RawConnection(bs)
+    fetcher.send_raw(_fetch(0, 30_000))
+    assert _until(lambda: purgatory.watched() == 1)
+    fetcher.close()
+    assert _until(lambda: purgatory.watched() == 0)
+    with RawConnection(bs) as producer:
+        producer.send_raw(_produce(b"after"))
+        assert producer.recv_frame() is not None
+    with RawConnection(bs) as reader:
+        reader.send_raw(_fetch(0, 500))
+        records, _ = _records(reader)
+    assert b"after" in records
