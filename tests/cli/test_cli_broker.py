@@ -24,7 +24,8 @@ def _ads(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("bad", ["log.segment.bytes=abc", "num.partitions=0",
-                                 "log.message.timestamp.type=Sometimes", "nonsense"])
+                                 "log.message.timestamp.type=Sometimes", "nonsense",
+                                 "gc.full.collection.interval.ms=0", "gc.freeze.enable=maybe"])
 def test_cli_broker_invalid_config_exits_2(tmp_path: Path, bad: str) -> None:
     done = _ads("broker", "--data-dir", str(tmp_path), "--port", "0", "--set", bad)
     assert done.returncode == 2

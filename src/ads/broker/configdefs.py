@@ -348,6 +348,11 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
      "How often the console samples rates and lag for its plots (an hour is kept)."),
     ("console.read.only", B, "true", None, MEDIUM,
      "false lets the web console delete topics and empty consumer groups."),
+    # ADS's own: the `ads broker` process's garbage collector (docs/broker.md)
+    ("gc.freeze.enable", B, "true", None, LOW,
+     "Freeze the survivors of each full garbage collection, so later ones skip them."),
+    ("gc.full.collection.interval.ms", L, "600000", POS, LOW,
+     "How often frozen objects are thawed and the whole heap collected once."),
     ("max.connections.per.ip", I, IMAX, NONNEG, MEDIUM,
      "Cap on open connections from one address."),
     ("max.connections.per.ip.overrides", S, "", HostCounts(), MEDIUM,

@@ -10,6 +10,7 @@ import sys
 
 from ads.broker.config import BrokerConfig, ConfigError, load_broker_config
 from ads.broker.server import Broker
+from ads.common.gc_policy import GcPolicy
 from ads.metadata.store import MetadataUnavailableError, NodeIdInUseError
 from ads.storage.errors import LogDirInUseError
 
@@ -100,7 +101,19 @@ async def _serve(config: BrokerConfig) -> int:
     except OSError as exc:
         log.error("cannot start: %s", exc)  # noqa: TRY400 - a clear line, not a traceback
         return 1
+    gc_policy = _gc_policy(broker, config)
     await stop.wait()
     log.info("shutting down")
     await broker.stop()
+    gc_policy.uninstall()
     return 0
+
+
+def _gc_policy(broker: Broker, config: BrokerConfig) -> GcPolicy:
+    """The process's collector timed, and kept off long-lived objects (`ads.common.gc_policy`)."""
+    policy = GcPolicy(freeze=config.get_bool("gc.freeze.enable"))
+    policy.install()
+    if policy.freeze:
+        broker.schedule("gc-full-collection", config.get_int("gc.full.collection.interval.ms"),
+                        policy.collect_all)
+    return policy

@@ -11,6 +11,7 @@ The scrape runs on the broker's event loop (`ads.net.http` says why).
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client.core import (
@@ -24,6 +25,7 @@ from prometheus_client.registry import Collector
 from ads.broker import metrics as bm
 from ads.broker.http import observed
 from ads.broker.http.observed import ObservedBroker, PartitionView
+from ads.common import gc_policy
 from ads.coordinator.transaction.state import TxnState
 from ads.protocol.messages import ApiKey
 
@@ -65,6 +67,7 @@ class BrokerCollector(Collector):
         yield from self._share_partitions()
         yield from self._cleaner()
         yield from self._transactions()
+        yield from _garbage_collector()
 
     def _requests(self) -> Iterator[Metric]:
         m = self._broker.metrics
@@ -315,3 +318,28 @@ class BrokerCollector(Collector):
                                   "Transactions this coordinator completed as aborted (ended "
                                   "by the producer, timed out or fenced).",
                                   value=counts.aborted)
+
+
+def _garbage_collector() -> Iterator[Metric]:
+    """The process's collector; pause times where `ads broker` installed its policy."""
+    collections = CounterMetricFamily(
+        "ads_gc_collections", "Garbage collections of each generation (2: full).",
+        labels=["generation"])
+    for generation, stats in enumerate(gc.get_stats()):
+        collections.add_metric([str(generation)], stats["collections"])
+    yield collections
+    yield GaugeMetricFamily("ads_gc_frozen_objects", "Objects frozen out of collections.",
+                            value=gc.get_freeze_count())
+    policy = gc_policy.installed()
+    if policy is None:
+        return
+    pause = CounterMetricFamily("ads_gc_pause_seconds", "Time spent in each generation's "
+                                "collections (the event loop waits).", labels=["generation"])
+    longest = GaugeMetricFamily("ads_gc_longest_pause_seconds", "The longest collection of "
+                                "each generation.", labels=["generation"])
+    for generation, (total, most) in enumerate(zip(policy.pause_s, policy.longest_s,
+                                                   strict=True)):
+        pause.add_metric([str(generation)], total)
+        longest.add_metric([str(generation)], most)
+    yield pause
+    yield longest
