@@ -6,7 +6,8 @@ Sends, one at a time and waiting for each answer: single-record produce requests
 produce-then-fetch pairs where the fetch (max_wait_ms=500) is parked first and woken by the
 append; and empty fetches (max_wait_ms=0, as a consumer with fetch.wait.max.ms=0 sends
 them). For each it prints requests/s and the broker process's CPU time per request, read
-from /proc/PID/stat (user + system, so the kernel's socket and wake-up work is included).
+from /proc/PID/stat (user + system, so the kernel's socket and wake-up work is included,
+and each apart).
 The broker must run on this machine; the topic `broker-cpu` is created if missing.
 """
 
@@ -32,9 +33,11 @@ def _connect(address: str) -> Connection:
     return Connection.connect(address, client_id="broker-cpu", timeout_s=None)
 
 
-def _cpu_seconds(pid: int) -> float:
+def _cpu_seconds(pid: int) -> tuple[float, float]:
+    """The process's user and system CPU seconds so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def fetch_request(offset: int, max_wait_ms: int) -> bytes:
@@ -57,11 +60,15 @@ def produce_request() -> bytes:
 
 
 def _measure(label: str, pid: int, count: int, one: Callable[[int], None]) -> None:
-    cpu, start = _cpu_seconds(pid), time.perf_counter()
+    (user, system), start = _cpu_seconds(pid), time.perf_counter()
     for i in range(count):
         one(i)
-    elapsed, used = time.perf_counter() - start, _cpu_seconds(pid) - cpu
-    print(f"{label}: {count / elapsed:,.0f}/s, broker CPU {used / count * 1e6:.0f} µs each")
+    elapsed = time.perf_counter() - start
+    user_after, system_after = _cpu_seconds(pid)
+    user_us = (user_after - user) / count * 1e6
+    system_us = (system_after - system) / count * 1e6
+    print(f"{label}: {count / elapsed:,.0f}/s, broker CPU {user_us + system_us:.0f} µs each "
+          f"(user {user_us:.0f}, system {system_us:.0f})")
 
 
 def main() -> None:
