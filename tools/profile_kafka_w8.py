@@ -1,0 +1,75 @@
+"""Where Apache Kafka's CPU goes in W8: its broker under `perf record` while W8 produces.
+
+    python tools/profile_kafka_w8.py OUT_DIR [--reps 2] [--kafka-jars DIR]
+
+Starts Kafka as `ads bench suite --peer kafka` does (`ads.bench.kafka.KafkaPeer`, its JVM
+options and settings, `log.dirs` in OUT_DIR), gives it the suite's warm-up (500,000
+records of 100 B to a one-partition topic), makes W8's 1,000-partition topic and, with
+`perf record -g` attached to the JVM, runs W8's produce `--reps` times (`ads bench produce
+--num-records 200000 --round-robin --linger-ms 5 --warm-up`). Prints each repetition's
+records/s and the JVM's CPU seconds, then the symbols with the most samples, user and
+kernel; `perf report -i OUT_DIR/perf.data --no-children -S SYMBOL -g caller` shows how a
+symbol was reached. Needs `perf` and the jars of `make test-deps`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ads.bench.kafka import KafkaPeer
+
+_PRODUCE = [sys.executable, "-m", "ads.cli.main", "bench", "produce", "--record-size", "100",
+            "--json"]
+
+
+def _produce(bootstrap: str, *args: str) -> float:
+    done = subprocess.run([*_PRODUCE, "--bootstrap-server", bootstrap, *args],  # noqa: S603
+                          capture_output=True, text=True, check=True, timeout=900)
+    return float(json.loads(done.stdout)["records_per_s"])
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--kafka-jars", type=Path,
+                        default=Path(__file__).parent.parent / "tests/kafka_reference/target/jars")
+    args = parser.parse_args()
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    perf_data = args.out_dir / "perf.data"
+    with KafkaPeer(args.kafka_jars, args.out_dir / "kafka") as kafka:
+        kafka.create_topic("warm-up", 1)
+        _produce(kafka.bootstrap, "--topic", "warm-up", "--num-records", "500000")
+        kafka.create_topic("w8", 1000)
+        perf = subprocess.Popen(["perf", "record", "-g", "-F", "999", "-p", str(kafka.pid),  # noqa: S603,S607 - perf by name
+                                 "-o", str(perf_data)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            for rep in range(1, args.reps + 1):
+                cpu = _cpu_s(kafka.pid)
+                rate = _produce(kafka.bootstrap, "--topic", "w8", "--num-records", "200000",
+                                "--round-robin", "--linger-ms", "5", "--warm-up")
+                print(f"W8 repetition {rep}: {rate:,.0f} records/s, Kafka's JVM "
+                      f"{_cpu_s(kafka.pid) - cpu:.1f} s of CPU", flush=True)
+        finally:
+            perf.send_signal(2)  # perf writes its data on SIGINT
+            perf.wait(60)
+    report = subprocess.run(["perf", "report", "-i", str(perf_data), "--no-children",  # noqa: S603,S607 - perf by name
+                             "--sort", "dso,sym", "--stdio", "-g", "none"],
+                            capture_output=True, text=True, check=True)
+    lines = [line for line in report.stdout.splitlines() if line.strip() and line[0] != "#"]
+    print("\n".join(lines[:15]))
+
+
+if __name__ == "__main__":
+    main()
