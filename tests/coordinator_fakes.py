@@ -4,6 +4,7 @@ coordinator without a broker."""
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from collections.abc import AsyncIterator
 
@@ -90,6 +91,9 @@ class MemoryLog:
 
     def topic_names(self) -> list[str]:
         return list(self.topics)
+
+    def topics_matching(self, regex: str) -> tuple[str, ...]:
+        return tuple(sorted(t for t in self.topics if re.fullmatch(regex, t)))
 
     def appended(self) -> int:
         return sum(len(b) for b in self.batches.values())

@@ -108,3 +108,34 @@ def test_groups_consumer_protocol_kip848_with_librdkafka(tmp_path: Path) -> None
         committed = a.committed(a.assignment(), timeout=10)
         assert sorted(tp.offset for tp in committed) == [10] * 6
         a.close()
+
+
+def test_groups_kip848_regex_follows_topics_made_and_deleted(tmp_path: Path) -> None:
+    """A regex subscription is resolved again once the topics change, and only then: the
+    broker keeps each resolution until its metadata moves (`BrokerTopicMetadata`)."""
+    with EmbeddedBroker(data_dir=tmp_path / "data", config=CONFIG) as embedded:
+        bs = embedded.bootstrap_servers
+        create_topic(bs, "rx-a", partitions=2)
+        create_topic(bs, "other", partitions=1)
+        c = Consumer({"bootstrap.servers": bs, "group.id": "rx", "group.protocol": "consumer",
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                      "topic.metadata.refresh.interval.ms": 500})
+        try:
+            c.subscribe(["^rx-.*"])
+
+            def topics() -> set[str]:
+                return {tp.topic for tp in c.assignment()}
+
+            poll_until([c], lambda: topics() == {"rx-a"})
+            assert embedded.broker is not None
+            resolve = embedded.broker.group_coordinator.topics.topics_matching
+            assert resolve("rx-.*") is resolve("rx-.*")  # kept while nothing changes
+            create_topic(bs, "rx-b", partitions=1)
+            poll_until([c], lambda: topics() == {"rx-a", "rx-b"})
+            assert resolve("rx-.*") == ("rx-a", "rx-b")
+            admin = AdminClient({"bootstrap.servers": bs})
+            admin.delete_topics(["rx-a"])["rx-a"].result(15)
+            poll_until([c], lambda: topics() == {"rx-b"})
+            assert resolve("rx-.*") == ("rx-b",)
+        finally:
+            c.close()

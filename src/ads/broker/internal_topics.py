@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -203,8 +204,16 @@ class InternalTopicLog:
 class BrokerTopicMetadata:
     """`TopicMetadata` over the broker's metadata store."""
 
+    # Distinct regexes kept between metadata changes; past it, the kept ones are dropped.
+    MATCHING_KEPT = 1000
+
     def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
+        # A consumer group's regex is resolved at every heartbeat of its members; the
+        # answer changes only with the topics, so it is kept until the metadata's version
+        # moves (Kafka resolves regexes again only after metadata changes too).
+        self._matching: dict[str, tuple[str, ...]] = {}
+        self._matching_version = -1
 
     def topic_partitions(self, topic: str) -> int | None:
         state = self.broker.metadata.topics.get(topic)
@@ -220,3 +229,15 @@ class BrokerTopicMetadata:
 
     def topic_names(self) -> list[str]:
         return [t for t in self.broker.metadata.topics if t not in INTERNAL_TOPICS]
+
+    def topics_matching(self, regex: str) -> tuple[str, ...]:
+        version = self.broker.metadata.version
+        if version != self._matching_version or len(self._matching) >= self.MATCHING_KEPT:
+            self._matching.clear()
+            self._matching_version = version
+        topics = self._matching.get(regex)
+        if topics is None:
+            pattern = re.compile(regex)
+            topics = tuple(sorted(t for t in self.topic_names() if pattern.fullmatch(t)))
+            self._matching[regex] = topics
+        return topics

@@ -93,6 +93,11 @@ class TopicMetadata(Protocol):
         """Names of all topics but the internal ones."""
         ...
 
+    def topics_matching(self, regex: str) -> tuple[str, ...]:
+        """Sorted names of the topics of `topic_names` that the regular expression (Python's
+        `re` syntax, known to compile) matches whole."""
+        ...
+
 
 def java_string_hash(text: str) -> int:
     """Java's `String.hashCode`: over UTF-16 code units, wrapping at 32 bits."""

@@ -499,15 +499,10 @@ class ConsumerGroupManager:
             changed = True
         return changed
 
-    def _regex_topics(self, regex: str) -> tuple[str, ...]:
-        """The topics a subscribed regular expression matches now, sorted."""
-        pattern = re.compile(regex)
-        return tuple(sorted(t for t in self.topics.topic_names() if pattern.fullmatch(t)))
-
     def _member_topics(self, member: ConsumerMember) -> set[str]:
         topics = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex:
-            topics.update(self._regex_topics(member.subscribed_topic_regex))
+            topics.update(self.topics.topics_matching(member.subscribed_topic_regex))
         return topics
 
     def _resolve_regex(self, group: ConsumerGroup, member: ConsumerMember
@@ -516,7 +511,7 @@ class ConsumerGroupManager:
         regex = member.subscribed_topic_regex
         if not regex:
             return None
-        topics = self._regex_topics(regex)
+        topics = self.topics.topics_matching(regex)
         known = group.resolved_regexes.get(regex)
         if known is not None and known.topics == topics:
             return None
