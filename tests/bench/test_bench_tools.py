@@ -73,14 +73,19 @@ def test_bench_consume_group_mode(bootstrap, capsys) -> None:  # type: ignore[no
 
 
 def test_bench_e2e_reports_latency(bootstrap, capsys) -> None:  # type: ignore[no-untyped-def]
+    # 0.5 s of sending: a few of the clients' 200 ms statistics intervals.
     report = run_json(capsys, "e2e", "--bootstrap-server", bootstrap, "--topic", "e",
-                      "--partitions", "1", "--num-records", "300", "--throughput", "3000",
+                      "--partitions", "1", "--num-records", "1500", "--throughput", "3000",
                       "--linger-ms", "0", "--producer-prop", "batch.num.messages=1")
-    assert report["sent"] == 300 and report["received"] == 300
+    assert report["sent"] == 1500 and report["received"] == 1500
     assert report["failed"] == 0
     assert set(report["latency_ms"]) == LATENCY_KEYS
     assert report["latency_ms"]["p50"] > 0
     assert report["requests_per_s"] > 0
+    # The clients' round trips, as librdkafka times them: each one a request's wait.
+    assert 0 < report["produce_rtt_p50_us"] < report["latency_ms"]["max"] * 1000
+    assert 0 < report["fetch_rtt_p50_us"] < 1_000_000
+    assert report["fetch_requests_per_s"] > report["requests_per_s"] / 10
 
 
 def test_bench_tools_print_a_summary_line(bootstrap, capsys) -> None:  # type: ignore[no-untyped-def]

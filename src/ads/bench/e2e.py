@@ -9,6 +9,12 @@ threads, so the figure is the broker's and the network's, not the client's.
 
 `requests_per_s` counts the producer's requests from librdkafka's statistics (`tx`), which is
 the produce request rate when every request carries one record (`batch.num.messages=1`).
+The same statistics give each client's round trips to the broker as librdkafka times them
+(request sent to response read, so the broker's wait for its loop and both kernels'
+wake-ups count): `produce_rtt_p50_us` and `fetch_rtt_p50_us` are the medians, over the
+measured part, of each 200 ms interval's p50; `fetch_requests_per_s` is the consumer's
+request rate, nearly all fetches (with `fetch.wait.max.ms=0` it sends the next as soon as
+one is answered).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import uuid
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from statistics import median
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -84,33 +91,43 @@ class _Receiver(threading.Thread):
                     self.warmup += 1
 
 
-class _RequestCounter:
-    """The producer's total requests sent, from librdkafka's statistics callback."""
+class _ClientStats:
+    """A client's requests sent and round-trip p50s, from librdkafka's statistics callback
+    (called on the client's polling thread every `statistics.interval.ms`)."""
 
     def __init__(self) -> None:
         self.tx = 0
+        self.rtt_p50_us: list[int] = []  # one per interval with round trips, while measuring
+        self.measuring = False
 
     def __call__(self, stats_json: str) -> None:
-        stats = json.loads(stats_json)
-        self.tx = sum(int(b.get("tx", 0)) for b in stats.get("brokers", {}).values()
-                      if b.get("nodeid", -1) >= 0)
+        brokers = [b for b in json.loads(stats_json).get("brokers", {}).values()
+                   if b.get("nodeid", -1) >= 0]  # not the bootstrap connections
+        self.tx = sum(int(b.get("tx", 0)) for b in brokers)
+        if self.measuring:
+            self.rtt_p50_us += [int(b["rtt"]["p50"]) for b in brokers
+                                if b.get("rtt", {}).get("cnt", 0) > 0]
+
+    def rtt_p50(self) -> int | None:
+        return int(median(self.rtt_p50_us)) if self.rtt_p50_us else None
 
 
-def _producer_config(opts: E2EOptions, counter: _RequestCounter) -> dict[str, Any]:
+def _producer_config(opts: E2EOptions, stats: _ClientStats) -> dict[str, Any]:
     conf: dict[str, Any] = {"bootstrap.servers": opts.bootstrap, "logger": CLIENT_LOG,
                             "acks": opts.acks,
                             "linger.ms": opts.linger_ms, "statistics.interval.ms": 200,
-                            "stats_cb": counter}
+                            "stats_cb": stats}
     conf.update(opts.producer_config)
     return conf
 
 
-def _consumer_config(opts: E2EOptions) -> dict[str, Any]:
+def _consumer_config(opts: E2EOptions, stats: _ClientStats) -> dict[str, Any]:
     conf: dict[str, Any] = {"bootstrap.servers": opts.bootstrap, "logger": CLIENT_LOG,
                             "group.id": f"ads-bench-e2e-{uuid.uuid4().hex[:8]}",
                             "enable.auto.commit": False, "enable.partition.eof": False,
                             # As Kafka's EndToEndLatency: no temporal batching in the broker.
-                            "fetch.wait.max.ms": 0}
+                            "fetch.wait.max.ms": 0,
+                            "statistics.interval.ms": 200, "stats_cb": stats}
     conf.update(opts.consumer_config)
     return conf
 
@@ -167,9 +184,9 @@ def run_e2e(opts: E2EOptions) -> dict[str, Any]:
     if opts.record_size < 8:
         raise BenchError("--record-size must be at least 8 (the timestamp)")
     ensure_topic(opts.bootstrap, opts.topic, opts.partitions, opts.producer_config)
-    counter = _RequestCounter()
+    counter, fetching = _ClientStats(), _ClientStats()
     producer = Producer(_producer_config(opts, counter))
-    consumer = Consumer(_consumer_config(opts))
+    consumer = Consumer(_consumer_config(opts, fetching))
     tp = TopicPartition(opts.topic, opts.partition)
     _, high = consumer.get_watermark_offsets(tp, timeout=_TIMEOUT_S)
     consumer.assign([TopicPartition(opts.topic, opts.partition, high)])
@@ -184,7 +201,8 @@ def run_e2e(opts: E2EOptions) -> dict[str, Any]:
 
     try:
         _warm_up(producer, receiver, opts, padding, delivered)
-        tx_start = counter.tx
+        tx_start, fetches_start = counter.tx, fetching.tx
+        counter.measuring = fetching.measuring = True
         progress = Progress("e2e", opts.progress)
         clock = time.perf_counter_ns
         start = clock()
@@ -198,7 +216,8 @@ def run_e2e(opts: E2EOptions) -> dict[str, Any]:
         elapsed = (clock() - start) / 1e9
         time.sleep(0.25)  # one more statistics interval, so the request count is current
         producer.poll(0)
-        requests = counter.tx - tx_start
+        counter.measuring = fetching.measuring = False
+        requests, fetches = counter.tx - tx_start, fetching.tx - fetches_start
     finally:
         receiver.stop_event.set()
         receiver.join()
@@ -209,5 +228,7 @@ def run_e2e(opts: E2EOptions) -> dict[str, Any]:
         "failed": len(failed), "first_error": failed[0] if failed else receiver.error,
         "elapsed_s": round(elapsed, 4), "send_rate": round(rate(sent, send_elapsed), 1),
         "requests_per_s": round(rate(requests, elapsed), 1),
+        "produce_rtt_p50_us": counter.rtt_p50(), "fetch_rtt_p50_us": fetching.rtt_p50(),
+        "fetch_requests_per_s": round(rate(fetches, elapsed), 1),
         "latency_ms": latency_summary(receiver.latencies),
     }

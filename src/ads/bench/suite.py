@@ -301,6 +301,12 @@ def _produce_metrics() -> tuple[Metric, tuple[Metric, ...]]:
 _P_MAIN, _P_EXTRA = _produce_metrics()
 _E2E_P99 = Metric("e2e p99 ms", ("latency_ms", "p99"), "ms", False)
 _E2E_P50 = Metric("e2e p50 ms", ("latency_ms", "p50"), "ms", False)
+# The clients' own view of the broker: what e2e latency is made of (docs/benchmarks.md).
+_E2E_RTTS = (Metric("produce round trip p50 µs (client's statistics)", ("produce_rtt_p50_us",),
+                    "µs", False),
+             Metric("fetch round trip p50 µs (client's statistics)", ("fetch_rtt_p50_us",),
+                    "µs", False),
+             Metric("fetch requests/s", ("fetch_requests_per_s",), "requests/s", True))
 
 WORKLOADS: dict[str, Workload] = {w.id: w for w in (
     Workload("W1", "produce 100 B, 1 partition", _produce_workload(
@@ -322,11 +328,11 @@ WORKLOADS: dict[str, Workload] = {w.id: w for w in (
                             f"read {s.w5_rounds}×; the mock returns one batch per partition "
                             "per fetch"),
     Workload("W6", "e2e at 10k records/s, linger 5 ms", _e2e_workload("W6", 5.0, {}),
-             _E2E_P99, (_E2E_P50,), ("latency_ms",), "end-to-end"),
+             _E2E_P99, (_E2E_P50, *_E2E_RTTS), ("latency_ms",), "end-to-end"),
     Workload("W7", "e2e at 10k records/s, linger 0, 1 record/request",
              _e2e_workload("W7", 0.0, {"batch.num.messages": "1"}), _E2E_P99,
-             (_E2E_P50, Metric("requests/s", ("requests_per_s",), "requests/s", True)),
-             ("latency_ms",), "end-to-end"),
+             (_E2E_P50, Metric("requests/s", ("requests_per_s",), "requests/s", True),
+              *_E2E_RTTS), ("latency_ms",), "end-to-end"),
     Workload("W8", "1,000 partitions: metadata + produce", _w8,
              Metric("records/s", ("records_per_s",), "records/s", True),
              (Metric("Metadata ms", ("metadata_ms",), "ms", False),
@@ -338,7 +344,7 @@ WORKLOADS: dict[str, Workload] = {w.id: w for w in (
         ("latency_ms",), "ack latency", replicated=True,
         note=lambda _s: "min.insync.replicas=2; the mock sits it out (no replication)"),
     Workload("W10", "3 brokers, RF=3: e2e at 10k records/s, acks=all",
-             _e2e_workload("W10", 5.0, IDEMPOTENT, "all"), _E2E_P99, (_E2E_P50,),
+             _e2e_workload("W10", 5.0, IDEMPOTENT, "all"), _E2E_P99, (_E2E_P50, *_E2E_RTTS),
              ("latency_ms",), "end-to-end", replicated=True,
              note=lambda _s: "idempotent, linger.ms=5, min.insync.replicas=2"),
 )}

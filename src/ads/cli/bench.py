@@ -299,8 +299,12 @@ def summary_line(report: dict[str, Any]) -> str:
     lat = report["latency_ms"]
     parts = ", ".join(f"{k} {'-' if v is None else f'{v:.2f}'}" for k, v in lat.items())
     if tool == "e2e":
+        rtts = ", ".join(f"{kind} {'-' if report[key] is None else report[key]} µs"
+                         for kind, key in (("produce", "produce_rtt_p50_us"),
+                                           ("fetch", "fetch_rtt_p50_us")))
         return (f"{report['received']}/{report['sent']} records at {report['send_rate']:,.0f} "
-                f"records/s, {report['requests_per_s']:,.0f} requests/s; "
+                f"records/s, {report['requests_per_s']:,.0f} requests/s, "
+                f"{report['fetch_requests_per_s']:,.0f} fetches/s; round trip p50: {rtts}; "
                 f"end-to-end latency ms: {parts}")
     return (f"{report['acknowledged']} records sent, {report['records_per_s']:,.1f} records/s "
             f"({report['mb_per_s']:.2f} MB/s); latency ms: {parts}")
