@@ -211,7 +211,7 @@ class BrokerTopicMetadata:
         self.broker = broker
         # A consumer group's regex is resolved at every heartbeat of its members; the
         # answer changes only with the topics, so it is kept until the metadata's version
-        # moves (Kafka resolves regexes again only after metadata changes too).
+        # moves.
         self._matching: dict[str, tuple[str, ...]] = {}
         self._matching_version = -1
 
