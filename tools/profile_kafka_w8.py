@@ -1,15 +1,16 @@
-"""Where Apache Kafka's CPU goes in W8: its broker under `perf record` while W8 produces.
+"""Where Apache Kafka's CPU goes in W8 (or W1): its broker under `perf record` meanwhile.
 
-    python tools/profile_kafka_w8.py OUT_DIR [--reps 2] [--kafka-jars DIR]
+    python tools/profile_kafka_w8.py OUT_DIR [--reps 2] [--workload W8|W1] [--kafka-jars DIR]
 
 Starts Kafka as `ads bench suite --peer kafka` does (`ads.bench.kafka.KafkaPeer`, its JVM
 options and settings, `log.dirs` in OUT_DIR), gives it the suite's warm-up (500,000
-records of 100 B to a one-partition topic), makes W8's 1,000-partition topic and, with
-`perf record -g` attached to the JVM, runs W8's produce `--reps` times (`ads bench produce
---num-records 200000 --round-robin --linger-ms 5 --warm-up`). Prints each repetition's
-records/s and the JVM's CPU seconds, then the symbols with the most samples, user and
-kernel; `perf report -i OUT_DIR/perf.data --no-children -S SYMBOL -g caller` shows how a
-symbol was reached. Needs `perf` and the jars of `make test-deps`.
+records of 100 B to a one-partition topic), makes the workload's topic (W8: 1,000
+partitions; W1: one) and, with `perf record -g` attached to the JVM, runs its produce
+`--reps` times (`ads bench produce --warm-up --linger-ms 5`; W8: 200,000 records round
+robin, W1: 1,000,000). Prints each repetition's records/s and the JVM's CPU seconds, the
+share of samples per shared object (the kernel, libjvm, JIT-compiled code), then the
+symbols with the most samples; `perf report -i OUT_DIR/perf.data --no-children -S SYMBOL
+-g caller` shows how a symbol was reached. Needs `perf` and the jars of `make test-deps`.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--workload", choices=("W8", "W1"), default="W8")
     parser.add_argument("--kafka-jars", type=Path,
                         default=Path(__file__).parent.parent / "tests/kafka_reference/target/jars")
     args = parser.parse_args()
@@ -50,25 +52,28 @@ def main() -> None:
     with KafkaPeer(args.kafka_jars, args.out_dir / "kafka") as kafka:
         kafka.create_topic("warm-up", 1)
         _produce(kafka.bootstrap, "--topic", "warm-up", "--num-records", "500000")
-        kafka.create_topic("w8", 1000)
+        w8 = args.workload == "W8"
+        kafka.create_topic("w8", 1000) if w8 else kafka.create_topic("w1", 1)
+        produce = (["--topic", "w8", "--num-records", "200000", "--round-robin"] if w8
+                   else ["--topic", "w1", "--num-records", "1000000"])
         perf = subprocess.Popen(["perf", "record", "-g", "-F", "999", "-p", str(kafka.pid),  # noqa: S603,S607 - perf by name
                                  "-o", str(perf_data)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             for rep in range(1, args.reps + 1):
                 cpu = _cpu_s(kafka.pid)
-                rate = _produce(kafka.bootstrap, "--topic", "w8", "--num-records", "200000",
-                                "--round-robin", "--linger-ms", "5", "--warm-up")
-                print(f"W8 repetition {rep}: {rate:,.0f} records/s, Kafka's JVM "
+                rate = _produce(kafka.bootstrap, *produce, "--linger-ms", "5", "--warm-up")
+                print(f"{args.workload} repetition {rep}: {rate:,.0f} records/s, Kafka's JVM "
                       f"{_cpu_s(kafka.pid) - cpu:.1f} s of CPU", flush=True)
         finally:
             perf.send_signal(2)  # perf writes its data on SIGINT
             perf.wait(60)
-    report = subprocess.run(["perf", "report", "-i", str(perf_data), "--no-children",  # noqa: S603,S607 - perf by name
-                             "--sort", "dso,sym", "--stdio", "-g", "none"],
-                            capture_output=True, text=True, check=True)
-    lines = [line for line in report.stdout.splitlines() if line.strip() and line[0] != "#"]
-    print("\n".join(lines[:15]))
+    for sort, count in (("dso", 6), ("dso,sym", 15)):
+        report = subprocess.run(["perf", "report", "-i", str(perf_data), "--no-children",  # noqa: S603,S607 - perf by name
+                                 "--sort", sort, "--stdio", "-g", "none"],
+                                capture_output=True, text=True, check=True)
+        lines = [line for line in report.stdout.splitlines() if line.strip() and line[0] != "#"]
+        print("\n".join(lines[:count]))
 
 
 if __name__ == "__main__":
