@@ -7,6 +7,8 @@ import urllib.error
 import urllib.request
 from typing import NamedTuple
 
+from prometheus_client.parser import text_string_to_metric_families
+
 
 class HttpAnswer(NamedTuple):
     status: int
@@ -25,3 +27,14 @@ def http_call(url: str, *, method: str = "GET", data: bytes | None = None,
         # unclosed (ResourceWarning, an error in the suite) in whichever test runs then.
         with e:
             return HttpAnswer(e.code, e.headers.get("Content-Type", ""), e.read().decode())
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def metric_samples(base_url: str) -> Samples:
+    """`/metrics` of the ops listener at `base_url`: each sample by name and sorted labels."""
+    status, ctype, body = http_call(base_url + "/metrics")
+    assert status == 200 and ctype.startswith("text/plain")
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(body) for s in family.samples}

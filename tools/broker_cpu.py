@@ -14,11 +14,10 @@ The broker must run on this machine; the topic `broker-cpu` is created if missin
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from collections.abc import Callable
-from pathlib import Path
 
+from ads.bench.stats import cpu_times
 from ads.client import Connection
 from ads.protocol import codec
 from ads.protocol import messages as m
@@ -33,11 +32,12 @@ def _connect(address: str) -> Connection:
     return Connection.connect(address, client_id="broker-cpu", timeout_s=None)
 
 
-def _cpu_seconds(pid: int) -> tuple[float, float]:
-    """The process's user and system CPU seconds so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick
+def process_cpu(pid: int) -> tuple[float, float]:
+    """The process's user and system CPU seconds so far (tools/loop_floor.py too)."""
+    times = cpu_times(pid)
+    if times is None:
+        raise SystemExit(f"process {pid} is gone")
+    return times
 
 
 def fetch_request(offset: int, max_wait_ms: int) -> bytes:
@@ -60,11 +60,11 @@ def produce_request() -> bytes:
 
 
 def _measure(label: str, pid: int, count: int, one: Callable[[int], None]) -> None:
-    (user, system), start = _cpu_seconds(pid), time.perf_counter()
+    (user, system), start = process_cpu(pid), time.perf_counter()
     for i in range(count):
         one(i)
     elapsed = time.perf_counter() - start
-    user_after, system_after = _cpu_seconds(pid)
+    user_after, system_after = process_cpu(pid)
     user_us = (user_after - user) / count * 1e6
     system_us = (system_after - system) / count * 1e6
     print(f"{label}: {count / elapsed:,.0f}/s, broker CPU {user_us + system_us:.0f} µs each "

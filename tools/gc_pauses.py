@@ -15,19 +15,14 @@ open: 6,000 partitions need about 18,000 descriptors (`ulimit -n`).
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from ads.bench.processes import free_port
-
-_ADS = [sys.executable, "-m", "ads.cli.main"]
+from ads.bench.processes import AdsBrokerProcess, free_port
+from ads.bench.produce import ProduceOptions, ensure_topic, run_produce
 
 
 def _metrics(url: str) -> dict[tuple[str, str], float]:
@@ -37,59 +32,34 @@ def _metrics(url: str) -> dict[tuple[str, str], float]:
             for family in text_string_to_metric_families(body) for s in family.samples}
 
 
-def _produce(bootstrap: str, *args: str) -> dict[str, float]:
-    done = subprocess.run([*_ADS, "bench", "produce", "--bootstrap-server", bootstrap,  # noqa: S603
-                           "--record-size", "100", "--round-robin", "--json", *args],
-                          capture_output=True, text=True, timeout=600, check=False)
-    if done.returncode:
-        raise RuntimeError(f"ads bench produce {' '.join(args)}: {done.stderr}")
-    result: dict[str, float] = json.loads(done.stdout)
-    return result
-
-
-def _wait_until_ready(url: str) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if _metrics(url).get(("ads_broker_ready", "")) == 1:
-                return
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise TimeoutError("the broker did not start")
+def _produce(bootstrap: str, topic: str, records: int, warm_up: bool = False) -> float:
+    """`ads bench produce --round-robin` of 100-byte records, in this process."""
+    report = run_produce(ProduceOptions(bootstrap=bootstrap, topic=topic, num_records=records,
+                                        round_robin=True, warm_up=warm_up))
+    return float(report["records_per_s"])
 
 
 def one_broker(freeze: bool, args: argparse.Namespace) -> str:
-    port, http = free_port(), free_port()
+    http = free_port()
     with tempfile.TemporaryDirectory(prefix="gc-pauses-") as tmp:
-        broker = subprocess.Popen(  # noqa: S603
-            [*_ADS, "broker", "--data-dir", str(Path(tmp) / "data"), "--port", str(port),
-             "--log-level", "WARNING", "--set", f"http.listener=127.0.0.1:{http}",
-             "--set", f"gc.freeze.enable={str(freeze).lower()}"],
-            stdout=subprocess.DEVNULL, stderr=(Path(tmp) / "broker.log").open("wb"))
+        broker = AdsBrokerProcess(Path(tmp) / "data", Path(tmp) / "broker.log", (
+            f"http.listener=127.0.0.1:{http}", f"gc.freeze.enable={str(freeze).lower()}"))
+        broker.start()
         try:
-            url, bootstrap = f"http://127.0.0.1:{http}", f"127.0.0.1:{port}"
-            _wait_until_ready(url)
             for t in range(args.topics):
-                _produce(bootstrap, "--topic", f"gc-{t}", "--partitions", str(args.partitions),
-                         "--num-records", "1000")
-            rates = [_produce(bootstrap, "--topic", "gc-0", "--num-records", str(args.records),
-                              "--linger-ms", "5", "--warm-up")["records_per_s"]
+                ensure_topic(broker.bootstrap, f"gc-{t}", args.partitions)
+                _produce(broker.bootstrap, f"gc-{t}", 1000)
+            rates = [_produce(broker.bootstrap, "gc-0", args.records, warm_up=True)
                      for _ in range(3)]
-            m = _metrics(url)
-        except Exception:
-            sys.stderr.write((Path(tmp) / "broker.log").read_text(errors="replace")[-3000:])
-            raise
+            m = _metrics(f"http://127.0.0.1:{http}")
         finally:
-            broker.terminate()
-            broker.wait(30)
+            broker.stop()
     return (f"gc.freeze.enable={str(freeze).lower():5}  full collections "
             f"{m[('ads_gc_collections_total', '2')]:.0f}, paused "
             f"{m[('ads_gc_pause_seconds_total', '2')] * 1e3:.0f} ms in all, longest "
             f"{m[('ads_gc_longest_pause_seconds', '2')] * 1e3:.1f} ms; frozen objects "
             f"{m[('ads_gc_frozen_objects', '')]:,.0f}; records/s "
             + ", ".join(f"{r:,.0f}" for r in rates))
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import socket
 import struct
 import subprocess
 import sys
 import time
-from pathlib import Path
+
+from broker_cpu import process_cpu  # this script's folder
 
 _ANSWER = struct.pack(">i", 56) + bytes(56)
 
@@ -65,12 +65,6 @@ async def _serve(port: int) -> None:
         await server.serve_forever()
 
 
-def _cpu_seconds(pid: int) -> tuple[float, float]:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick
-
-
 def _receive(sock: socket.socket, n: int) -> None:
     while n:
         got = len(sock.recv(n))
@@ -83,11 +77,11 @@ def _measure(port: int, pid: int, requests: int, frame_bytes: int) -> tuple[floa
     frame = struct.pack(">i", frame_bytes) + bytes(frame_bytes)
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        user, system = _cpu_seconds(pid)
+        user, system = process_cpu(pid)
         for _ in range(requests):
             sock.sendall(frame)
             _receive(sock, len(_ANSWER))
-        user_after, system_after = _cpu_seconds(pid)
+        user_after, system_after = process_cpu(pid)
     return (user_after - user) / requests * 1e6, (system_after - system) / requests * 1e6
 
 

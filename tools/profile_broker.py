@@ -8,10 +8,11 @@ its JVM options and settings, `log.dirs` in OUT_DIR; `--broker ads`: `ads broker
 checkout, `ads.bench.processes.AdsBrokerProcess`), gives it the suite's warm-up (500,000
 records of 100 B to a one-partition topic), makes the workload's topic (W8: 1,000
 partitions; W1: one) and, with `perf record -g` attached to the broker process, runs its
-produce `--reps` times (`ads bench produce --warm-up --linger-ms 5`; W8: 200,000 records
-round robin, W1: 1,000,000). Prints each repetition's records/s and the broker's CPU
-seconds, the share of samples per shared object (the kernel, the interpreter or libjvm,
-compiled code), then the symbols with the most samples; `perf report -i OUT_DIR/perf.data
+produce `--reps` times (`ads bench produce --warm-up --linger-ms 5`, in this process; the
+suite's `Sizes`: W8 200,000 records round robin, W1 1,000,000). Prints each repetition's
+records/s and the broker's CPU seconds, the share of samples per shared object (the
+kernel, the interpreter or libjvm, compiled code), then the symbols with the most
+samples; `perf report -i OUT_DIR/perf.data
 --no-children -S SYMBOL -g caller` shows how a symbol was reached. Needs `perf`, and for
 Kafka the jars of `make test-deps`.
 """
@@ -19,29 +20,29 @@ Kafka the jars of `make test-deps`.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import subprocess
-import sys
 from contextlib import ExitStack
 from pathlib import Path
 
 from ads.bench.kafka import KafkaPeer
 from ads.bench.processes import AdsBrokerProcess
+from ads.bench.produce import ProduceOptions, run_produce
+from ads.bench.stats import cpu_seconds
+from ads.bench.suite import Sizes
 
-_PRODUCE = [sys.executable, "-m", "ads.cli.main", "bench", "produce", "--record-size", "100",
-            "--json"]
 
-
-def _produce(bootstrap: str, *args: str) -> float:
-    done = subprocess.run([*_PRODUCE, "--bootstrap-server", bootstrap, *args],  # noqa: S603
-                          capture_output=True, text=True, check=True, timeout=900)
-    return float(json.loads(done.stdout)["records_per_s"])
+def _produce(bootstrap: str, topic: str, records: int, round_robin: bool = False) -> float:
+    """`ads bench produce --warm-up --linger-ms 5` of 100-byte records, in this process."""
+    report = run_produce(ProduceOptions(bootstrap=bootstrap, topic=topic, num_records=records,
+                                        round_robin=round_robin, warm_up=True))
+    return float(report["records_per_s"])
 
 
 def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    used = cpu_seconds(pid)
+    if used is None:
+        raise SystemExit(f"the broker (process {pid}) is gone")
+    return used
 
 
 def main() -> None:
@@ -64,18 +65,18 @@ def main() -> None:
             broker = AdsBrokerProcess(args.out_dir / "ads-data",
                                       args.out_dir / "ads-broker.log").start()
             stack.callback(broker.stop)
+        sizes, topic = Sizes(), args.workload.lower()
         broker.create_topic("warm-up", 1)
-        _produce(broker.bootstrap, "--topic", "warm-up", "--num-records", "500000")
-        broker.create_topic(args.workload.lower(), 1000 if w8 else 1)
-        produce = (["--topic", "w8", "--num-records", "200000", "--round-robin"] if w8
-                   else ["--topic", "w1", "--num-records", "1000000"])
+        _produce(broker.bootstrap, "warm-up", sizes.warmup_records)
+        broker.create_topic(topic, sizes.w8_partitions if w8 else 1)
+        records = sizes.w8_records if w8 else sizes.w1_records
         perf = subprocess.Popen(["perf", "record", "-g", "-F", "999", "-p", str(broker.pid),  # noqa: S603,S607 - perf by name
                                  "-o", str(perf_data)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             for rep in range(1, args.reps + 1):
                 cpu = _cpu_s(broker.pid)
-                rate = _produce(broker.bootstrap, *produce, "--linger-ms", "5", "--warm-up")
+                rate = _produce(broker.bootstrap, topic, records, round_robin=w8)
                 print(f"{args.workload} repetition {rep}: {rate:,.0f} records/s, the "
                       f"broker {_cpu_s(broker.pid) - cpu:.2f} s of CPU", flush=True)
         finally:

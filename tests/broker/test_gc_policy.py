@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from prometheus_client.parser import text_string_to_metric_families
 
 from ads.common import gc_policy
 from ads.common.gc_policy import GcPolicy
 from broker_process import BrokerProcess, free_port
 from conftest import create_topic
-from http_support import http_call
+from http_support import metric_samples
 
 
 class _Node:
@@ -61,17 +60,10 @@ def test_gc_policy_without_freeze_only_times_collections() -> None:
     assert gc_policy.installed() is None
 
 
-def _scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    status, _, body = http_call(url + "/metrics")
-    assert status == 200
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(body) for s in family.samples}
-
-
 def _wait_for(url: str, ok, what: str, timeout_s: float = 20.0):  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout_s
     while True:
-        samples = _scrape(url)
+        samples = metric_samples(url)
         if ok(samples):
             return samples
         assert time.monotonic() < deadline, f"{what}: {samples}"
@@ -115,7 +107,7 @@ def test_broker_process_without_gc_freeze_times_collections_only(tmp_path: Path)
         _wait_for(f"http://127.0.0.1:{http}", lambda s: s.get(("ads_broker_ready", ())) == 1,
                   "not ready")
         create_topic(broker.bootstrap, "gc-off", partitions=10)
-        samples = _scrape(f"http://127.0.0.1:{http}")
+        samples = metric_samples(f"http://127.0.0.1:{http}")
         assert samples[FROZEN] == 0
         assert PAUSE in samples  # timed all the same
     finally:

@@ -9,11 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from prometheus_client.parser import text_string_to_metric_families
 
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
-from http_support import http_call
+from http_support import Samples, http_call, metric_samples
 
 HTTP = {"http.listener": "127.0.0.1:0", "console.sample.interval.ms": "200"}
 
@@ -34,14 +33,8 @@ def get(url: str) -> tuple[int, str, str]:
     return tuple(http_call(url))  # type: ignore[return-value]
 
 
-def scrape(b: EmbeddedBroker) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    status, ctype, body = get(base_url(b) + "/metrics")
-    assert status == 200 and ctype.startswith("text/plain")
-    out = {}
-    for family in text_string_to_metric_families(body):
-        for s in family.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
+def scrape(b: EmbeddedBroker) -> Samples:
+    return metric_samples(base_url(b))
 
 
 def value(samples: dict, name: str, **labels: str) -> float:

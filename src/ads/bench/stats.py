@@ -101,14 +101,20 @@ class ResourceUsage:
                 "wall_s": round(self.wall_s, 3)}
 
 
-def cpu_seconds(pid: int) -> float | None:
+def cpu_times(pid: int) -> tuple[float, float] | None:
+    """The process's user and system CPU seconds so far; None once it is gone."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # The command name may hold spaces and parentheses; fields resume after the last ')'.
     fields = raw[raw.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS
+    return int(fields[11]) / _TICKS, int(fields[12]) / _TICKS
+
+
+def cpu_seconds(pid: int) -> float | None:
+    times = cpu_times(pid)
+    return None if times is None else times[0] + times[1]
 
 
 def _status_mb(pid: int, field: str) -> float | None:
