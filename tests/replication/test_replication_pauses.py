@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from ads.client.blocking import Connection
 from ads.protocol import messages as m
@@ -47,6 +47,55 @@ def test_replication_paused_follower_leaves_and_rejoins_the_isr(tmp_path: Path) 
         c.wait_for(lambda: slow in partition_state(c, "lag", 0)["isr"],
                    "the follower rejoins once caught up", timeout_s=20)
         c.wait_for(lambda: identical_logs(c, "lag", 1, [1, 2, 3]), "replicas identical")
+    finally:
+        c.stop()
+
+
+def test_replication_acks_all_waiting_when_the_isr_shrinks_to_the_leader_is_refused(
+        tmp_path: Path) -> None:
+    """Both followers paused with their sessions alive: the leader still counts them in its
+    ISR, so it appends an acks=all write and waits. When it records the ISR of itself alone
+    after replica.lag.time.max.ms, the high watermark jumps past that write; the write
+    must be answered NOT_ENOUGH_REPLICAS_AFTER_APPEND, never acknowledged."""
+    c = Cluster(tmp_path, 3, "replica.lag.time.max.ms=4000", "replica.fetch.wait.max.ms=200",
+                "zookeeper.session.timeout.ms=20000").start()
+    try:
+        create(c, "lone", 1, 3, **{"min.insync.replicas": "2"})
+        c.wait_for(lambda: len(partition_state(c, "lone", 0)["isr"]) == 3, "ISR of three")
+        leader = partition_state(c, "lone", 0)["leader"]
+        producer = Producer({"bootstrap.servers": c.brokers[leader].bootstrap, "acks": "all",
+                             "enable.idempotence": False, "retries": 0, "linger.ms": 0,
+                             "message.timeout.ms": 30000})
+        failures: list[KafkaError] = []
+
+        def send(value: bytes) -> None:
+            producer.produce("lone", value=value,
+                             on_delivery=lambda err, _m: err and failures.append(err))
+            assert producer.flush(40) == 0
+
+        send(b"before")  # connected and acknowledged by all three
+        assert failures == []
+        paused = [c.brokers[n].proc for n in c.brokers if n != leader]
+        for proc in paused:
+            assert proc is not None
+            os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            send(b"alone")  # appended while the ISR is still three; answered after the shrink
+            assert [f.code() for f in failures] == [
+                KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND]
+            assert partition_state(c, "lone", 0)["isr"] == [leader]
+            failures.clear()
+            send(b"refused")  # refused before it is appended
+            assert [f.code() for f in failures] == [KafkaError.NOT_ENOUGH_REPLICAS]
+        finally:
+            for proc in paused:
+                assert proc is not None
+                os.kill(proc.pid, signal.SIGCONT)
+        c.wait_for(lambda: len(partition_state(c, "lone", 0)["isr"]) == 3,
+                   "the followers rejoin once caught up", timeout_s=30)
+        failures.clear()
+        send(b"after")
+        assert failures == []
     finally:
         c.stop()
 

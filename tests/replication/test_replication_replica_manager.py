@@ -186,6 +186,23 @@ async def test_purgatory_delayed_produce_isr_shrinks_below_min(
     assert err.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
 
 
+async def test_purgatory_delayed_produce_shrink_to_leader_alone_is_not_acknowledged(
+        tmp_path: Path, logs: list[Log]) -> None:
+    # The shrink recorded for a dead follower both moves the high watermark past the waiting
+    # batch (the leader alone is the ISR) and leaves the ISR below min.insync.replicas: the
+    # write only the leader holds is refused, not acknowledged.
+    rm = _manager(tmp_path, logs, min_insync_replicas=2)
+    part = rm.partition("t", 0)
+    _replicate(part, [NODE, OTHER])
+    op = client_append(rm, "t", _batch(), -1, 5000).pending
+
+    assert op is not None
+    rm.update_isr("t", 0, part.leader_epoch, [NODE])
+    assert part.high_watermark == part.log_end_offset
+    await asyncio.wait_for(op.future, 1)
+    assert op.errors == {("t", 0): ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND}
+
+
 async def test_purgatory_delayed_produce_answers_when_leadership_moves(
         tmp_path: Path, logs: list[Log]) -> None:
     rm = _manager(tmp_path, logs)

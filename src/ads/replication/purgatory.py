@@ -9,8 +9,9 @@ Two kinds exist, as in Kafka:
   either answers or parks once more until its deadline.
 - `DelayedProduce`: an acks=all produce whose batches are appended but not yet below the high
   watermark. It completes when the high watermark of every partition it wrote reaches the
-  offset after its batch, answers NOT_ENOUGH_REPLICAS_AFTER_APPEND for a partition whose ISR
-  fell below `min.insync.replicas` (capped at its replicas) meanwhile,
+  offset after its batch with the ISR still at `min.insync.replicas` (capped at its
+  replicas), answers NOT_ENOUGH_REPLICAS_AFTER_APPEND for a partition whose ISR fell below
+  it meanwhile (even if that shrink is what moved the high watermark past the batch),
   NOT_LEADER_OR_FOLLOWER for one this broker no longer leads, and REQUEST_TIMED_OUT for the
   partitions still waiting at the request's timeout. On one broker the high watermark
   follows every append, so no produce waits.
@@ -126,13 +127,14 @@ class DelayedProduce(DelayedOperation):
 
     def try_complete(self) -> bool:
         for key, (part, required) in list(self._waiting.items()):
+            # The ISR is read before the high watermark: a shrink to the leader alone lets
+            # the high watermark jump to the leader's log end offset, and a write that only
+            # the leader holds must not be acknowledged by it (Kafka's rule too).
             if not part.is_leader:
                 self.errors[key] = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            elif part.high_watermark >= required:
-                pass
             elif len(part.isr) < part.effective_min_isr:
                 self.errors[key] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-            else:
+            elif part.high_watermark < required:
                 continue
             del self._waiting[key]
         if self._waiting:
