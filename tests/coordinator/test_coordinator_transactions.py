@@ -24,19 +24,25 @@ Partition = tuple[str, int]
 
 
 class Markers:
-    """Records the markers asked for; `failing` partitions refuse theirs."""
+    """Records the markers asked for; `failing` partitions refuse theirs with
+    NOT_LEADER_OR_FOLLOWER, `refusing` ones with the error given."""
 
     def __init__(self) -> None:
         self.written: list[tuple[int, int, bool, frozenset[Partition]]] = []
         self.failing: set[Partition] = set()
+        self.refusing: dict[Partition, ErrorCode] = {}
+        self.attempts = 0
 
     async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool,
                             coordinator_epoch: int, partitions: set[Partition]
                             ) -> dict[Partition, ErrorCode]:
-        ok = frozenset(partitions - self.failing)
+        self.attempts += 1
+        refused = {p: self.refusing.get(p, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                   for p in partitions & (self.failing | set(self.refusing))}
+        ok = frozenset(partitions - set(refused))
         if ok:
             self.written.append((producer_id, producer_epoch, commit, ok))
-        return dict.fromkeys(partitions & self.failing, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return refused
 
     async def close(self) -> None:
         pass
@@ -257,6 +263,25 @@ async def test_coordinator_txn_completion_retried_until_written() -> None:
             break
         await asyncio.sleep(0.02)
     assert state(coord, "t1") == "CompleteCommit"
+
+
+async def test_coordinator_txn_fenced_marker_stops_and_leaves_the_completion() -> None:
+    # A partition that saw a newer producer epoch or coordinator: this coordinator is stale,
+    # so it sends no more markers (not even to the partitions that failed otherwise) and
+    # never writes COMPLETE_COMMIT; the newer coordinator completes the transaction.
+    for refusal in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED):
+        coord, _, clock, markers = await make()
+        await coord.init_producer_id("t1", 60_000)
+        await coord.add_partitions("t1", 1000, 0, [("t", 0), ("t", 1), ("t", 2)])
+        markers.refusing = {("t", 1): refusal}
+        markers.failing = {("t", 2)}
+        assert (await coord.end_txn("t1", 1000, 0, commit=True)).error is ErrorCode.NONE
+        await settle()
+        await asyncio.sleep(0.3)  # past the first retries' backoff, had there been any
+        assert markers.attempts == 1
+        assert markers.written == [(1000, 0, True, frozenset({("t", 0)}))]
+        assert state(coord, "t1") == "PrepareCommit"
+        assert coord.counts.committed == 0
 
 
 async def test_coordinator_txn_failed_first_write_leaves_no_id() -> None:

@@ -44,7 +44,8 @@ log = logging.getLogger("ads.coordinator")
 
 _MARKER_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 # A partition refusing a marker for these has seen a newer producer epoch or coordinator:
-# whoever wrote that decides the transaction there, so this marker is not retried.
+# whoever wrote that decides the transaction, so no marker is retried and the completion is
+# not written (Kafka's rule).
 _MOOT = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
 
 
@@ -231,11 +232,16 @@ class TransactionCoordinator(RuntimeCoordinator[TxnShard]):
             except Exception:
                 log.exception("writing the markers of %r failed", meta.transactional_id)
                 failed = dict.fromkeys(left, ErrorCode.UNKNOWN_SERVER_ERROR)
-            for p, error in failed.items():
-                if error in _MOOT:
-                    log.warning("marker of %r on %s-%d refused: %s", meta.transactional_id,
-                                p[0], p[1], error.name)
-            left = {p for p, e in failed.items() if e not in _MOOT}
+            moot = {p: e for p, e in failed.items() if e in _MOOT}
+            if moot:
+                # A partition has seen a newer producer epoch or coordinator: this
+                # coordinator is stale. Kafka stops sending and never writes the
+                # completion; the coordinator that fenced this one completes it.
+                log.warning("markers of %r stopped: %s; the transaction is left to the "
+                            "newer coordinator", meta.transactional_id,
+                            ", ".join(f"{p[0]}-{p[1]} {e.name}" for p, e in sorted(moot.items())))
+                return
+            left = set(failed)
             if left:
                 await asyncio.sleep(_MARKER_BACKOFF_S[min(attempt, len(_MARKER_BACKOFF_S) - 1)])
                 attempt += 1
