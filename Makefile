@@ -15,7 +15,8 @@ JAVA_SOURCES := $(wildcard tests/java/src/main/java/ads/javaclients/*.java)
 STREAMS_STAMP := tests/kafka_streams/target/.ads-built
 STREAMS_SOURCES := $(wildcard tests/kafka_streams/src/main/java/ads/streams/*.java)
 
-.PHONY: install spark-delta-jars run test test-pure test-deps system-deps lint fuzz chaos clean
+.PHONY: install compiler-deps spark-delta-jars run test test-pure test-deps system-deps lint fuzz chaos \
+  clean
 
 install: $(STAMP) $(COMPILED_STAMP) spark-delta-jars
 
@@ -36,9 +37,17 @@ COMPILED := src/ads/net/server.py src/ads/net/regions.py \
   src/ads/replication/replica_manager.py src/ads/replication/partition.py \
   src/ads/replication/purgatory.py \
   src/ads/storage/local_log.py src/ads/records/batch.py
-$(COMPILED_STAMP): $(COMPILED) tools/build_compiled.py Makefile | $(STAMP)
-	$(PY) tools/build_compiled.py $(COMPILED)
-	mkdir -p $(@D) && touch $@
+$(COMPILED_STAMP): $(COMPILED) tools/build_compiled.py Makefile | $(STAMP) compiler-deps
+	$(PY) tools/build_compiled.py --stamp $@ $(COMPILED)
+
+# What the build above needs, installed before it: a C compiler and the headers of the
+# Python that runs ADS (Debian's pythonX.Y-dev; a Python built from source has its own).
+compiler-deps: | $(STAMP)
+	@{ command -v cc >/dev/null 2>&1 && $(PY) -c 'import os, sys, sysconfig; \
+	  sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; } || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  DEV=$$($(PY) -c 'import sys; print("python%d.%d-dev" % sys.version_info[:2])'); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq gcc $$DEV; }
 
 # Spark's Delta package for `ads pipeline table --writer spark`, prefetched into
 # tools/spark_delta/target/jars (`--spark-jars` or ADS_SPARK_JARS name that folder; without
@@ -155,6 +164,7 @@ lint: test-deps
 
 # The slowest tests are listed at the end: the suite keeps to about 30 minutes.
 test: test-deps
+	$(PY) tools/build_compiled.py --verify $(COMPILED)
 	$(VENV)/bin/ruff check src tests tools
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy

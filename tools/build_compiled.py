@@ -14,7 +14,15 @@ newer (edited or checked out since the build), since the compiled modules call e
 directly and a half-stale set would run old code.
 
 Without a C compiler, or when mypyc fails, it removes any extensions of an earlier build,
-says why and exits 0: the broker then runs as pure Python, only slower.
+says why and exits 0: the broker then runs as pure Python, only slower. `--stamp PATH` is
+touched only when the build succeeded, so `make` tries again next time instead of taking a
+failed build for done.
+
+    python tools/build_compiled.py --verify src/ads/net/server.py ...
+
+checks that the last build compiled exactly these modules and is newer than each of their
+sources, and exits 1 saying what is missing otherwise: `make test` runs it first, since
+the suite is meant to run on the compiled build the README promises.
 """
 
 from __future__ import annotations
@@ -57,13 +65,40 @@ def _build(sources: list[str]) -> None:
     )
 
 
+def _verify(sources: list[str]) -> int:
+    wanted = [".".join(Path(s).relative_to("src").with_suffix("").parts) for s in sources]
+    if not MANIFEST.exists():
+        print("build_compiled: the broker's modules are not compiled (no src/ads/compiled.txt);"
+              " `make install` compiles them: it needs a C compiler and Python's headers")
+        return 1
+    listed = [line.split()[0] for line in MANIFEST.read_text().splitlines()]
+    built = MANIFEST.stat().st_mtime
+    stale = [s for s in sources if (ROOT / s).stat().st_mtime > built]
+    if sorted(listed) != sorted(wanted) or stale:
+        print(f"build_compiled: the compiled build is not this code's (built: {listed}; "
+              f"edited since: {stale}); run `make install`")
+        return 1
+    return 0
+
+
 def main() -> int:
-    sources = [str(Path(s).resolve().relative_to(ROOT)) for s in sys.argv[1:]]
+    args = sys.argv[1:]
+    stamp = None
+    if args[:1] == ["--stamp"]:
+        stamp, args = Path(args[1]), args[2:]
+    verify = args[:1] == ["--verify"]
+    sources = [str(Path(s).resolve().relative_to(ROOT)) for s in args[verify:]]
+    if verify:
+        return _verify(sources)
     _remove_outputs()
     if not sources:
         return 0
     if _compiler() is None:
         print("build_compiled: no C compiler found; the broker runs as pure Python")
+        return 0
+    if not Path(sysconfig.get_paths()["include"], "Python.h").exists():
+        print("build_compiled: Python's headers (Python.h) are not installed; the broker runs "
+              "as pure Python")
         return 0
     try:
         _build(sources)
@@ -78,6 +113,9 @@ def main() -> int:
         lines.append(f"{'.'.join(module.parts)} {module}.py {module}{suffix}\n")
     MANIFEST.write_text("".join(lines))
     print(f"build_compiled: {len(sources)} modules compiled")
+    if stamp is not None:
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.touch()
     return 0
 
 

@@ -21,6 +21,7 @@ from ads.storage.errors import KafkaStorageError
 from ads.storage.fileio import FaultyFileIO
 from ads.storage.log import Log, LogAppendInfo
 from ads.storage.manager import CLEAN_SHUTDOWN_FILE, LogManager
+from ads.storage.open_files import OpenFiles
 
 T0 = 1_700_000_000_000
 PID = 4000
@@ -36,7 +37,7 @@ def open_log(path: Path, io: FaultyFileIO, *, clean: bool = True, recovery_point
     config = LogConfig(index_interval_bytes=100).with_overrides(**overrides)
     return Log.open(path / "topic-0", "topic", 0, config, clock=ManualClock(T0),
                     recovery_point=recovery_point, log_start_offset=0, clean_shutdown=clean,
-                    io=io)
+                    files=OpenFiles(io))
 
 
 def append(log: Log, seq: int, *, records: int = 2, size: int = 300) -> LogAppendInfo:

@@ -9,10 +9,13 @@ import pytest
 
 from ads.storage.errors import CorruptIndexError
 from ads.storage.index import OffsetIndex, TimeIndex
+from ads.storage.open_files import OpenFiles
+
+FILES = OpenFiles()
 
 
 def test_index_offset_layout_and_lookup(tmp_path: Path) -> None:
-    index = OffsetIndex(tmp_path / "00000000000000000100.index", 100, 1024)
+    index = OffsetIndex(tmp_path / "00000000000000000100.index", 100, 1024, FILES)
     index.reset()
     for offset, position in ((109, 4100), (125, 8300), (140, 12500)):
         index.append(offset, position)
@@ -34,7 +37,7 @@ def test_index_offset_layout_and_lookup(tmp_path: Path) -> None:
 
 def test_index_offset_reload_and_full(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000000.index"
-    index = OffsetIndex(path, 0, 24)
+    index = OffsetIndex(path, 0, 24, FILES)
     index.reset()
     for i in range(3):
         index.append(i * 10 + 5, i * 100 + 50)
@@ -42,7 +45,7 @@ def test_index_offset_reload_and_full(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="full"):
         index.append(99, 999)
     index.close_writer()
-    again = OffsetIndex(path, 0, 24)
+    again = OffsetIndex(path, 0, 24, FILES)
     again.load(log_size=1000)
     assert again.lookup(17) == (15, 150) and again.entries == 3
 
@@ -57,12 +60,12 @@ def test_index_offset_sanity_check(tmp_path: Path, raw: bytes) -> None:
     path = tmp_path / "00000000000000000000.index"
     path.write_bytes(raw)
     with pytest.raises(CorruptIndexError):
-        OffsetIndex(path, 0, 1024).load(log_size=1000)
+        OffsetIndex(path, 0, 1024, FILES).load(log_size=1000)
 
 
 def test_index_time_layout_lookup_and_truncate(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000050.timeindex"
-    index = TimeIndex(path, 50, 1200)
+    index = TimeIndex(path, 50, 1200, FILES)
     index.reset()
     index.maybe_append(-1, 50)  # no timestamp: never indexed
     index.maybe_append(1000, 52)
@@ -75,7 +78,7 @@ def test_index_time_layout_lookup_and_truncate(tmp_path: Path) -> None:
     assert index.lookup(1999) == (1000, 52)
     assert index.lookup(5000) == (2000, 60)
     index.close_writer()
-    cold = TimeIndex(path, 50, 1200)
+    cold = TimeIndex(path, 50, 1200, FILES)
     assert cold.last_entry() == (2000, 60)  # read without loading
     cold.load(log_size=100)
     cold.truncate_to(60)
@@ -83,10 +86,10 @@ def test_index_time_layout_lookup_and_truncate(tmp_path: Path) -> None:
     cold.close_writer()
     path.write_bytes(struct.pack(">qiqi", 2000, 1, 1000, 2))
     with pytest.raises(CorruptIndexError):
-        TimeIndex(path, 50, 1200).load(log_size=100)
+        TimeIndex(path, 50, 1200, FILES).load(log_size=100)
 
 
 def test_index_missing_file_with_data_is_corrupt(tmp_path: Path) -> None:
-    OffsetIndex(tmp_path / "x.index", 0, 64).load(log_size=0)
+    OffsetIndex(tmp_path / "x.index", 0, 64, FILES).load(log_size=0)
     with pytest.raises(CorruptIndexError, match="missing"):
-        OffsetIndex(tmp_path / "x.index", 0, 64).load(log_size=10)
+        OffsetIndex(tmp_path / "x.index", 0, 64, FILES).load(log_size=10)

@@ -11,8 +11,11 @@ import pytest
 from ads.common.clock import ManualClock
 from ads.records.batch import build_batch, iter_batches
 from ads.storage.config import LogConfig
+from ads.storage.open_files import OpenFiles
 from ads.storage.segment import LogSegment
 from ads.storage.timestamps import first_at_or_after
+
+FILES = OpenFiles()
 
 T0 = 1_700_000_000_000
 
@@ -30,7 +33,7 @@ def fill(segment: LogSegment, base: int, batches: int, records: int = 4) -> list
 
 def new_segment(tmp_path: Path, base: int = 1000, **overrides: object) -> LogSegment:
     config = LogConfig(index_interval_bytes=200).with_overrides(**overrides)
-    return LogSegment.create(tmp_path, base, config, ManualClock(T0))
+    return LogSegment.create(tmp_path, base, config, ManualClock(T0), files=FILES)
 
 
 def test_segment_translate_offset(tmp_path: Path) -> None:
@@ -100,7 +103,7 @@ def test_segment_reads_of_recent_batches_match_a_reopened_segment(tmp_path: Path
     assert segment.truncate_to(1090) is not None
     positions = fill(segment, 1090, 10, records=3)  # offsets 1090..1119, other sizes
     segment.flush()
-    reopened = LogSegment.open(tmp_path, 1000, segment.config, ManualClock(T0))
+    reopened = LogSegment.open(tmp_path, 1000, segment.config, ManualClock(T0), files=FILES)
     for offset in [1000, 1030, 1089, *range(1090, 1120)]:
         for budget in (1, 200, 10_000):
             ours, theirs = segment.read(offset, budget), reopened.read(offset, budget)
@@ -150,7 +153,8 @@ def test_segment_reopen_loads_indexes_lazily(tmp_path: Path) -> None:
     segment = new_segment(tmp_path)
     fill(segment, 1000, 20)
     segment.close()
-    again = LogSegment.open(tmp_path, 1000, LogConfig(index_interval_bytes=200), ManualClock(T0))
+    again = LogSegment.open(tmp_path, 1000, LogConfig(index_interval_bytes=200), ManualClock(T0),
+                            files=FILES)
     assert not again.offset_index.loaded
     assert again.max_timestamp == T0 + 19  # from the time index's last entry, no full load
     assert not again.offset_index.loaded

@@ -14,6 +14,7 @@ from ads.records.batch import build_batch, validate_batches
 from ads.storage.config import LogConfig
 from ads.storage.errors import TransactionCoordinatorFencedError
 from ads.storage.log import Log
+from ads.storage.open_files import OpenFiles
 from ads.storage.txn_index import AbortedTxn, TransactionIndex
 
 T0 = 1_700_000_000_000
@@ -42,7 +43,7 @@ def end(log: Log, pid: int, commit: bool) -> None:
 
 def test_storage_txn_index_layout_and_torn_tail(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000000.txnindex"
-    index = TransactionIndex(path)
+    index = TransactionIndex(path, OpenFiles())
     index.append(AbortedTxn(7, 10, 20, 21))
     index.append(AbortedTxn(8, 15, 30, 31))
     index.append(AbortedTxn(8, 15, 30, 31))  # replayed: ignored
@@ -51,7 +52,7 @@ def test_storage_txn_index_layout_and_torn_tail(tmp_path: Path) -> None:
                                  + struct.pack(">hqqqq", 0, 8, 15, 30, 31))
     with path.open("ab") as f:
         f.write(b"\x00\x00\x00")  # a torn third entry
-    reopened = TransactionIndex(path)
+    reopened = TransactionIndex(path, OpenFiles())
     assert reopened.collect(21, 100) == [AbortedTxn(8, 15, 30, 31)]
     assert reopened.collect(0, 15) == [AbortedTxn(7, 10, 20, 21)]
     assert path.stat().st_size == 68

@@ -411,6 +411,9 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
      "Directories holding partition data; log.dir is used when unset."),
     ("log.dir", S, "/tmp/ads-logs", None, HIGH,  # noqa: S108 - Kafka's default place, renamed
      "Single data directory, used when log.dirs is unset (ADS default /tmp/ads-logs)."),
+    ("log.open.files.max", I, "0", NONNEG, MEDIUM,
+     "Most segment files the broker keeps open at once (least recently used closed "
+     "first); 0: half the open-file limit."),
     ("log.segment.bytes", I, "1073741824", Range(14), HIGH,
      "Size at which the active segment is closed and a new one begun."),
     ("log.roll.ms", L, None, None, HIGH,

@@ -61,6 +61,7 @@ from ads.security.authorizer import AclAuthorizer, parse_super_users
 from ads.storage.cleaner import LogCleaner
 from ads.storage.fileio import OS_FILE_IO, FileIO
 from ads.storage.manager import LogManager
+from ads.storage.open_files import default_limit, process_limit
 
 log = logging.getLogger("ads.broker")
 
@@ -69,6 +70,19 @@ PRODUCER_ID_BLOCK = 1000
 def _rack(config: bconfig.BrokerConfig) -> str | None:
     rack = config.get("broker.rack")
     return str(rack) if rack else None
+
+
+def _open_files_limit(config: bconfig.BrokerConfig) -> int:
+    """`log.open.files.max`, or half the process's open-file limit for 0; more than that
+    limit could never be open, which start-up says (`ads.storage.open_files`)."""
+    configured = config.get_int("log.open.files.max")
+    if configured == 0:
+        return default_limit()
+    if configured > process_limit():
+        raise bconfig.ConfigError(
+            f"log.open.files.max={configured} exceeds the process's open-file limit "
+            f"{process_limit()} (ulimit -n); raise that or lower this")
+    return configured
 
 
 def _metadata_store(config: bconfig.BrokerConfig, first_dir: Path) -> MetadataStore:
@@ -111,7 +125,8 @@ class Broker:
         self.log_manager = LogManager(
             self.log_dirs, clock=self.clock,
             default_config=log_config_from(bconfig.effective_topic_config(config, {})),
-            scheduler=self._run_later, file_io=file_io)
+            scheduler=self._run_later, file_io=file_io,
+            open_files_limit=_open_files_limit(config))
         self.replica_manager = ReplicaManager(self.node_id, self._known_partition, self.clock)
         self.replica_manager.isr_writer = self.metadata.update_isr
         self.metrics = BrokerMetrics()

@@ -417,7 +417,7 @@ class SharePartitionManager:
             return reads
         read_committed = self._settings(group_id).read_committed
         result = self.replicas.fetch(fetches, FetchParams(max_bytes, 0, 0, read_committed,
-                                                          False))
+                                                          False, inline_bytes=0))
         assert not isinstance(result, Later)  # noqa: S101 - max_wait_ms 0 never waits
         budget = max_records
         for (tp, sp), read in zip(targets, result.reads, strict=True):
@@ -429,6 +429,7 @@ class SharePartitionManager:
                 continue
             if read.records is None or budget <= 0:
                 continue
+            assert not isinstance(read.records, bytes)  # noqa: S101 - inline_bytes=0
             batches = read.records.batches()
             acquired, lo, hi = sp.acquire(member_id, [(b, last) for _, b, last in batches],
                                           budget, now)

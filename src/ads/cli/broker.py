@@ -13,6 +13,7 @@ from ads.broker.server import Broker
 from ads.common.gc_policy import GcPolicy
 from ads.metadata.store import MetadataUnavailableError, NodeIdInUseError
 from ads.storage.errors import LogDirInUseError
+from ads.storage.open_files import raise_process_limit
 
 log = logging.getLogger("ads")
 
@@ -84,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(config: BrokerConfig) -> int:
+    raise_process_limit()  # the process's own: segment files are bounded by half of it
     try:
         broker = Broker(config)  # reads TLS keys and certificates; resolves host names
     except ConfigError as exc:  # what only start-up can check (host names, TLS and SASL)

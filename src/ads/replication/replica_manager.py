@@ -56,6 +56,7 @@ from ads.common.clock import Clock, SystemClock
 from ads.common.later import Later
 from ads.common.partitions import TopicPartition
 from ads.common.tasks import TaskSet
+from ads.net.regions import SENDFILE_MIN_BYTES
 from ads.protocol.errors import ErrorCode
 from ads.replication.partition import (
     AppendOrigin,
@@ -193,6 +194,11 @@ class FetchParams(NamedTuple):
     # A consumer's rack (Fetch v11+, "" when it names none); None: a fetch that only a
     # leader answers (a follower's, or a consumer's before v11), as in Kafka (KIP-392).
     client_rack: str | None = None
+    # Regions of at most this many bytes are read into memory at once, as the network layer
+    # would read them before sending anyway: a region holds its segment file open until
+    # sent, and a response over thousands of partitions would hold a descriptor for each
+    # (`ads.storage.open_files`). 0 keeps every region (a share fetch looks into them).
+    inline_bytes: int = SENDFILE_MIN_BYTES
 
 
 class PartitionRead(NamedTuple):  # a tuple: built per partition of every fetch
@@ -200,7 +206,7 @@ class PartitionRead(NamedTuple):  # a tuple: built per partition of every fetch
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
-    records: FileRegion | None
+    records: FileRegion | bytes | None  # bytes: read already (`FetchParams.inline_bytes`)
     size: int
     # read_committed: the aborted transactions overlapping the read (None otherwise).
     aborted: list[AbortedTxn] | None = None
@@ -650,13 +656,16 @@ class ReplicaManager:
                     bound = lso if params.read_committed else hw
                 limit = max(0, min(t.max_bytes, remaining))
                 region, size = part.read(t.fetch_offset, limit, total == 0, bound)
+                records: FileRegion | bytes | None = region
+                if region is not None and size <= params.inline_bytes:
+                    records = region.read_bytes()
             except PartitionError as exc:
                 reads.append(PartitionRead(exc.code, hw, lso, start, None, 0))
                 error = True
                 continue
             aborted = (part.aborted_transactions(t.fetch_offset, lso)
                        if params.read_committed and size else None)
-            reads.append(PartitionRead(ErrorCode.NONE, hw, lso, start, region, size, aborted))
+            reads.append(PartitionRead(ErrorCode.NONE, hw, lso, start, records, size, aborted))
             total += size
             remaining -= size
         return FetchResult(reads, total, error, keys)

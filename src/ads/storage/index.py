@@ -15,8 +15,9 @@ increase from entry to entry.
 
 Entries live in memory (two ``array`` columns, searched by bisection) once the file is loaded;
 sealed segments load their indexes on first use. Each append is written to the file at once
-(one small write through the segment's file layer, ``ads.storage.fileio``); ``flush``
-fsyncs. A write that fails is cut off the file again, so the file keeps whole entries only.
+(one small write through the broker's open files, ``ads.storage.open_files``, which may
+close the write end whenever another file needs the room); ``flush`` fsyncs. A write that
+fails is cut off the file again, so the file keeps whole entries only.
 
 Crash rule: indexes are not trusted after an unclean shutdown. Segments past the recovery
 point are re-scanned and their indexes rebuilt from the log; any index whose size is not a
@@ -37,8 +38,8 @@ from array import array
 from pathlib import Path
 
 from ads.storage.errors import CorruptIndexError
-from ads.storage.fileio import OS_FILE_IO, FileIO
 from ads.storage.files import O_CLOEXEC
+from ads.storage.open_files import CachedFile, OpenFiles
 
 __all__ = ["OffsetIndex", "TimeIndex"]
 
@@ -62,32 +63,31 @@ class _IndexFile:
     entry_size = 0
     _relative: array[int]  # relative offsets, one per entry, kept by both subclasses
 
-    def __init__(
-        self, path: Path, base_offset: int, max_index_size: int, io: FileIO = OS_FILE_IO
-    ) -> None:
-        self.path = path
+    def __init__(self, path: Path, base_offset: int, max_index_size: int,
+                 files: OpenFiles) -> None:
+        self._file: CachedFile = files.file(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND
+                                            | O_CLOEXEC)
         self.base_offset = base_offset
         self.max_entries = max(max_index_size // self.entry_size, 1)
-        self._io = io
-        self._fd = -1
         self._loaded = False
 
-    def _writer(self) -> int:
-        if self._fd < 0:
-            self._fd = self._io.open(
-                self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | O_CLOEXEC, 0o644
-            )
-        return self._fd
+    @property
+    def path(self) -> Path:
+        return self._file.path
+
+    @path.setter
+    def path(self, path: Path) -> None:
+        self._file.path = path
 
     def _write(self, data: bytes) -> None:
-        fd = self._writer()
+        file = self._file
         try:
-            written = self._io.write(fd, data)
+            written = file.write(data)
             while written < len(data):  # a short write: write the rest
-                written += self._io.write(fd, data[written:])
+                written += file.write(data[written:])
         except OSError:
             # Keep whole entries only; if even this fails the index is rebuilt on load.
-            self._io.ftruncate(fd, self.entries * self.entry_size)
+            file.ftruncate(self.entries * self.entry_size)
             raise
 
     def _drop(self, entries: int) -> None:
@@ -115,7 +115,7 @@ class _IndexFile:
     def _truncate_file(self, entries: int) -> None:
         # Creates the file if missing: an index file always exists next to a written segment,
         # so a missing one means it was lost and must be rebuilt.
-        self._io.ftruncate(self._writer(), entries * self.entry_size)
+        self._file.ftruncate(entries * self.entry_size)
 
     def _read_file(self, required: bool) -> bytes:
         try:
@@ -137,15 +137,11 @@ class _IndexFile:
         return relative
 
     def flush(self) -> None:
-        fd = self._fd
-        if fd >= 0:
-            self._io.fsync(fd)
+        self._file.fsync()
 
     def close_writer(self) -> None:
         """Close the write handle (a sealed segment's index is only read from memory)."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._file.close()
 
     def rename(self, path: Path) -> None:
         if self.path.exists():
@@ -163,9 +159,9 @@ class OffsetIndex(_IndexFile):
     entry_size = _OFFSET_ENTRY.size
 
     def __init__(
-        self, path: Path, base_offset: int, max_index_size: int, io: FileIO = OS_FILE_IO
+        self, path: Path, base_offset: int, max_index_size: int, files: OpenFiles
     ) -> None:
-        super().__init__(path, base_offset, max_index_size, io)
+        super().__init__(path, base_offset, max_index_size, files)
         self._relative = array("i")
         self._positions = array("i")
 
@@ -243,9 +239,9 @@ class TimeIndex(_IndexFile):
     entry_size = _TIME_ENTRY.size
 
     def __init__(
-        self, path: Path, base_offset: int, max_index_size: int, io: FileIO = OS_FILE_IO
+        self, path: Path, base_offset: int, max_index_size: int, files: OpenFiles
     ) -> None:
-        super().__init__(path, base_offset, max_index_size, io)
+        super().__init__(path, base_offset, max_index_size, files)
         self._timestamps = array("q")
         self._relative = array("i")
 

@@ -36,9 +36,9 @@ from ads.common.clock import Clock
 from ads.records.batch import BatchHeader
 from ads.storage.config import LogConfig
 from ads.storage.epoch_cache import LeaderEpochCache
-from ads.storage.fileio import FileIO
 from ads.storage.files import CLEANED_SUFFIX, SWAP_SUFFIX, FileRegion, Scheduler
 from ads.storage.loader import recover_segments, segment_base_offsets
+from ads.storage.open_files import OpenFiles
 from ads.storage.segment import LogSegment
 
 __all__ = ["LocalLog", "ReadResult"]
@@ -68,11 +68,11 @@ class LocalLog:
         config: LogConfig,
         clock: Clock,
         scheduler: Scheduler | None,
-        io: FileIO,
+        files: OpenFiles,
     ) -> None:
         self.dir = directory
         self.config = config
-        self.io = io
+        self.files = files
         self._clock = clock
         self._scheduler = scheduler
         self.segments: list[LogSegment] = []
@@ -89,7 +89,8 @@ class LocalLog:
         recover those past ``recovery_point`` (epochs found go to ``epoch_cache``). An empty
         directory gets an empty segment at ``start_offset``. Returns whether it recovered."""
         for base in segment_base_offsets(self.dir):
-            self._add(LogSegment.open(self.dir, base, self.config, self._clock, io=self.io))
+            self._add(LogSegment.open(self.dir, base, self.config, self._clock,
+                                      files=self.files))
         recovered = not clean_shutdown and bool(self.segments)
         if recovered:
             max_batch = max(self.config.max_message_bytes, self.config.segment_bytes)
@@ -104,7 +105,8 @@ class LocalLog:
         self.bases.append(segment.base_offset)
 
     def _create(self, base_offset: int) -> LogSegment:
-        return LogSegment.create(self.dir, base_offset, self.config, self._clock, io=self.io)
+        return LogSegment.create(self.dir, base_offset, self.config, self._clock,
+                                 files=self.files)
 
     @property
     def active(self) -> LogSegment:

@@ -85,10 +85,10 @@ from ads.storage.errors import (
     RecordBatchTooLargeError,
     TransactionCoordinatorFencedError,
 )
-from ads.storage.fileio import OS_FILE_IO, FileIO
 from ads.storage.files import BatchInfo, Scheduler
 from ads.storage.loader import prepare_directory
 from ads.storage.local_log import LocalLog, ReadResult
+from ads.storage.open_files import OpenFiles
 from ads.storage.producer_state import ProducerAppendInfo, ProducerStateManager
 from ads.storage.replicated import describe_run, segment_groups
 from ads.storage.segment import LogSegment
@@ -123,13 +123,15 @@ class Log:
     """Append, read, roll, truncate and retain the segments of one partition."""
 
     def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig,
-                 clock: Clock, scheduler: Scheduler | None, io: FileIO = OS_FILE_IO) -> None:
+                 clock: Clock, scheduler: Scheduler | None, files: OpenFiles | None = None
+                 ) -> None:
         self.topic = topic
         self.partition = partition
         self.config = config
         self._clock = clock
         self._scheduler = scheduler
-        self._local = LocalLog(directory, config, clock, scheduler, io)
+        self._local = LocalLog(directory, config, clock, scheduler,
+                               OpenFiles() if files is None else files)
         self._log_end_offset = 0
         self.log_start_offset = 0
         self._high_watermark = 0
@@ -148,13 +150,14 @@ class Log:
             cls, directory: Path, topic: str, partition: int, config: LogConfig, *,
             clock: Clock, recovery_point: int, log_start_offset: int, clean_shutdown: bool,
             scheduler: Scheduler | None = None, high_watermark: int | None = None,
-            io: FileIO = OS_FILE_IO) -> Log:
+            files: OpenFiles | None = None) -> Log:
         """Open (creating if needed) the partition directory and bring it to a valid state.
 
-        ``io`` is the file layer every segment writes through (``ads.storage.fileio``)."""
+        ``files`` is the broker's bound on open segment files, with the file layer every
+        segment writes through (``ads.storage.open_files``); without it the log has its own."""
         directory.mkdir(parents=True, exist_ok=True)
         prepare_directory(directory)
-        log = cls(directory, topic, partition, config, clock, scheduler, io)
+        log = cls(directory, topic, partition, config, clock, scheduler, files)
         local = log._local
         recovered = local.load(recovery_point, clean_shutdown, log_start_offset, log.epoch_cache)
         log._log_end_offset = local.active.next_offset()
@@ -213,8 +216,8 @@ class Log:
         return self._local.dir
 
     @property
-    def file_io(self) -> FileIO:
-        return self._local.io
+    def open_files(self) -> OpenFiles:
+        return self._local.files
 
     @property
     def size_bytes(self) -> int:

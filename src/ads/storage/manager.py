@@ -46,6 +46,7 @@ from ads.storage.errors import CheckpointError, KafkaStorageError, LogDirInUseEr
 from ads.storage.fileio import OS_FILE_IO, FileIO
 from ads.storage.files import Scheduler
 from ads.storage.log import Log, partition_dir_name
+from ads.storage.open_files import DEFAULT_LIMIT, OpenFiles
 
 __all__ = [
     "CLEAN_SHUTDOWN_FILE",
@@ -92,16 +93,19 @@ class LogManager:
         scheduler: Scheduler | None = None,
         topic_configs: Mapping[str, LogConfig] | None = None,
         file_io: FileIO = OS_FILE_IO,
+        open_files_limit: int = DEFAULT_LIMIT,
     ) -> None:
         """``file_io`` is the file layer every log writes its segments through
-        (``ads.storage.fileio``; tests pass a ``FaultyFileIO``)."""
+        (``ads.storage.fileio``; tests pass a ``FaultyFileIO``); ``open_files_limit`` the
+        most segment files every log together keeps open (``log.open.files.max``,
+        ``ads.storage.open_files``)."""
         if not log_dirs:
             raise ValueError("at least one log directory is required")
         self.log_dirs = [Path(d) for d in log_dirs]
         self.clock = clock
         self.default_config = default_config
         self._scheduler = scheduler
-        self.file_io = file_io
+        self.open_files = OpenFiles(file_io, open_files_limit)
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
@@ -177,7 +181,7 @@ class LogManager:
                 clean_shutdown=clean,
                 scheduler=self._scheduler,
                 high_watermark=high_watermarks.get(tp),
-                io=self.file_io,
+                files=self.open_files,
             )
             if not clean:
                 self.recovered_logs += 1
@@ -223,7 +227,7 @@ class LogManager:
                 log_start_offset=0,
                 clean_shutdown=not path.exists(),
                 scheduler=self._scheduler,
-                io=self.file_io,
+                files=self.open_files,
             )
             self._logs[tp] = log
             self._dir_of[tp] = log_dir

@@ -11,6 +11,11 @@ Deletion renames the three files to ``<name>.deleted`` first and removes them
 ``file.delete.delay.ms`` later (Kafka's rule). File regions handed to the network layer keep
 the log's descriptor open, so they stay readable even after the files are unlinked.
 
+Descriptors: the ``.log`` file and the indexes' write ends are opened through the broker's
+`OpenFiles` (``ads.storage.open_files``) on first use and may be closed by it whenever
+another file needs the room; every use takes the file's handle first and holds it until
+done. Opening a segment (``open``) only reads its size and time from the file system.
+
 Crash rule: a segment past the recovery point is ``recover``-ed on an unclean start: batches
 are read from position 0 in chunks and checked (length, magic, CRC, offsets within the
 segment); the first bad or incomplete batch and everything after it is truncated, and both
@@ -47,7 +52,6 @@ from ads.records.batch import (
 )
 from ads.storage.config import LogConfig
 from ads.storage.errors import CorruptIndexError, KafkaStorageError
-from ads.storage.fileio import OS_FILE_IO, FileIO
 from ads.storage.files import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -55,7 +59,6 @@ from ads.storage.files import (
     O_CLOEXEC,
     TIME_INDEX_SUFFIX,
     BatchInfo,
-    FileHandle,
     FileRegion,
     Scheduler,
     file_name,
@@ -64,6 +67,7 @@ from ads.storage.files import (
     with_suffix,
 )
 from ads.storage.index import OffsetIndex, TimeIndex
+from ads.storage.open_files import CachedFile, OpenFiles
 from ads.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 __all__ = ["LogSegment"]
@@ -79,6 +83,8 @@ _LENGTH_FIELD = struct.Struct(">i")
 _SCAN_CHUNK = 8192
 # base offset, batch length, last offset delta: all an offset lookup needs of a header
 _SPAN = struct.Struct(">qi11xi")
+# How a segment's .log is opened (again, after the open-file cache closed it).
+_REOPEN = os.O_RDWR | os.O_APPEND | O_CLOEXEC
 
 
 class LogSegment:
@@ -86,37 +92,35 @@ class LogSegment:
 
     def __init__(
         self,
-        directory: Path,
         base_offset: int,
         config: LogConfig,
         clock: Clock,
-        fd: int,
+        file: CachedFile,
+        size: int,
         created_ms: int,
+        files: OpenFiles,
         file_suffix: str = "",
-        io: FileIO = OS_FILE_IO,
     ) -> None:
         self.base_offset = base_offset
         self.config = config
         self._clock = clock
-        self._io = io
-        self._fd = fd
-        self._handle: FileHandle | None = FileHandle(fd)
-        self._size = os.fstat(fd).st_size
-        self.log_path = directory / (file_name(base_offset, LOG_SUFFIX) + file_suffix)
+        self._file = file
+        self._size = size
+        directory = file.path.parent
         self.offset_index = OffsetIndex(
             directory / (file_name(base_offset, INDEX_SUFFIX) + file_suffix),
             base_offset,
             config.segment_index_bytes,
-            io,
+            files,
         )
         self.time_index = TimeIndex(
             directory / (file_name(base_offset, TIME_INDEX_SUFFIX) + file_suffix),
             base_offset,
             config.segment_index_bytes,
-            io,
+            files,
         )
         self.txn_index = TransactionIndex(
-            directory / (file_name(base_offset, TXN_INDEX_SUFFIX) + file_suffix), io)
+            directory / (file_name(base_offset, TXN_INDEX_SUFFIX) + file_suffix), files)
         self.created_ms = created_ms
         self._indexes_ready = False
         self._bytes_since_last_index_entry = 0
@@ -142,8 +146,8 @@ class LogSegment:
         config: LogConfig,
         clock: Clock,
         *,
+        files: OpenFiles,
         file_suffix: str = "",
-        io: FileIO = OS_FILE_IO,
     ) -> LogSegment:
         """A new, empty segment; stale files with the same name are replaced.
 
@@ -151,8 +155,8 @@ class LogSegment:
         segments and renames them with ``change_file_suffix``). If a file cannot be made
         (``OSError``), those already made are removed again."""
         path = directory / (file_name(base_offset, LOG_SUFFIX) + file_suffix)
-        fd = io.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | O_CLOEXEC, 0o644)
-        segment = cls(directory, base_offset, config, clock, fd, clock.time_ms(), file_suffix, io)
+        file = files.create(path, _REOPEN | os.O_CREAT | os.O_TRUNC, _REOPEN)
+        segment = cls(base_offset, config, clock, file, 0, clock.time_ms(), files, file_suffix)
         try:
             segment.offset_index.reset()
             segment.time_index.reset()
@@ -173,13 +177,14 @@ class LogSegment:
         config: LogConfig,
         clock: Clock,
         *,
-        io: FileIO = OS_FILE_IO,
+        files: OpenFiles,
     ) -> LogSegment:
-        """An existing segment; its indexes are loaded (and checked) on first use."""
+        """An existing segment; its file is opened and its indexes loaded (and checked) on
+        first use."""
         path = directory / file_name(base_offset, LOG_SUFFIX)
-        fd = io.open(path, os.O_RDWR | os.O_APPEND | O_CLOEXEC, 0o644)
-        created_ms = os.fstat(fd).st_mtime_ns // 1_000_000
-        return cls(directory, base_offset, config, clock, fd, created_ms, io=io)
+        stat = path.stat()
+        return cls(base_offset, config, clock, files.file(path, _REOPEN), stat.st_size,
+                   stat.st_mtime_ns // 1_000_000, files)
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self._size})"
@@ -189,8 +194,17 @@ class LogSegment:
         return self._size
 
     @property
-    def fd(self) -> int:
-        return self._fd
+    def log_path(self) -> Path:
+        return self._file.path
+
+    @log_path.setter
+    def log_path(self, path: Path) -> None:
+        self._file.path = path
+
+    def pread(self, size: int, position: int) -> bytes:
+        """Up to `size` bytes of the ``.log`` file at `position`."""
+        handle = self._file.handle()
+        return os.pread(handle.fd, size, position)
 
     # ----------------------------------------------------------------------------- indexes
 
@@ -285,10 +299,10 @@ class LogSegment:
         # A failed append needs the index entry counts from before it; _index_batch takes
         # them before it adds an entry (one append in several), so this costs one store.
         self._entries_before = None
-        view, write, fd = memoryview(data), self._io.write, self._fd
+        view, write = memoryview(data), self._file.write
         try:
             while view:
-                view = view[write(fd, view) :]
+                view = view[write(view) :]
             recent = self._recent
             for pos, size, base, last, ts in batches:
                 self._index_batch(position + pos, size, base, last, ts)
@@ -313,7 +327,7 @@ class LogSegment:
             if self._entries_before is not None:
                 self.offset_index.truncate_entries(self._entries_before[0])
                 self.time_index.truncate_entries(self._entries_before[1])
-            self._io.ftruncate(self._fd, position)
+            self._file.ftruncate(position)
         except OSError:
             self.damaged = True
             logger.exception("cannot cut a failed append off %s", self.log_path)
@@ -322,7 +336,7 @@ class LogSegment:
     def rolling_based_timestamp(self) -> int | None:
         """The first batch's max timestamp, which segment.ms counts from (Kafka's rule)."""
         if self._rolling_based_timestamp is None and self._size > 0:
-            header = read_batch_header(os.pread(self._fd, BATCH_OVERHEAD, 0))
+            header = read_batch_header(self.pread(BATCH_OVERHEAD, 0))
             self._rolling_based_timestamp = header.max_timestamp
         return self._rolling_based_timestamp
 
@@ -367,10 +381,12 @@ class LogSegment:
         end = self._size
         buf = b""
         buf_start = position
+        handle = self._file.handle() if position < end else None  # held while scanning
         while position < end:
             rel = position - buf_start
             if rel + BATCH_OVERHEAD > len(buf):
-                buf = os.pread(self._fd, min(_SCAN_CHUNK, end - position), position)
+                assert handle is not None
+                buf = os.pread(handle.fd, min(_SCAN_CHUNK, end - position), position)
                 buf_start, rel = position, 0
             header = read_batch_header(buf, rel)
             yield position, header
@@ -381,10 +397,12 @@ class LogSegment:
         from ``position``: what lookups need, without the cost of a ``BatchHeader``."""
         end = self._size
         buf, buf_start, unpack = b"", position, _SPAN.unpack_from
+        handle = self._file.handle() if position < end else None  # held while scanning
         while position < end:
             rel = position - buf_start
             if rel + BATCH_OVERHEAD > len(buf):
-                buf = os.pread(self._fd, min(_SCAN_CHUNK, end - position), position)
+                assert handle is not None
+                buf = os.pread(handle.fd, min(_SCAN_CHUNK, end - position), position)
                 buf_start, rel = position, 0
             fits = len(buf) - rel >= BATCH_OVERHEAD
             base, length, delta = unpack(buf, rel) if fits else (0, 0, 0)
@@ -455,10 +473,11 @@ class LogSegment:
         budget = max(max_size, size) if min_one_batch else max_size
         end_target = min(limit, start + budget)
         first_end = start + size
+        handle = self._file.handle()  # the region holds it: open until sent
         if first_end > end_target:
-            return FileRegion(self._fd, start, 0, self._handle), base
+            return FileRegion(handle.fd, start, 0, handle), base
         end = self._boundary_before(first_end, end_target)
-        return FileRegion(self._fd, start, end - start, self._handle), base
+        return FileRegion(handle.fd, start, end - start, handle), base
 
     def _boundary_before(self, low: int, high: int) -> int:
         """The last batch boundary in [low, high]; ``low`` must be a boundary."""
@@ -505,11 +524,12 @@ class LogSegment:
         self._max_timestamp, self._offset_of_max_timestamp = -1, self.base_offset
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp = None
-        file_size = os.fstat(self._fd).st_size
+        handle = self._file.handle()  # held while recovering
+        file_size = os.fstat(handle.fd).st_size
         position, want, next_offset = 0, _RECOVER_CHUNK, self.base_offset
         reason = ""
         while position < file_size:
-            buf = os.pread(self._fd, min(want, file_size - position), position)
+            buf = os.pread(handle.fd, min(want, file_size - position), position)
             valid_end, found = scan_valid_prefix(buf)
             for pos, header in found:
                 if (
@@ -547,7 +567,7 @@ class LogSegment:
                 truncated,
                 next_offset - 1,
             )
-            self._io.ftruncate(self._fd, position)
+            self._file.ftruncate(position)
         self._size = position
         self._recent.clear()
         if self._max_timestamp >= 0:
@@ -570,7 +590,7 @@ class LogSegment:
         self.time_index.truncate_to(base_offset)
         self.txn_index.truncate_to(base_offset)
         removed = self._size - position
-        self._io.ftruncate(self._fd, position)
+        self._file.ftruncate(position)
         self._recent.clear()
         self._after_cut(position)
         if position == 0:
@@ -598,7 +618,7 @@ class LogSegment:
         with self._lock:
             if self._closed:
                 return
-            self._io.fsync(self._fd)
+            self._file.fsync()
             self.offset_index.flush()
             self.time_index.flush()
             self.txn_index.flush()
@@ -620,7 +640,7 @@ class LogSegment:
             self.offset_index.close_writer()
             self.time_index.close_writer()
             self.txn_index.close()
-            self._handle = None  # closes the descriptor unless a FileRegion still holds it
+            self._file.close()  # the descriptor closes unless a FileRegion still holds it
 
     @property
     def closed(self) -> bool:
@@ -630,7 +650,8 @@ class LogSegment:
         return [self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path]
 
     def rename_dir(self, directory: Path) -> None:
-        """Follow a rename of the partition directory (open descriptors stay valid)."""
+        """Follow a rename of the partition directory (open descriptors stay valid, and a
+        file opened again is opened there)."""
         self.log_path = directory / self.log_path.name
         self.offset_index.path = directory / self.offset_index.path.name
         self.time_index.path = directory / self.time_index.path.name

@@ -11,7 +11,6 @@ record. ListOffsets is rare, so this is the one lookup allowed to look inside a 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 
 from ads.records.batch import BatchHeader, Record, iter_records
@@ -108,7 +107,7 @@ def _records_at(segment: LogSegment, position: int, header: BatchHeader,
     """
     if header.is_control:
         return
-    data = os.pread(segment.fd, header.size, position)
+    data = segment.pread(header.size, position)
     try:
         yield from iter_records(data, max_uncompressed_bytes=max_inflated_bytes)
     except RecordError as exc:

@@ -13,7 +13,6 @@ and fetch paths.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -56,7 +55,7 @@ def control_record(segment: LogSegment, header: BatchHeader) -> tuple[int, int]:
     found = segment.locate(header.base_offset)
     if found is None:
         return -1, -1
-    data = os.pread(segment.fd, min(header.size, _MAX_MARKER_BYTES), found[0])
+    data = segment.pread(min(header.size, _MAX_MARKER_BYTES), found[0])
     try:
         records = decode_records(data, max_uncompressed_bytes=_MAX_MARKER_BYTES)
         return parse_control_record(records[0].key, records[0].value) if records else (-1, -1)

@@ -37,8 +37,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from ads.storage.fileio import OS_FILE_IO, FileIO
 from ads.storage.files import O_CLOEXEC
+from ads.storage.open_files import OpenFiles
 
 __all__ = ["TXN_INDEX_SUFFIX", "AbortedTxn", "TransactionIndex"]
 
@@ -59,11 +59,18 @@ class AbortedTxn:
 
 
 class TransactionIndex:
-    def __init__(self, path: Path, io: FileIO = OS_FILE_IO) -> None:
-        self.path = path
-        self._io = io
+    def __init__(self, path: Path, files: OpenFiles) -> None:
+        # Opened (and made) on its first entry, through the broker's open files.
+        self._file = files.file(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | O_CLOEXEC)
         self._entries: list[AbortedTxn] | None = None  # loaded on first use
-        self._fd: int | None = None
+
+    @property
+    def path(self) -> Path:
+        return self._file.path
+
+    @path.setter
+    def path(self, path: Path) -> None:
+        self._file.path = path
 
     def _load(self) -> list[AbortedTxn]:
         if self._entries is not None:
@@ -88,17 +95,11 @@ class TransactionIndex:
         self._entries = entries
         return entries
 
-    def _open(self) -> int:
-        if self._fd is None:
-            self._fd = self._io.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | O_CLOEXEC,
-                                     0o644)
-        return self._fd
-
     def _cut(self, length: int) -> None:
-        if length == 0 and self._fd is None:
+        if length == 0 and not self._file.is_open:
             self.path.unlink(missing_ok=True)
             return
-        self._io.ftruncate(self._open(), length)
+        self._file.ftruncate(length)
 
     @property
     def entries(self) -> list[AbortedTxn]:
@@ -109,8 +110,8 @@ class TransactionIndex:
         entries = self._load()
         if entries and entry.last_offset <= entries[-1].last_offset:
             return
-        self._io.write(self._open(), _ENTRY.pack(_VERSION, entry.producer_id, entry.first_offset,
-                                                 entry.last_offset, entry.last_stable_offset))
+        self._file.write(_ENTRY.pack(_VERSION, entry.producer_id, entry.first_offset,
+                                     entry.last_offset, entry.last_stable_offset))
         entries.append(entry)
 
     def collect(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
@@ -137,17 +138,14 @@ class TransactionIndex:
     def reset(self) -> None:
         """Empty (segment recovery rebuilds the entries)."""
         self._entries = []
-        if self._fd is not None or self.path.exists():
+        if self._file.is_open or self.path.exists():
             self._cut(0)
 
     def flush(self) -> None:
-        if self._fd is not None:
-            self._io.fsync(self._fd)
+        self._file.fsync()
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._file.close()
 
     def rename(self, path: Path) -> None:
         if self.path.exists():

@@ -66,6 +66,7 @@ class BrokerCollector(Collector):
         yield from self._groups()
         yield from self._share_partitions()
         yield from self._cleaner()
+        yield from self._open_files()
         yield from self._transactions()
         yield from _garbage_collector()
 
@@ -262,6 +263,17 @@ class BrokerCollector(Collector):
                 family.add_metric([v.group_id, v.topic, str(v.partition)],
                                   getattr(v.counts, attr))
             yield family
+
+    def _open_files(self) -> Iterator[Metric]:
+        files = self._broker.log_manager.open_files
+        yield GaugeMetricFamily("ads_log_open_files", "Segment files open now, at most "
+                                "log.open.files.max (ads.storage.open_files).", value=len(files))
+        yield GaugeMetricFamily("ads_log_open_files_limit", "log.open.files.max in force.",
+                                value=files.limit)
+        yield CounterMetricFamily("ads_log_file_opens", "Segment files opened: first opens "
+                                  "and reopens of files closed to make room.", value=files.opens)
+        yield CounterMetricFamily("ads_log_file_evictions", "Segment files closed to make "
+                                  "room for others.", value=files.evictions)
 
     def _cleaner(self) -> Iterator[Metric]:
         cleaner = self._broker.log_cleaner

@@ -18,6 +18,7 @@ from ads.net.limits import ConnectionLimits
 from ads.net.server import KafkaListener
 from ads.replication.share_partition import ShareCounts
 from ads.storage.cleaner import LogCleaner
+from ads.storage.manager import LogManager
 
 
 class ObservedBroker(BrokerContext, Protocol):
@@ -25,6 +26,7 @@ class ObservedBroker(BrokerContext, Protocol):
     listeners: list[KafkaListener]
     connection_limits: ConnectionLimits
     log_cleaner: LogCleaner | None
+    log_manager: LogManager
     started: bool
 
 

@@ -58,6 +58,7 @@ from ads.storage.cleaner.txn_markers import CleanedTransactions
 from ads.storage.config import LONG_MAX, LogConfig
 from ads.storage.files import CLEANED_SUFFIX, O_CLOEXEC, BatchInfo
 from ads.storage.log import Log
+from ads.storage.open_files import OpenFiles
 from ads.storage.segment import LogSegment
 from ads.storage.transactions import AbortedRanges
 from ads.storage.txn_index import AbortedTxn
@@ -92,6 +93,7 @@ class LogToClean:
 
     log: Log
     directory: Path
+    files: OpenFiles  # the log's open files, which the cleaned segment joins
     config: LogConfig
     segments: tuple[LogSegment, ...]
     sizes: tuple[int, ...]
@@ -242,6 +244,7 @@ def plan_cleaning(
     return LogToClean(
         log=log,
         directory=log.dir,
+        files=log.open_files,
         config=config,
         segments=tuple(sealed),
         sizes=sizes,
@@ -423,7 +426,8 @@ def _clean_group(state: _Pass, group: list[int], batch_filter: BatchFilter, map_
     plan = state.plan
     first = plan.segments[group[0]]
     cleaned = LogSegment.create(
-        plan.directory, first.base_offset, plan.config, clock, file_suffix=CLEANED_SUFFIX
+        plan.directory, first.base_offset, plan.config, clock, files=plan.files,
+        file_suffix=CLEANED_SUFFIX
     )
     try:
         # The filter adds the entries of the ABORT markers it keeps; above the map end,
