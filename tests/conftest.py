@@ -58,6 +58,38 @@ def topic_with_telling_id(b: EmbeddedBroker, prefix: str) -> tuple[str, str]:
     raise AssertionError("no topic id with + or / in 40 topics")
 
 
+# The files that take minutes (Spark jobs killed and rerun, the chaos run, Kafka's tools),
+# slowest first: they start first, so that on several workers (`make test`, pytest-xdist
+# with --dist loadfile) no worker is left running one of them alone at the end.
+# docs/testing.md; `--durations` lists the slowest tests of every run.
+SLOW_FILES = (
+    "spark/test_spark_tables_delta_spark.py",
+    "spark/test_spark_standalone.py",
+    "spark/test_spark_copy.py",
+    "spark/test_spark_tables.py",
+    "chaos/test_chaos_exactly_once.py",
+    "spark/test_spark_pipeline.py",
+    "spark/test_spark_kafka_connector.py",
+    "kafka_tools/test_kafka_tools.py",
+    "replication/test_replication_chaos.py",
+    "bench/test_bench_suite.py",
+    "spark/test_spark_write.py",
+    "spark/test_spark_read.py",
+    "kafka_tools/test_kafka_security.py",
+    "java_clients/test_java_clients.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: n for n, name in enumerate(SLOW_FILES)}
+    root = Path(__file__).parent
+
+    def first(item: pytest.Item) -> int:
+        return rank.get(item.path.relative_to(root).as_posix(), len(rank))
+
+    items.sort(key=first)  # stable: the rest keep their order
+
+
 @pytest.fixture
 def bootstrap(ads_broker) -> str:  # type: ignore[no-untyped-def]
     return ads_broker.bootstrap_servers

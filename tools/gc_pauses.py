@@ -8,8 +8,7 @@ process on a fresh data directory with `http.listener`, makes `--topics` topics 
 `--records` 100-byte records round robin over the first topic's partitions three times
 (`ads bench produce --warm-up`, W8's shape), then reads `/metrics`: the number of full
 (generation 2) collections, their total pause and the longest one, and the objects frozen.
-Collections are counted from the end of start-up on. Each partition keeps three files
-open: 6,000 partitions need about 18,000 descriptors (`ulimit -n`).
+Collections are counted from the end of start-up on.
 """
 
 from __future__ import annotations

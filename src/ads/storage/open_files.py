@@ -3,8 +3,10 @@
 Every file a segment writes or reads through a descriptor (its ``.log``, and the write ends
 of ``.index``, ``.timeindex`` and ``.txnindex``) is a `CachedFile`: a path and the flags to
 open it with, holding a descriptor only while the broker's one `OpenFiles` keeps it.
-`CachedFile.handle()` opens the file on first use, closing the least recently used file
-when `limit` are open, and marks it most recently used. So the descriptors a broker holds
+`CachedFile.handle()` opens the file on first use, closing a file not used lately when
+`limit` are open (the second-chance approximation of least recently used: a use only sets
+a flag, so the hot path takes no lock; eviction passes over flagged files once, clearing
+their flag). So the descriptors a broker holds
 do not grow with its partitions or segments: a partition that is neither written nor read
 holds none (Kafka keeps one per segment and its operators raise ``ulimit -n`` for it).
 
@@ -23,8 +25,8 @@ path its owner keeps current through renames (``.cleaned`` -> ``.swap`` -> live,
 open-file limit (``RLIMIT_NOFILE``, whose soft limit the broker first raises to the hard
 one, as the JVM does for Kafka), leaving the other half to connections.
 
-Thread-safe: the event loop, background flushes and the cleaner share it under one lock
-(uncontended, about 0.1 us per use).
+Thread-safe: the event loop, background flushes and the cleaner share it; opening and
+eviction take one lock, a use of an open file none.
 """
 
 from __future__ import annotations
@@ -129,11 +131,19 @@ class OpenFiles:
 
 
     def _evict(self, count: int) -> None:
+        # Called with the lock held. Oldest first; a file used since it was last passed over
+        # gets a second chance, so this ends within two passes.
         lru = self._lru
-        for _ in range(min(count, len(lru))):
-            old, _ = lru.popitem(last=False)
+        while count > 0 and lru:
+            old = next(iter(lru))
+            if old._referenced:
+                old._referenced = False
+                lru.move_to_end(old)
+                continue
+            del lru[old]
             old._handle = None  # closed now, or when its last holder lets go
             self.evictions += 1
+            count -= 1
 
 
 class CachedFile:
@@ -141,23 +151,27 @@ class CachedFile:
     and fsyncs go through the cache's file layer. `path` is kept current by the owner
     across renames."""
 
-    __slots__ = ("_files", "_handle", "_unsynced", "flags", "path")
+    __slots__ = ("_files", "_handle", "_referenced", "_unsynced", "flags", "path")
 
     def __init__(self, files: OpenFiles, path: Path, flags: int) -> None:
         self._files = files
         self.path = path
         self.flags = flags
         self._handle: FileHandle | None = None
+        self._referenced = False  # used since eviction last passed over it
         self._unsynced = False  # written or truncated since the last fsync
 
     def handle(self) -> FileHandle:
         """The open file, opened now if it is not; hold the handle while using its
         descriptor (it stays open until the last holder lets go)."""
+        handle = self._handle
+        if handle is not None:  # no lock: an eviction racing this leaves `handle` valid
+            self._referenced = True
+            return handle
         files = self._files
         with files._lock:
             handle = self._handle
             if handle is not None:
-                files._lru.move_to_end(self)
                 return handle
             return files._admit(self, self.flags)
 
