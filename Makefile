@@ -162,17 +162,16 @@ lint: test-deps
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 
-# The suite runs on every core (pytest-xdist, TEST_WORKERS processes: two per core, since
-# most tests wait on brokers, JVMs and timeouts more than they compute; a test file's tests
-# stay on one worker, so a module's broker, Spark session or Kafka is started once, and the
-# slowest files start first); the slowest tests are listed at the end (docs/testing.md).
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
+# The suite runs on every core (pytest-xdist, one worker per core): each test file's tests
+# stay on one worker, so a module's broker or Kafka is started once, the Spark files run one
+# after another on one worker, and the slowest files start first (tests/conftest.py); the
+# slowest tests are listed at the end (docs/testing.md).
 test: test-deps
 	$(PY) tools/build_compiled.py --verify $(COMPILED)
 	$(VENV)/bin/ruff check src tests tools
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
+	$(PY) -m pytest -q -n auto --dist loadgroup --durations=25
 	$(MAKE) test-pure
 
 # The sources of the compiled modules, run as they are (ADS_PURE_PYTHON=1): the codec,

@@ -62,7 +62,8 @@ async def _follower_fetch(leader: ReplicaManager, follower: ReplicaManager) -> P
     if read.diverging_epoch >= 0 or read.diverging_end_offset >= 0:
         part.truncate_to_leader(read.diverging_epoch, read.diverging_end_offset)
     elif read.error == ErrorCode.NONE:
-        data = read.records.read_bytes() if read.records is not None else b""
+        records = read.records if read.records is not None else b""
+        data = records if isinstance(records, bytes) else records.read_bytes()
         key = TopicPartition("t", 0)
         result = follower.append_records(
             {key: memoryview(data)}, AppendOrigin.REPLICATION, 1, 0,

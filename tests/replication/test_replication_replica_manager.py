@@ -88,7 +88,14 @@ async def test_replica_manager_append_advances_high_watermark_and_reads(
     assert isinstance(result, FetchResult)
     read = result.reads[0]
     assert read.error == ErrorCode.NONE and read.high_watermark == 3 and read.size > 0
-    assert read.records is not None and read.records.length == read.size
+    # A small read comes as bytes (its file is not held open until the response is sent);
+    # a fetch that keeps regions (a share fetch) gets the file region.
+    assert isinstance(read.records, bytes) and len(read.records) == read.size
+    kept = rm.fetch(_fetch(), PARAMS._replace(inline_bytes=0))
+    assert isinstance(kept, FetchResult)
+    region = kept.reads[0].records
+    assert region is not None and not isinstance(region, bytes)
+    assert region.read_bytes() == read.records
 
 
 async def test_replica_manager_follower_refuses_produce_and_fetch(
