@@ -39,7 +39,7 @@ from pathlib import Path
 
 from ads.storage.errors import CorruptIndexError
 from ads.storage.files import O_CLOEXEC
-from ads.storage.open_files import CachedFile, OpenFiles
+from ads.storage.open_files import CachedFile, CachedPath, OpenFiles
 
 __all__ = ["OffsetIndex", "TimeIndex"]
 
@@ -71,13 +71,7 @@ class _IndexFile:
         self.max_entries = max(max_index_size // self.entry_size, 1)
         self._loaded = False
 
-    @property
-    def path(self) -> Path:
-        return self._file.path
-
-    @path.setter
-    def path(self, path: Path) -> None:
-        self._file.path = path
+    path = CachedPath()  # the file's, kept current through renames
 
     def _write(self, data: bytes) -> None:
         file = self._file

@@ -36,6 +36,7 @@ import resource
 import threading
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 from ads.storage.fileio import OS_FILE_IO, FileIO
 from ads.storage.files import FileHandle
@@ -43,6 +44,7 @@ from ads.storage.files import FileHandle
 __all__ = [
     "DEFAULT_LIMIT",
     "CachedFile",
+    "CachedPath",
     "OpenFiles",
     "default_limit",
     "process_limit",
@@ -216,3 +218,15 @@ class CachedFile:
             if self._handle is not None:
                 self._handle = None
                 files._lru.pop(self, None)
+
+
+class CachedPath:
+    """An owner's path that is its `_file`'s (a `CachedFile`): setting it (a rename)
+    moves where the file is opened again."""
+
+    def __get__(self, owner: Any, owner_type: type | None = None) -> Path:
+        path: Path = owner._file.path
+        return path
+
+    def __set__(self, owner: Any, path: Path) -> None:
+        owner._file.path = path

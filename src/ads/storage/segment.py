@@ -67,7 +67,7 @@ from ads.storage.files import (
     with_suffix,
 )
 from ads.storage.index import OffsetIndex, TimeIndex
-from ads.storage.open_files import CachedFile, OpenFiles
+from ads.storage.open_files import CachedFile, CachedPath, OpenFiles
 from ads.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 __all__ = ["LogSegment"]
@@ -193,13 +193,7 @@ class LogSegment:
     def size(self) -> int:
         return self._size
 
-    @property
-    def log_path(self) -> Path:
-        return self._file.path
-
-    @log_path.setter
-    def log_path(self, path: Path) -> None:
-        self._file.path = path
+    log_path = CachedPath()  # the file's, kept current through renames
 
     def pread(self, size: int, position: int) -> bytes:
         """Up to `size` bytes of the ``.log`` file at `position`."""

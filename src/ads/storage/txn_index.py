@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ads.storage.files import O_CLOEXEC
-from ads.storage.open_files import OpenFiles
+from ads.storage.open_files import CachedPath, OpenFiles
 
 __all__ = ["TXN_INDEX_SUFFIX", "AbortedTxn", "TransactionIndex"]
 
@@ -64,13 +64,7 @@ class TransactionIndex:
         self._file = files.file(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | O_CLOEXEC)
         self._entries: list[AbortedTxn] | None = None  # loaded on first use
 
-    @property
-    def path(self) -> Path:
-        return self._file.path
-
-    @path.setter
-    def path(self, path: Path) -> None:
-        self._file.path = path
+    path = CachedPath()  # the file's, kept current through renames
 
     def _load(self) -> list[AbortedTxn]:
         if self._entries is not None:
