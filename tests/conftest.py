@@ -58,42 +58,6 @@ def topic_with_telling_id(b: EmbeddedBroker, prefix: str) -> tuple[str, str]:
     raise AssertionError("no topic id with + or / in 40 topics")
 
 
-# How `make test` spreads the suite over its workers (pytest-xdist, --dist loadgroup;
-# docs/testing.md): each file is one group, so a module's broker, Spark session or Kafka is
-# started once, except the Spark files, which are all one group: they run one after another
-# on one worker, never two Spark jobs (each a JVM running local[2]) at once, and fill that
-# worker while the others take the rest.
-SPARK_GROUP = "spark/"
-# The other files that take minutes, slowest first: they start first, so that no worker is
-# left running one of them alone at the end. `--durations` lists the slowest tests of every
-# run.
-SLOW_FILES = (
-    "chaos/test_chaos_exactly_once.py",
-    "replication/test_replication_chaos.py",
-    "bench/test_bench_suite.py",
-    "kafka_tools/test_kafka_tools.py",
-    "kafka_tools/test_kafka_security.py",
-    "java_clients/test_java_clients.py",
-    "kafka_tools/test_kafka_connect.py",
-    "java_clients/test_kafka_streams.py",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {name: n + 1 for n, name in enumerate(SLOW_FILES)}
-    root = Path(__file__).parent
-
-    def first(item: pytest.Item) -> int:
-        name = item.path.relative_to(root).as_posix()
-        return 0 if name.startswith(SPARK_GROUP) else rank.get(name, len(rank) + 1)
-
-    for item in items:
-        name = item.path.relative_to(root).as_posix()
-        item.add_marker(pytest.mark.xdist_group(
-            SPARK_GROUP if name.startswith(SPARK_GROUP) else name))
-    items.sort(key=first)  # stable: the rest keep their order
-
-
 @pytest.fixture
 def bootstrap(ads_broker) -> str:  # type: ignore[no-untyped-def]
     return ads_broker.bootstrap_servers

@@ -151,11 +151,3 @@ def test_architecture_type_ignores_name_code_and_reason() -> None:
                 bare.append(f"{path.relative_to(SRC)}:{number}: {line.strip()}")
     assert bare == []
 
-
-def test_architecture_slow_files_listed_first_exist() -> None:
-    # conftest.SLOW_FILES orders the suite's slowest files first; a renamed one would
-    # silently fall back to its place in the alphabet.
-    from conftest import SLOW_FILES  # noqa: PLC0415
-
-    tests = Path(__file__).parent
-    assert [f for f in SLOW_FILES if not (tests / f).is_file()] == []
