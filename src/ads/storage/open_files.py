@@ -1,4 +1,4 @@
-"""The broker's open segment files, bounded: a least-recently-used cache of descriptors.
+"""The broker's open segment files, bounded: a cache of descriptors.
 
 Every file a segment writes or reads through a descriptor (its ``.log``, and the write ends
 of ``.index``, ``.timeindex`` and ``.txnindex``) is a `CachedFile`: a path and the flags to
@@ -6,9 +6,9 @@ open it with, holding a descriptor only while the broker's one `OpenFiles` keeps
 `CachedFile.handle()` opens the file on first use, closing a file not used lately when
 `limit` are open (the second-chance approximation of least recently used: a use only sets
 a flag, so the hot path takes no lock; eviction passes over flagged files once, clearing
-their flag). So the descriptors a broker holds
-do not grow with its partitions or segments: a partition that is neither written nor read
-holds none (Kafka keeps one per segment and its operators raise ``ulimit -n`` for it).
+their flag). So the descriptors a broker holds do not grow with its partitions or
+segments: a partition that is neither written nor read holds none (Kafka keeps one per
+segment and its operators raise ``ulimit -n`` for it).
 
 A descriptor is closed when the last holder of its `FileHandle` lets go. Evicting a file
 drops the cache's reference only: a `FileRegion` in a fetch response being sent with
@@ -130,7 +130,6 @@ class OpenFiles:
         self._lru[cached] = None
         self.opens += 1
         return handle
-
 
     def _evict(self, count: int) -> None:
         # Called with the lock held. Oldest first; a file used since it was last passed over
