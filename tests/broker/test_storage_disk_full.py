@@ -6,10 +6,17 @@ disabled so the broker's error reaches its delivery report.
 
 from __future__ import annotations
 
+import errno
+import os
+import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from ads.storage.fileio import FaultyFileIO
 from ads.testing import EmbeddedBroker
@@ -76,3 +83,65 @@ def test_storage_disk_full_gives_kafka_storage_error_and_keeps_acknowledged(
         more = _produce(restarted.bootstrap_servers, [b"restarted"])
         assert more[0][1] is None
         assert _read_all(restarted.bootstrap_servers) == [*before, *after, b"restarted"]
+
+
+@contextmanager
+def _small_filesystem(path: Path, inodes: int) -> Iterator[Path]:
+    """A tmpfs of `inodes` files and directories at `path` (needs root, as the suite has)."""
+    path.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size=64m,nr_inodes={inodes}", "tmpfs",
+                    str(path)], check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=True)
+
+
+def _use_every_inode(data: Path) -> list[str]:
+    names: list[str] = []
+    for i in range(10_000):
+        try:
+            (data / f"filler-{i}").touch()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+            return names
+        names.append(f"filler-{i}")
+    raise AssertionError("the filesystem did not run out of inodes")
+
+
+def _partition_dirs(data: Path, topic: str) -> list[str]:
+    return sorted(p.name for p in data.iterdir() if p.name.startswith(f"{topic}-"))
+
+
+def test_storage_create_topics_out_of_inodes_is_refused_whole(tmp_path: Path) -> None:
+    """A topic whose partitions' files run out of inodes part-way is answered
+    KAFKA_STORAGE_ERROR and removed with every file it made; the broker goes on serving,
+    and a topic that fits is created afterwards (confluent-kafka's AdminClient)."""
+    assert os.geteuid() == 0, "mounting a tmpfs needs root"
+    config = {"offsets.topic.num.partitions": 1}
+    with _small_filesystem(tmp_path / "small", inodes=300) as data:
+        with EmbeddedBroker(data, config=config) as broker:
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+            futures = admin.create_topics([NewTopic("too-many", num_partitions=200,
+                                                    replication_factor=1)], operation_timeout=30)
+            with pytest.raises(KafkaException) as refused:
+                futures["too-many"].result(timeout=60)
+            assert refused.value.args[0].code() == KafkaError.KAFKA_STORAGE_ERROR
+            assert "No space left on device" in refused.value.args[0].str()
+            assert "too-many" not in admin.list_topics(timeout=10).topics
+            assert _partition_dirs(data, "too-many") == []
+            assert not [p for p in data.iterdir() if p.name.endswith("-delete")]
+
+            create_topic(broker.bootstrap_servers, TOPIC, partitions=3)
+            assert _partition_dirs(data, TOPIC) == [f"{TOPIC}-{i}" for i in range(3)]
+            assert all(err is None for _, err in _produce(broker.bootstrap_servers, [b"fits"]))
+            assert _read_all(broker.bootstrap_servers) == [b"fits"]
+            filler = _use_every_inode(data)  # shutdown's producer snapshots find none
+
+        # Stopping on a full disk still stops (no snapshot, no clean-shutdown marker), and
+        # the next start recovers what was acknowledged.
+        assert not (data / ".kafka_cleanshutdown").exists()
+        for name in filler:
+            (data / name).unlink()
+        with EmbeddedBroker(data, config=config) as restarted:
+            assert _read_all(restarted.bootstrap_servers) == [b"fits"]

@@ -31,9 +31,14 @@ from ads.metadata.model import PartitionState, TopicState
 from ads.metadata.store import MetadataStore
 from ads.replication.replica_manager import MetadataDelta, ReplicaManager
 from ads.storage.config import LogConfig
+from ads.storage.errors import KafkaStorageError
 from ads.storage.manager import LogManager
 
 log = logging.getLogger("ads.broker")
+
+# What making or writing a log's files raises when the machine cannot (a full disk, no
+# inodes or file descriptors left, an I/O error): answered KAFKA_STORAGE_ERROR.
+STORAGE_FAILURES = (OSError, KafkaStorageError)
 
 # How long admin requests wait for the controller to elect a new topic's leaders, or for a
 # deleted topic to go.
@@ -44,8 +49,12 @@ def log_failure(what: str) -> Callable[[asyncio.Future[None]], None]:
     """A done-callback that logs the error of a background job nobody awaits."""
 
     def report(done: asyncio.Future[None]) -> None:
-        if not done.cancelled() and done.exception() is not None:
-            log.error("%s failed", what, exc_info=done.exception())
+        if done.cancelled() or (exc := done.exception()) is None:
+            return
+        if isinstance(exc, STORAGE_FAILURES):  # what ran out says it all: no traceback
+            log.error("%s failed: %s", what, exc)
+        else:
+            log.error("%s failed", what, exc_info=exc)
 
     return report
 
@@ -245,9 +254,17 @@ class TopicAdmin:
 
     def _make_logs(self, name: str, partitions: list[PartitionState], cfg: LogConfig) -> None:
         # Worker thread: only the log manager (thread-safe) and the new logs are touched.
-        for p in partitions:
-            plog = self.log_manager.create_log(name, p.partition, cfg)
-            # As Partition would on the loop: the epoch checkpoint's fsync happens here.
-            if p.leader == self.node_id and (
-                    plog.latest_epoch is None or plog.latest_epoch < p.leader_epoch):
-                plog.assign_epoch(p.leader_epoch, plog.log_end_offset)
+        # All or nothing: a failure part-way removes the logs this call made.
+        made: list[int] = []
+        try:
+            for p in partitions:
+                plog = self.log_manager.create_log(name, p.partition, cfg)
+                made.append(p.partition)
+                # As Partition would on the loop: the epoch checkpoint's fsync happens here.
+                if p.leader == self.node_id and (
+                        plog.latest_epoch is None or plog.latest_epoch < p.leader_epoch):
+                    plog.assign_epoch(p.leader_epoch, plog.log_end_offset)
+        except BaseException:
+            for partition in made:
+                self.log_manager.delete_log(name, partition, at_once=True)
+            raise

@@ -109,6 +109,8 @@ class LogManager:
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        # How many logs each directory holds: where the next new log goes (the least).
+        self._dir_counts: dict[Path, int] = dict.fromkeys(self.log_dirs, 0)
         self._checkpoint_lock = threading.Lock()
         # create_log runs in worker threads (the broker makes new partitions' files off its
         # event loop) while the loop may delete logs: both change the maps under this lock.
@@ -185,8 +187,7 @@ class LogManager:
             )
             if not clean:
                 self.recovered_logs += 1
-            self._logs[tp] = log
-            self._dir_of[tp] = log_dir
+            self._place(tp, log, log_dir)
         marker.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------------------ logs
@@ -212,37 +213,48 @@ class LogManager:
                 return existing
             if config is not None:
                 self._topic_configs[topic] = config
-            counts = {d: 0 for d in self.log_dirs}
-            for d in self._dir_of.values():
-                counts[d] += 1
-            log_dir = min(self.log_dirs, key=lambda d: counts[d])
+            log_dir = min(self.log_dirs, key=self._dir_counts.__getitem__)
             path = log_dir / partition_dir_name(topic, partition)
-            log = Log.open(
-                path,
-                topic,
-                partition,
-                self.config_for(topic),
-                clock=self.clock,
-                recovery_point=0,
-                log_start_offset=0,
-                clean_shutdown=not path.exists(),
-                scheduler=self._scheduler,
-                files=self.open_files,
-            )
-            self._logs[tp] = log
-            self._dir_of[tp] = log_dir
+            new = not path.exists()
+            try:
+                log = Log.open(
+                    path,
+                    topic,
+                    partition,
+                    self.config_for(topic),
+                    clock=self.clock,
+                    recovery_point=0,
+                    log_start_offset=0,
+                    clean_shutdown=new,
+                    scheduler=self._scheduler,
+                    files=self.open_files,
+                )
+            except BaseException:
+                if new:  # what a full disk or file table let it make goes with it
+                    shutil.rmtree(path, ignore_errors=True)
+                raise
+            self._place(tp, log, log_dir)
         return log
 
-    def delete_log(self, topic: str, partition: int) -> None:
-        """Rename the partition directory to ``...-delete`` now, remove it later."""
+    def _place(self, tp: TopicPartition, log: Log, log_dir: Path) -> None:
+        self._logs[tp] = log
+        self._dir_of[tp] = log_dir
+        self._dir_counts[log_dir] += 1
+
+    def delete_log(self, topic: str, partition: int, *, at_once: bool = False) -> None:
+        """Rename the partition directory to ``...-delete`` now, remove it after
+        ``file.delete.delay.ms`` (readers may still hold its files), or now if ``at_once``
+        (a log just made, that nothing has read)."""
         tp = TopicPartition(topic, partition)
         with self._logs_lock:
             log = self._logs.pop(tp, None)
-            self._dir_of.pop(tp, None)
+            log_dir = self._dir_of.pop(tp, None)
+            if log_dir is not None:
+                self._dir_counts[log_dir] -= 1
         if log is None:
             return
         log.rename_dir(log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"))
-        delay = log.config.file_delete_delay_ms
+        delay = 0 if at_once else log.config.file_delete_delay_ms
         if self._scheduler is not None and delay > 0:
             self._scheduler(delay, log.delete)
         else:
@@ -302,20 +314,36 @@ class LogManager:
     def shutdown(self) -> None:
         """Flush and close every log, checkpoint, then write the clean-shutdown markers.
 
-        A log directory holding a log that went offline (a failed fsync) gets no marker, so
-        the next start recovers it from its recovery point."""
+        A log directory holding a log that went offline (a failed fsync) or could not be
+        closed (no space for its producer snapshot) gets no marker, so the next start
+        recovers it from its recovery point; a failed checkpoint leaves every directory
+        without one. A full disk stops none of it: the directories are unlocked."""
         logs = self.logs()
         for log in logs:
             try:
                 log.flush()
             except KafkaStorageError:
                 pass  # offline now: its directory gets no clean-shutdown marker
+        unclean: set[Path | None] = set()
         for log in logs:
-            log.close()
-        self.checkpoint()
-        unclean = {self._dir_of.get(TopicPartition(log.topic, log.partition))
-                   for log in logs if log.offline}
+            try:
+                log.close()
+            except OSError as exc:
+                logger.error("%s: closing failed: %s; recovered at the next start", log.dir, exc)
+                unclean.add(self._dir_of.get(TopicPartition(log.topic, log.partition)))
+        try:
+            self.checkpoint()
+        except OSError as exc:
+            logger.error("writing the offset checkpoints failed: %s; every log directory is "
+                         "recovered at the next start", exc)
+            unclean.update(self.log_dirs)
+        unclean.update(self._dir_of.get(TopicPartition(log.topic, log.partition))
+                       for log in logs if log.offline)
         for log_dir in self.log_dirs:
             if log_dir not in unclean:
-                atomic_write(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+                try:
+                    atomic_write(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+                except OSError as exc:
+                    logger.error("%s: the clean-shutdown marker could not be written: %s; "
+                                 "recovered at the next start", log_dir, exc)
         self.unlock_dirs()

@@ -8,8 +8,11 @@ name that differs from an existing topic's only by '.' against '_' is refused wi
 INVALID_TOPIC_EXCEPTION, as Kafka does (their metric names would be the same).
 CreateTopics and CreatePartitions record the change in the metadata (a second request for
 the same topic sees it) and answer once the new partitions are served: their files here
-made off the event loop, and every partition led. DeleteTopics answers once this broker
-sees the topic gone.
+made off the event loop, and every partition led. A topic whose files cannot be made here
+(a full disk, no inodes or file descriptors left) is removed again and answered
+KAFKA_STORAGE_ERROR: it is created whole or not at all. New partitions that cannot be made
+stay recorded, as Kafka's would, and are answered KAFKA_STORAGE_ERROR. DeleteTopics
+answers once this broker sees the topic gone.
 """
 
 from __future__ import annotations
@@ -18,12 +21,12 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import TypeVar
 
 from ads.broker import config as bconfig
 from ads.broker import permissions as P
 from ads.broker.context import BrokerContext
 from ads.broker.dispatch import ApiHandler, RequestContext
+from ads.broker.topic_admin import STORAGE_FAILURES
 from ads.metadata.acl import CLUSTER_NAME
 from ads.metadata.assignment import AssignmentError, assign_replicas, check_manual_assignment
 from ads.metadata.model import (
@@ -38,14 +41,27 @@ from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 
 log = logging.getLogger("ads.broker.topics")
-T = TypeVar("T")
 # DeleteTopics by id: a topic the principal may not describe keeps its name hidden.
 T_DESCRIBE = P.DESCRIBE_TOPIC
 
 
-async def _after_opening(ctx: RequestContext, topics: list[TopicState], response: T) -> T:
-    await asyncio.gather(*(ctx.broker.topics.open_new(t) for t in topics))
-    return response
+async def _open(ctx: RequestContext, topics: list[TopicState]
+                ) -> dict[str, BaseException]:
+    """Serves the new partitions of `topics`; the storage failure of each topic whose files
+    could not be made (a full disk, no inodes or descriptors left; `TopicAdmin` logs it)."""
+    outcomes = await asyncio.gather(*(ctx.broker.topics.open_new(t) for t in topics),
+                                    return_exceptions=True)
+    failed: dict[str, BaseException] = {}
+    for topic, outcome in zip(topics, outcomes, strict=True):
+        if isinstance(outcome, STORAGE_FAILURES):
+            failed[topic.name] = outcome
+        elif isinstance(outcome, BaseException):
+            raise outcome
+    return failed
+
+
+def _storage_refusal(exc: BaseException) -> tuple[ErrorCode, str]:
+    return ErrorCode.KAFKA_STORAGE_ERROR, f"The partitions' files could not be made: {exc}"
 
 
 class _Refused(Exception):
@@ -168,8 +184,17 @@ async def handle_create_topics(ctx: RequestContext, req: m.CreateTopicsRequest
         else:
             res.topic_config_error_code = rule.error
         results.append(res)
-    response = m.CreateTopicsResponse(throttle_time_ms=0, topics=results)
-    return await _after_opening(ctx, created, response)
+    failed = await _open(ctx, created)
+    for res in results:
+        if res.name in failed:  # created whole or not at all
+            await broker.topics.delete_topic(res.name)
+            log.error("topic %s removed again: its partitions' files could not be made",
+                      res.name)
+            res.error_code, res.error_message = _storage_refusal(failed[res.name])
+            res.topic_id = uuid.UUID(int=0)
+            res.num_partitions = res.replication_factor = -1
+            res.configs = None
+    return m.CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
 async def handle_delete_topics(ctx: RequestContext, req: m.DeleteTopicsRequest
@@ -251,8 +276,11 @@ async def handle_create_partitions(ctx: RequestContext, req: m.CreatePartitionsR
                 if not req.validate_only:
                     grown.append(await broker.topics.record_partitions(t.name, t.count, assignment))
         results.append(res)
-    response = m.CreatePartitionsResponse(throttle_time_ms=0, results=results)
-    return await _after_opening(ctx, grown, response)
+    failed = await _open(ctx, grown)
+    for res in results:
+        if res.name in failed:  # recorded, as Kafka's are: served where their files exist
+            res.error_code, res.error_message = _storage_refusal(failed[res.name])
+    return m.CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
 
 def _new_partitions(brokers: Iterable[BrokerEndpoint], state: TopicState,
