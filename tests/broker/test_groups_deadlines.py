@@ -1,7 +1,8 @@
-"""Coordinator deadlines are met exactly: a member whose session ends at T is gone at T, so
-a client that waits exactly the session timeout and then deletes the group succeeds
-(classic groups and KIP-848 groups alike), and the broker's one event-loop timer is armed
-at the earliest deadline instead of polling."""
+"""Coordinator deadlines are met exactly: the broker's one event-loop timer is armed at the
+earliest deadline instead of polling, so a member whose session ends at T is gone at T, and
+a client that waits the session timeout and then deletes the group succeeds (classic groups
+and KIP-848 groups alike). Exactness is checked where the timer is armed; the client's
+round adds a margin for a loaded machine's scheduling, not for a tick."""
 
 from __future__ import annotations
 
@@ -26,9 +27,10 @@ CONFIG = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions
           "group.min.session.timeout.ms": "100",
           "group.consumer.session.timeout.ms": str(SESSION_MS)}
 SUBSCRIPTION = b"\x00\x01" + m.ConsumerProtocolSubscription(topics=["t"]).encode(1)
-# How long after the session's end the client deletes the group. Before the deadlines were
-# exact, a 50 ms tick removed the member up to 50 ms late, so most rounds failed.
-MARGIN_S = 0.015
+# How long after the session's end the client deletes the group: what a loaded machine may
+# delay the broker's event loop by (a 15 ms margin failed under load). That the removal is
+# not left to a polling tick is `test_groups_deadlines_loop_timer_armed_at_the_earliest`'s.
+MARGIN_S = 0.25
 ROUNDS = 4
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import struct
-import time
 import tracemalloc
 
 import cramjam
@@ -96,16 +95,13 @@ def test_records_compression_bombs_are_bounded(zeros: bytes) -> None:
     del zeros
     for name, (codec, packed) in bombs.items():
         tracemalloc.start()
-        started = time.monotonic()
         try:
             with pytest.raises(CorruptRecordError):
                 decompress(codec, packed, max_size=BOUND)
-            elapsed = time.monotonic() - started
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
-        # Loose limits: inflating 100 MB would take far longer and far more memory.
-        assert elapsed < 2, name
+        # A loose limit: inflating the whole 100 MB would take far more memory.
         assert peak < 8 * BOUND, (name, peak)
 
 

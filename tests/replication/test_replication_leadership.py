@@ -57,13 +57,10 @@ def test_replication_controlled_shutdown_and_preferred_election_move_leaders(
         try:
             time.sleep(1)
             victim = preferred[0]
-            started = time.monotonic()
             assert c.brokers[victim].stop() == 0  # SIGTERM: a clean exit
-            took = time.monotonic() - started
+            # Its leaderships went to other ISR members before it left (the controller
+            # answered its ControlledShutdown), not when its 30 s session ended.
             assert "controlled shutdown succeeded" in c.brokers[victim].log()
-            # Its leaderships went to other ISR members before it left, long before its
-            # 30 s session could have ended.
-            assert took < 25
             assert victim not in leaders(c) and -1 not in leaders(c)
             time.sleep(1)
             c.brokers[victim].start()
