@@ -18,9 +18,12 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ads.protocol import messages as m
+from ads.protocol.errors import ErrorCode
 from ads.storage.fileio import FaultyFileIO
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
+from kafka_wire import RawConnection
 
 TOPIC = "disk-full"
 
@@ -145,3 +148,45 @@ def test_storage_create_topics_out_of_inodes_is_refused_whole(tmp_path: Path) ->
             (data / name).unlink()
         with EmbeddedBroker(data, config=config) as restarted:
             assert _read_all(restarted.bootstrap_servers) == [b"fits"]
+
+
+def test_storage_read_failure_is_that_partitions_kafka_storage_error(tmp_path: Path) -> None:
+    """A segment file that cannot be opened for a fetch (EIO here; EMFILE the same way) is
+    KAFKA_STORAGE_ERROR for that partition only: the same response carries the other
+    partitions' records, the connection stays open, and confluent-kafka then reads
+    everything."""
+    io = FaultyFileIO()
+    # Two segment files open at most: the partitions' files are closed again by the time
+    # they are fetched, so every fetch of one opens its file.
+    with EmbeddedBroker(tmp_path / "data", file_io=io,
+                        config={"log.open.files.max": 2}) as broker:
+        bs = broker.bootstrap_servers
+        create_topic(bs, TOPIC, partitions=4)
+        producer = Producer({"bootstrap.servers": bs, "linger.ms": 0})
+        for p in range(4):
+            producer.produce(TOPIC, value=b"record-%d" % p, partition=p)
+        assert producer.flush(15) == 0
+        fetch = m.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                               topics=[m.FetchRequest.FetchTopic(topic=TOPIC, partitions=[
+                                   m.FetchRequest.FetchTopic.FetchPartition(
+                                       partition=p, fetch_offset=0, partition_max_bytes=1 << 16)
+                                   for p in range(4)])])
+        with RawConnection(bs) as conn:
+            io.fail_next_open(errno.EIO)
+            answered = conn.request(1, 11, fetch).responses[0].partitions
+            codes = [p.error_code for p in answered]
+            assert codes.count(ErrorCode.KAFKA_STORAGE_ERROR) == 1, codes
+            assert codes.count(ErrorCode.NONE) == 3, codes
+            assert all(p.records for p in answered if p.error_code == ErrorCode.NONE)
+            again = conn.request(1, 11, fetch).responses[0].partitions  # same connection
+            assert [p.error_code for p in again] == [ErrorCode.NONE] * 4
+        consumer = Consumer({"bootstrap.servers": bs, "group.id": "read-failure"})
+        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(4)])
+        got: set[bytes] = set()
+        deadline = time.monotonic() + 30
+        while len(got) < 4 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                got.add(msg.value())
+        consumer.close()
+        assert got == {b"record-%d" % p for p in range(4)}

@@ -441,17 +441,31 @@ class Partition:
 
     def read(self, fetch_offset: int, max_bytes: int, min_one_batch: bool,
              max_offset: int) -> tuple[FileRegion | None, int]:
-        """Returns (file region or None, its length) of whole batches from fetch_offset."""
+        """Returns (file region or None, its length) of whole batches from fetch_offset;
+        a segment file that cannot be opened is KAFKA_STORAGE_ERROR."""
         try:
             result = self.log.read(fetch_offset, max_bytes, max_offset=max_offset,
                                    min_one_batch=min_one_batch)
-        except StorageError as exc:
-            raise PartitionError.of(exc) from exc
+        except (StorageError, OSError) as exc:
+            raise self._read_failed(exc) from exc
         if not result.regions:
             return None, 0
         # Like Kafka, one fetch reads from one segment; the consumer continues after it.
         region = result.regions[0]
         return region, region.length
+
+    def read_bytes(self, region: FileRegion) -> bytes:
+        """The region's bytes, read now; a file that cannot be read is KAFKA_STORAGE_ERROR."""
+        try:
+            return region.read_bytes()
+        except (StorageError, OSError) as exc:
+            raise self._read_failed(exc) from exc
+
+    def _read_failed(self, exc: StorageError | OSError) -> PartitionError:
+        error = PartitionError.of(exc)
+        if error.code == ErrorCode.KAFKA_STORAGE_ERROR:  # one line: what failed says it all
+            log.error("%s-%d: reading failed: %s", self.topic, self.index, exc)
+        return error
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
         """``(offset, timestamp, leader epoch)`` of the first record at or after

@@ -525,8 +525,8 @@ class ReplicaManager:
             except PartitionError as exc:
                 results[key] = exc.detached()
                 continue
-            except OSError as exc:
-                log.exception("%s-%d: appending failed", key[0], key[1])
+            except OSError as exc:  # one line: what ran out (space, descriptors) says it all
+                log.error("%s-%d: appending failed: %s", key[0], key[1], exc)  # noqa: TRY400
                 results[key] = PartitionError.of(exc)
                 continue
             results[key] = result
@@ -658,7 +658,7 @@ class ReplicaManager:
                 region, size = part.read(t.fetch_offset, limit, total == 0, bound)
                 records: FileRegion | bytes | None = region
                 if region is not None and size <= params.inline_bytes:
-                    records = region.read_bytes()
+                    records = part.read_bytes(region)
             except PartitionError as exc:
                 reads.append(PartitionRead(exc.code, hw, lso, start, None, 0))
                 error = True

@@ -328,13 +328,14 @@ class LogManager:
         for log in logs:
             try:
                 log.close()
-            except OSError as exc:
-                logger.error("%s: closing failed: %s; recovered at the next start", log.dir, exc)
+            except OSError as exc:  # each failure in one line below: no traceback
+                logger.error("%s: closing failed: %s; recovered at the next start",  # noqa: TRY400
+                             log.dir, exc)
                 unclean.add(self._dir_of.get(TopicPartition(log.topic, log.partition)))
         try:
             self.checkpoint()
         except OSError as exc:
-            logger.error("writing the offset checkpoints failed: %s; every log directory is "
+            logger.error("writing the offset checkpoints failed: %s; every log directory is "  # noqa: TRY400
                          "recovered at the next start", exc)
             unclean.update(self.log_dirs)
         unclean.update(self._dir_of.get(TopicPartition(log.topic, log.partition))
@@ -344,6 +345,6 @@ class LogManager:
                 try:
                     atomic_write(log_dir / CLEAN_SHUTDOWN_FILE, b"")
                 except OSError as exc:
-                    logger.error("%s: the clean-shutdown marker could not be written: %s; "
+                    logger.error("%s: the clean-shutdown marker could not be written: %s; "  # noqa: TRY400
                                  "recovered at the next start", log_dir, exc)
         self.unlock_dirs()
