@@ -1,32 +1,49 @@
-"""One `ads broker` with many partitions under a small open-file limit: what each step costs.
+"""One broker with many partitions: what each step costs, ADS and (optionally) Apache Kafka.
 
     python tools/many_partitions.py [--topics 100] [--partitions 1000] [--nofile 4096]
+        [--kafka-jars tests/kafka_reference/target/jars] [--kafka-nofile 1048576]
 
-Sets this process's open-file limit (soft and hard) to `--nofile`, which the broker it
-starts inherits, then: creates `--topics` topics of `--partitions` partitions (CreateTopics
-of ten topics at a time, confluent-kafka's AdminClient), produces one record to every
-partition (one confluent-kafka producer), reads every record back (one consumer assigned
-everything), stops the broker with SIGTERM and starts it again (a clean shutdown: no
-recovery) until a Metadata request lists every partition with a leader, and reads
-everything back once more. Prints the time of each step, the broker's resident memory
-(now and peak), its open descriptors and `/metrics`' open segment files and evictions.
+For each broker (one `ads broker` with embedded metadata; Kafka in KRaft mode, combined
+roles, when `--kafka-jars` is given), with the open-file limit (soft and hard) set to
+`--nofile` (Kafka: `--kafka-nofile`, default the hard limit, since it keeps a descriptor
+per segment): creates
+`--topics` topics of `--partitions` partitions one topic at a time (confluent-kafka's
+AdminClient; for Kafka, until every partition answers ListOffsets), produces one record to
+every partition (one confluent-kafka producer), reads every record back (one consumer
+assigned everything), measures the idle broker's CPU (`--idle-s`, 30 s), its resident memory and
+open descriptors, then restarts it twice, after SIGTERM (a clean shutdown) and after
+SIGKILL, each time until a Metadata request lists every partition with a leader and every
+record is read back again. Kafka with more than about 30,000 partitions needs
+`vm.max_map_count` above its default of 65,530 (two mappings per partition).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
+import signal
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-from prometheus_client.parser import text_string_to_metric_families
+from confluent_kafka.admin import AdminClient
 
-from ads.bench.processes import AdsBrokerProcess, free_port
-from ads.bench.stats import peak_rss_mb
+from ads.bench.kafka import KafkaPeer
+from ads.bench.processes import AdsBrokerProcess, await_metadata, free_port
+from ads.bench.stats import cpu_seconds, peak_rss_mb
+
+
+class Broker(Protocol):
+    @property
+    def bootstrap(self) -> str: ...
+    @property
+    def pid(self) -> int: ...
+    def create_topic(self, name: str, partitions: int) -> None: ...
 
 
 def _rss_mb(pid: int) -> float:
@@ -34,20 +51,12 @@ def _rss_mb(pid: int) -> float:
         return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:"))
 
 
-def _metrics(url: str) -> dict[str, float]:
+def _ads_metrics(url: str) -> dict[str, float]:
     with urllib.request.urlopen(url + "/metrics", timeout=30) as answer:  # noqa: S310 - loopback
         body = answer.read().decode()
+    from prometheus_client.parser import text_string_to_metric_families
     return {s.name: s.value for f in text_string_to_metric_families(body) for s in f.samples
             if s.name.startswith("ads_log_")}
-
-
-def _create(bootstrap: str, topics: list[str], partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for i in range(0, len(topics), 10):
-        futures = admin.create_topics([NewTopic(t, partitions, 1) for t in topics[i:i + 10]],
-                                      operation_timeout=600)
-        for future in futures.values():
-            future.result(660)
 
 
 def _produce(bootstrap: str, topics: list[str], partitions: int) -> None:
@@ -57,7 +66,7 @@ def _produce(bootstrap: str, topics: list[str], partitions: int) -> None:
         for p in range(partitions):
             producer.produce(t, value=b"%d" % p, partition=p)
         producer.poll(0)
-    if producer.flush(600):
+    if producer.flush(900):
         raise SystemExit("records left undelivered")
 
 
@@ -86,58 +95,128 @@ def _all_led(bootstrap: str, expected: int) -> bool:
     return led >= expected
 
 
+def _timed(steps: list[tuple[str, float]], name: str, step: Callable[[], object]) -> object:
+    began = time.monotonic()
+    result = step()
+    steps.append((name, time.monotonic() - began))
+    return result
+
+
+def _idle_cpu_percent(pid: int, seconds: float) -> float:
+    before = cpu_seconds(pid) or 0.0
+    time.sleep(seconds)
+    return 100.0 * ((cpu_seconds(pid) or 0.0) - before) / seconds
+
+
+def _measure(name: str, broker: Broker, restart: Callable[[signal.Signals], None],
+             topics: list[str], partitions: int, idle_s: float,
+             extra: Callable[[], str] = str) -> list[str]:
+    total = len(topics) * partitions
+    steps: list[tuple[str, float]] = []
+    def create() -> None:
+        for t in topics:
+            broker.create_topic(t, partitions)
+
+    _timed(steps, "create", create)
+    _timed(steps, "produce one record to each", lambda: _produce(broker.bootstrap, topics,
+                                                                 partitions))
+    got = _timed(steps, "read every record", lambda: _consume(broker.bootstrap, topics,
+                                                              partitions))
+    pid = broker.pid
+    idle = _idle_cpu_percent(pid, idle_s)
+    rss, peak = _rss_mb(pid), peak_rss_mb(pid)
+    fds = sum(1 for _ in Path(f"/proc/{pid}/fd").iterdir())
+    facts = extra()
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        began = time.monotonic()
+        restart(sig)
+        deadline = time.monotonic() + 1800
+        while not _all_led(broker.bootstrap, total) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        steps.append((f"restart after {sig.name} until every partition is led",
+                      time.monotonic() - began))
+        again = _timed(steps, f"read every record after the {sig.name} restart",
+                       lambda: _consume(broker.bootstrap, topics, partitions))
+        if again != total:
+            steps.append((f"  only {again} of {total} records read back", 0.0))
+    lines = [f"{name}: {total:,} partitions ({len(topics)} topics of {partitions}), "
+             f"ulimit -n {resource.getrlimit(resource.RLIMIT_NOFILE)[0]}, {got} records read"]
+    lines += [f"  {step}: {seconds:.1f} s" for step, seconds in steps]
+    lines.append(f"  resident memory {rss:.0f} MB (peak {peak or 0:.0f} MB), {fds} descriptors "
+                 f"open, idle CPU {idle:.1f}% of a core over {idle_s:.0f} s")
+    if facts:
+        lines.append(f"  {facts}")
+    return lines
+
+
+def _run_ads(tmp: Path, topics: list[str], partitions: int, idle_s: float) -> list[str]:
+    http = free_port()
+    broker = AdsBrokerProcess(tmp / "ads-data", tmp / "ads.log",
+                              (f"http.listener=127.0.0.1:{http}",))
+    url = f"http://127.0.0.1:{http}"
+
+    def restart(sig: signal.Signals) -> None:
+        if sig == signal.SIGKILL:
+            os.kill(broker.pid, signal.SIGKILL)
+        broker.stop()
+        broker.start(timeout_s=1800)
+
+    def files() -> str:
+        m = _ads_metrics(url)
+        return (f"open segment files {m['ads_log_open_files']:.0f} of "
+                f"{m['ads_log_open_files_limit']:.0f}, opened "
+                f"{m['ads_log_file_opens_total']:.0f} times, "
+                f"{m['ads_log_file_evictions_total']:.0f} evictions")
+
+    broker.start()
+    try:
+        return _measure("ADS", broker, restart, topics, partitions, idle_s, files)
+    finally:
+        broker.stop()
+
+
+def _run_kafka(tmp: Path, jars: Path, topics: list[str], partitions: int,
+               idle_s: float) -> list[str]:
+    kafka = KafkaPeer(jars, tmp / "kafka", {"num.partitions": "1"})
+
+    def restart(sig: signal.Signals) -> None:
+        assert kafka.proc is not None
+        if sig == signal.SIGKILL:
+            kafka.proc.kill()
+            kafka.proc.wait(30)
+        kafka.stop(600)
+        kafka.launch()
+        await_metadata(kafka.bootstrap, kafka.proc, time.monotonic() + 1800, "Kafka",
+                       kafka.log_tail)
+
+    kafka.start()
+    try:
+        return _measure("Kafka", kafka, restart, topics, partitions, idle_s)
+    finally:
+        kafka.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--topics", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=1000)
     parser.add_argument("--nofile", type=int, default=4096)
+    parser.add_argument("--kafka-jars", type=Path, default=None)
+    parser.add_argument("--kafka-nofile", type=int,  # the most this process may set
+                        default=resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+    parser.add_argument("--idle-s", type=float, default=30.0,
+                        help="how long the idle broker's CPU is measured")
     args = parser.parse_args()
-    resource.setrlimit(resource.RLIMIT_NOFILE, (args.nofile, args.nofile))
     topics = [f"many-{n:03d}" for n in range(args.topics)]
-    total = args.topics * args.partitions
-    http = free_port()
+    report: list[str] = []
     with tempfile.TemporaryDirectory(prefix="many-partitions-") as tmp:
-        broker = AdsBrokerProcess(Path(tmp) / "data", Path(tmp) / "broker.log",
-                                  (f"http.listener=127.0.0.1:{http}",))
-        broker.start()
-        url = f"http://127.0.0.1:{http}"
-        try:
-            steps: list[tuple[str, float]] = []
-            for name, step in (("create", lambda: _create(broker.bootstrap, topics,
-                                                          args.partitions)),
-                               ("produce one record to each", lambda: _produce(
-                                   broker.bootstrap, topics, args.partitions)),
-                               ("read every record", lambda: _consume(
-                                   broker.bootstrap, topics, args.partitions))):
-                began = time.monotonic()
-                step()
-                steps.append((name, time.monotonic() - began))
-            pid = broker.pid
-            rss, peak = _rss_mb(pid), peak_rss_mb(pid)
-            fds = sum(1 for _ in Path(f"/proc/{pid}/fd").iterdir())
-            m = _metrics(url)
-            broker.stop()
-            began = time.monotonic()
-            broker.start(timeout_s=900)
-            while not _all_led(broker.bootstrap, total):
-                time.sleep(0.5)
-            steps.append(("restart after SIGTERM until every partition is led",
-                          time.monotonic() - began))
-            began = time.monotonic()
-            again = _consume(broker.bootstrap, topics, args.partitions)
-            steps.append((f"read every record after the restart ({again})",
-                          time.monotonic() - began))
-        finally:
-            broker.stop()
-    print(f"{total:,} partitions ({args.topics} topics of {args.partitions}), "
-          f"ulimit -n {args.nofile}")
-    for name, seconds in steps:
-        print(f"  {name}: {seconds:.1f} s")
-    print(f"  broker resident memory {rss:.0f} MB (peak {peak or 0:.0f} MB), "
-          f"{fds} descriptors open")
-    print(f"  open segment files {m['ads_log_open_files']:.0f} of "
-          f"{m['ads_log_open_files_limit']:.0f}, opened {m['ads_log_file_opens_total']:.0f} "
-          f"times, {m['ads_log_file_evictions_total']:.0f} evictions")
+        if args.kafka_jars is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (args.kafka_nofile, args.kafka_nofile))
+            report += _run_kafka(Path(tmp), args.kafka_jars, topics, args.partitions,
+                                 args.idle_s)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (args.nofile, args.nofile))
+        report += _run_ads(Path(tmp), topics, args.partitions, args.idle_s)
+    print("\n".join(report))
 
 
 if __name__ == "__main__":
