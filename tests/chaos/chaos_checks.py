@@ -235,7 +235,8 @@ def check_unknown(v: TxnVerdicts) -> Check:
 def check_aborted_at_end(v: TxnVerdicts, uncommitted_hidden: int) -> Check:
     partial = [(t, n) for t, n in v.partial if t.outcome == "aborted"]
     records = sum(len(t.records) for t in v.aborted)
-    return Check("aborted_never_read_at_end", v.complete and not partial,
+    # Nothing aborted means nothing was checked: a run without aborts fails.
+    return Check("aborted_never_read_at_end", v.complete and not partial and bool(v.aborted),
                  f"{len(v.aborted)} aborted transactions ({records} records, "
                  f"{uncommitted_hidden} of them in the logs as read_uncommitted sees them): "
                  f"{len(partial)} with records a read_committed reader returned",
@@ -253,8 +254,10 @@ def check_aborted_during_run(v: TxnVerdicts, readers: list[GroupReader], copier:
            if (t, val) in hidden]
     foreign = [f"{who} read {t}-{p}@{o} {val!r} (written by no transaction)"
                for who, t, p, o, val in reads if (t, val) not in written]
-    return Check("aborted_never_read_during_run", bool(reads) and not bad and not foreign,
-                 f"{len(reads)} records read by read_committed consumers during the run "
+    return Check("aborted_never_read_during_run",
+                 bool(reads) and bool(hidden) and not bad and not foreign,
+                 f"{len(reads)} records read by read_committed consumers during the run, "
+                 f"{len(hidden)} records of transactions never committed to avoid "
                  f"(group members and the copier): {len(bad)} from transactions never "
                  f"committed, {len(foreign)} written by no transaction", bad + foreign)
 

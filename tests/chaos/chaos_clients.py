@@ -197,16 +197,20 @@ class Txn:
     calls: list[str] = field(default_factory=list)
     commit_called: bool = False
     commit_ok: bool = False
+    abort_ok: bool = False
 
     @property
     def outcome(self) -> str:
-        """committed: a commit call returned OK. aborted: commit was never asked, so the
-        transaction can only have been aborted (by us, by its time-out, or by the next
-        instance fencing this one). unknown: commit asked, never confirmed: it must be
-        visible whole or not at all."""
+        """committed: a commit call returned OK. aborted: an abort call returned OK (also
+        after a commit that failed with an abortable error: it was never committed), or
+        commit was never asked, so the transaction can only have been aborted (by us, by its
+        time-out, or by the next instance fencing this one). unknown: commit asked, never
+        confirmed, no abort confirmed: it must be visible whole or not at all."""
         if self.commit_ok:
             return "committed"
-        return "unknown" if self.commit_called else "aborted"
+        if self.abort_ok or not self.commit_called:
+            return "aborted"
+        return "unknown"
 
 
 class TxnProducerLoop(Worker):
@@ -276,7 +280,7 @@ class TxnProducerLoop(Worker):
                     return self.end(producer, txn, commit=False)
                 return False
             txn.calls.append(f"{name}: OK")
-            txn.commit_ok = commit
+            txn.commit_ok, txn.abort_ok = commit, not commit
             if commit:
                 self.commit_times.append(self.timeline.now())
             return True

@@ -124,6 +124,9 @@ class Nemesis:
         if self.netns:
             self.kinds.insert(3, "isolate")
         self.done: list[tuple[str, str]] = []  # (kind, what) of each fault injected
+        # The pauses and network cuts that outlived the broker's session: a zombie leader
+        # or coordinator really was there, replaced while it still believed in itself.
+        self.outlived: list[str] = []
         self.recoveries: list[tuple[str, float | None]] = []  # (kind, seconds or None)
         self.crashed: list[str] = []  # brokers that exited without being killed
         self.fault_errors: list[str] = []  # faults that could not be injected or healed
@@ -136,9 +139,10 @@ class Nemesis:
 
     def run(self, duration_s: float) -> None:
         end = time.monotonic() + duration_s
-        max_faults = max(1, int(duration_s // 8))
+        max_faults = max(len(self.kinds), int(duration_s // 8))
         i = 0
-        while i < max_faults and time.monotonic() < end:
+        # Every kind once even when that takes longer than asked (bounded in count).
+        while i < max_faults and (time.monotonic() < end or i < len(self.kinds)):
             kind = self.kinds[i % len(self.kinds)]
             i += 1
             self.check_alive()
@@ -221,13 +225,13 @@ class Nemesis:
                 time.sleep(SESSION_TIMEOUT_MS / 1000)
         raise RuntimeError(f"broker {node} could not be restarted")
 
-    def _kill(self, node: int, why: str) -> None:
+    def _kill(self, kind: str, node: int, why: str) -> None:
         broker = self.c.brokers[node]
         assert broker.proc is not None
         roles = self.roles(node)
         self._killed.add(node)
         broker.kill9()
-        self.done.append(("kill", f"broker {node} ({why})"))
+        self.done.append((kind, f"broker {node} ({why})"))
         self.note(f"SIGKILL broker {node}, {why} [{roles}]")
         if self._session_ended(node):
             self.note(f"broker {node}'s session ended")
@@ -241,15 +245,15 @@ class Nemesis:
 
     def _kill_leader(self) -> None:
         topic, p = self._data_partition()
-        self._kill(self.view.leader(topic, p), f"leader of {topic}-{p}")
+        self._kill("kill-leader", self.view.leader(topic, p), f"leader of {topic}-{p}")
 
     def _kill_controller(self) -> None:
-        self._kill(self.view.controller(), "the controller")
+        self._kill("kill-controller", self.view.controller(), "the controller")
 
     def _kill_coordinator(self) -> None:
         tid = self.rng.choice(self.txn_ids)
         p = partition_for(tid, self.view.partitions(TXN_STATE))
-        self._kill(self.view.leader(TXN_STATE, p),
+        self._kill("kill-coordinator", self.view.leader(TXN_STATE, p),
                    f"transaction coordinator of {tid} ({TXN_STATE}-{p})")
 
     def _pause(self) -> None:
@@ -267,6 +271,7 @@ class Nemesis:
         try:
             if self._session_ended(node):
                 self.note(f"broker {node}'s session expired while paused")
+                self.outlived.append(f"pause of broker {node}")
                 time.sleep(1.0)
             else:
                 self.note(f"broker {node} still registered after {SESSION_END_TIMEOUT_S:.0f} s")
@@ -287,6 +292,7 @@ class Nemesis:
         try:
             if self._session_ended(node):
                 self.note(f"broker {node}'s session expired while cut off")
+                self.outlived.append(f"network cut of broker {node}")
                 time.sleep(2.0)
             else:
                 self.note(f"broker {node} still registered after {SESSION_END_TIMEOUT_S:.0f} s")

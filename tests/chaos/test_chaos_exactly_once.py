@@ -242,7 +242,19 @@ def _check_recovery(nemesis: Nemesis, healthy_at_end: bool) -> list[Check]:
         f"{max(took, default=0):.1f} s", slow + nemesis.fault_errors)
     up = Check("brokers_stayed_up", not nemesis.crashed,
                f"{len(nemesis.crashed)} brokers exited without being killed", nemesis.crashed)
-    return [recovered, up]
+    return [recovered, up, _check_exercised(nemesis, kinds)]
+
+
+def _check_exercised(nemesis: Nemesis, done: dict[str, int]) -> Check:
+    """Every fault kind the run names happened, and a pause or cut outlived the broker's
+    session (a zombie was there to be fenced): a run that claims more fails."""
+    missing = [f"{kind}: never injected" for kind in nemesis.kinds if not done.get(kind)]
+    zombie_kinds = {"pause", "isolate"} & set(nemesis.kinds)
+    if zombie_kinds and not nemesis.outlived:
+        missing.append(f"no {' or '.join(sorted(zombie_kinds))} outlived the broker's session")
+    return Check("every_fault_exercised", not missing,
+                 f"{len(done)} of {len(nemesis.kinds)} fault kinds injected; outlived the "
+                 f"session: {', '.join(nemesis.outlived) or 'none'}", missing)
 
 
 def test_chaos_exactly_once_under_failover(cluster: Cluster, tmp_path: Path) -> None:
@@ -341,6 +353,7 @@ def test_chaos_exactly_once_under_failover(cluster: Cluster, tmp_path: Path) -> 
         path = write_report(report_dir, text, checks, {
             "seed": SEED, "duration_s": DURATION_S, "netns": netns,
             "timeline": timeline.lines(), "clients": scenario.summaries()})
+        print(text)  # shown with -s (`make chaos`), passing or not
         failed = [ch.name for ch in checks if not ch.passed]
         assert not failed, f"chaos checks failed: {failed} (report: {path})\n{text}"
     finally:
