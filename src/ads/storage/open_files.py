@@ -31,6 +31,7 @@ eviction take one lock, a use of an open file none.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import resource
 import threading
@@ -58,18 +59,13 @@ DEFAULT_LIMIT = 1024
 _RESERVE = 64
 
 
-def raise_process_limit() -> int:
+def raise_process_limit() -> None:
     """Raises the process's soft open-file limit to its hard one, as the JVM does for
-    Kafka (``ads broker`` does at start; an embedded broker leaves its host's alone), and
-    returns the soft limit now in force."""
+    Kafka (``ads broker`` does at start; an embedded broker leaves its host's alone)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != hard:
-        try:
+        with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-            soft = hard
-        except (ValueError, OSError):
-            pass
-    return soft
 
 
 def process_limit() -> int:
