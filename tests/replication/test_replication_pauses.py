@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -24,31 +26,52 @@ from replication_support import FAST, create, identical_logs, partition_state, p
 pytestmark = [pytest.mark.broker_process, pytest.mark.timeout(300)]
 
 
-def test_replication_paused_follower_leaves_and_rejoins_the_isr(tmp_path: Path) -> None:
-    # Sessions outlive the pause, so only the leader's lag rule can drop the follower.
-    c = Cluster(tmp_path, 3, "replica.lag.time.max.ms=2000", "replica.fetch.wait.max.ms=200",
-                "zookeeper.session.timeout.ms=15000").start()
+@contextmanager
+def _one_partition(tmp_path: Path, topic: str, *sets: str) -> Iterator[tuple[Cluster, int]]:
+    """Three brokers with `topic` (one partition, three replicas, min.insync.replicas 2)
+    and its ISR whole; yields the cluster and the partition's leader."""
+    c = Cluster(tmp_path, 3, *sets).start()
     try:
-        create(c, "lag", 1, 3, **{"min.insync.replicas": "2"})
-        c.wait_for(lambda: len(partition_state(c, "lag", 0)["isr"]) == 3, "ISR of three")
-        leader = partition_state(c, "lag", 0)["leader"]
-        slow = next(n for n in c.brokers if n != leader)
-        proc = c.brokers[slow].proc
+        create(c, topic, 1, 3, **{"min.insync.replicas": "2"})
+        c.wait_for(lambda: len(partition_state(c, topic, 0)["isr"]) == 3, "ISR of three")
+        yield c, partition_state(c, topic, 0)["leader"]
+    finally:
+        c.stop()
+
+
+def _lag_only(lag_ms: int, session_ms: int) -> tuple[str, ...]:
+    """Sessions that outlive the pauses: only the leader's lag rule can shrink the ISR."""
+    return (f"replica.lag.time.max.ms={lag_ms}", "replica.fetch.wait.max.ms=200",
+            f"zookeeper.session.timeout.ms={session_ms}")
+
+
+@contextmanager
+def _paused(c: Cluster, nodes: list[int]) -> Iterator[None]:
+    """SIGSTOP for the brokers `nodes` while in the block, SIGCONT whatever happens."""
+    procs = [c.brokers[n].proc for n in nodes]
+    for proc in procs:
         assert proc is not None
         os.kill(proc.pid, signal.SIGSTOP)
-        try:
+    try:
+        yield
+    finally:
+        for proc in procs:
+            assert proc is not None
+            os.kill(proc.pid, signal.SIGCONT)
+
+
+def test_replication_paused_follower_leaves_and_rejoins_the_isr(tmp_path: Path) -> None:
+    with _one_partition(tmp_path, "lag", *_lag_only(2000, 15000)) as (c, leader):
+        slow = next(n for n in c.brokers if n != leader)
+        with _paused(c, [slow]):
             # Writes keep the leader's log end offset moving past the paused follower.
             assert produce(c.bootstrap, "lag", [b"during"] * 50) == []
             c.wait_for(lambda: slow not in partition_state(c, "lag", 0)["isr"],
                        "the paused follower leaves the ISR", timeout_s=20)
             assert produce(c.bootstrap, "lag", [b"more"] * 50) == []
-        finally:
-            os.kill(proc.pid, signal.SIGCONT)
         c.wait_for(lambda: slow in partition_state(c, "lag", 0)["isr"],
                    "the follower rejoins once caught up", timeout_s=20)
         c.wait_for(lambda: identical_logs(c, "lag", 1, [1, 2, 3]), "replicas identical")
-    finally:
-        c.stop()
 
 
 def test_replication_acks_all_waiting_when_the_isr_shrinks_to_the_leader_is_refused(
@@ -57,12 +80,7 @@ def test_replication_acks_all_waiting_when_the_isr_shrinks_to_the_leader_is_refu
     ISR, so it appends an acks=all write and waits. When it records the ISR of itself alone
     after replica.lag.time.max.ms, the high watermark jumps past that write; the write
     must be answered NOT_ENOUGH_REPLICAS_AFTER_APPEND, never acknowledged."""
-    c = Cluster(tmp_path, 3, "replica.lag.time.max.ms=4000", "replica.fetch.wait.max.ms=200",
-                "zookeeper.session.timeout.ms=20000").start()
-    try:
-        create(c, "lone", 1, 3, **{"min.insync.replicas": "2"})
-        c.wait_for(lambda: len(partition_state(c, "lone", 0)["isr"]) == 3, "ISR of three")
-        leader = partition_state(c, "lone", 0)["leader"]
+    with _one_partition(tmp_path, "lone", *_lag_only(4000, 20000)) as (c, leader):
         producer = Producer({"bootstrap.servers": c.brokers[leader].bootstrap, "acks": "all",
                              "enable.idempotence": False, "retries": 0, "linger.ms": 0,
                              "message.timeout.ms": 30000})
@@ -75,11 +93,7 @@ def test_replication_acks_all_waiting_when_the_isr_shrinks_to_the_leader_is_refu
 
         send(b"before")  # connected and acknowledged by all three
         assert failures == []
-        paused = [c.brokers[n].proc for n in c.brokers if n != leader]
-        for proc in paused:
-            assert proc is not None
-            os.kill(proc.pid, signal.SIGSTOP)
-        try:
+        with _paused(c, [n for n in c.brokers if n != leader]):
             send(b"alone")  # appended while the ISR is still three; answered after the shrink
             assert [f.code() for f in failures] == [
                 KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND]
@@ -87,17 +101,11 @@ def test_replication_acks_all_waiting_when_the_isr_shrinks_to_the_leader_is_refu
             failures.clear()
             send(b"refused")  # refused before it is appended
             assert [f.code() for f in failures] == [KafkaError.NOT_ENOUGH_REPLICAS]
-        finally:
-            for proc in paused:
-                assert proc is not None
-                os.kill(proc.pid, signal.SIGCONT)
         c.wait_for(lambda: len(partition_state(c, "lone", 0)["isr"]) == 3,
                    "the followers rejoin once caught up", timeout_s=30)
         failures.clear()
         send(b"after")
         assert failures == []
-    finally:
-        c.stop()
 
 
 def _send_produce(conn: Connection, topic: str, value: bytes) -> None:
@@ -109,26 +117,16 @@ def _send_produce(conn: Connection, topic: str, value: bytes) -> None:
 
 
 def test_replication_zombie_leader_cannot_acknowledge_and_truncates(tmp_path: Path) -> None:
-    c = Cluster(tmp_path, 3, *FAST).start()
-    try:
-        create(c, "zombie", 1, 3, **{"min.insync.replicas": "2"})
-        c.wait_for(lambda: len(partition_state(c, "zombie", 0)["isr"]) == 3, "ISR of three")
+    with _one_partition(tmp_path, "zombie", *FAST) as (c, zombie):
         assert produce(c.bootstrap, "zombie", [b"before"]) == []
-        old = partition_state(c, "zombie", 0)
-        zombie = old["leader"]
-        proc = c.brokers[zombie].proc
-        assert proc is not None
         conn = Connection.connect(c.brokers[zombie].bootstrap)
         conn.settimeout(60)
-        os.kill(proc.pid, signal.SIGSTOP)
-        try:
+        with _paused(c, [zombie]):
             _send_produce(conn, "zombie", b"lost")  # waits in the paused broker's socket
             c.wait_for(lambda: partition_state(c, "zombie", 0)["leader"] not in (zombie, -1),
                        "a new leader while the old one is paused")
             others = ",".join(b.bootstrap for n, b in c.brokers.items() if n != zombie)
             assert produce(others, "zombie", [b"after"]) == []
-        finally:
-            os.kill(proc.pid, signal.SIGCONT)
         answer = conn.receive()
         conn.close()
         assert isinstance(answer, m.ProduceResponse)
@@ -141,8 +139,6 @@ def test_replication_zombie_leader_cannot_acknowledge_and_truncates(tmp_path: Pa
         got = read_all(c.bootstrap, "zombie", 1, 2)
         assert [v for _, v in got[0]] == [b"before", b"after"]
         c.wait_for(lambda: identical_logs(c, "zombie", 1, [1, 2, 3]), "replicas identical")
-    finally:
-        c.stop()
 
 
 def test_replication_group_offsets_survive_the_coordinator_broker(tmp_path: Path) -> None:
