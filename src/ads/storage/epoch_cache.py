@@ -32,6 +32,9 @@ UNDEFINED_EPOCH_OFFSET = -1
 
 
 class LeaderEpochCache:
+    # Slots: one of each per partition or segment, a hundred thousand of them in a broker.
+    __slots__ = ("_epochs", "_starts", "path")
+
     def __init__(self, path: Path) -> None:
         self.path = path
         entries = read_epoch_checkpoint(path)

@@ -60,6 +60,9 @@ def _non_decreasing(values: array[int]) -> bool:
 class _IndexFile:
     """An append-only file of fixed-size entries, opened for writing on first append."""
 
+    # Slots: one of each per partition or segment, a hundred thousand of them in a broker.
+    __slots__ = ("_file", "_loaded", "base_offset", "max_entries")
+
     entry_size = 0
     _relative: array[int]  # relative offsets, one per entry, kept by both subclasses
 
@@ -150,6 +153,8 @@ class _IndexFile:
 class OffsetIndex(_IndexFile):
     """Maps batch last offsets to file positions; ``lookup`` finds where to start a scan."""
 
+    __slots__ = ("_positions", "_relative")
+
     entry_size = _OFFSET_ENTRY.size
 
     def __init__(
@@ -229,6 +234,8 @@ class OffsetIndex(_IndexFile):
 
 class TimeIndex(_IndexFile):
     """Maps timestamps to the first offset at which the segment reached them."""
+
+    __slots__ = ("_relative", "_timestamps")
 
     entry_size = _TIME_ENTRY.size
 

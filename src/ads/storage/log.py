@@ -122,6 +122,11 @@ class LogAppendInfo(NamedTuple):  # a tuple: built on every append, cheaper than
 class Log:
     """Append, read, roll, truncate and retain the segments of one partition."""
 
+    # Slots: one of each per partition or segment, a hundred thousand of them in a broker.
+    __slots__ = ("_clock", "_closed", "_high_watermark", "_local", "_lock", "_log_end_offset",
+                 "_offline_reason", "_scheduler", "config", "epoch_cache", "last_flush_ms",
+                 "log_start_offset", "partition", "producer_state", "recovery_point", "topic")
+
     def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig,
                  clock: Clock, scheduler: Scheduler | None, files: OpenFiles | None = None
                  ) -> None:

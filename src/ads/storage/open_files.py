@@ -113,14 +113,14 @@ class OpenFiles:
         # Called with the lock held.
         self._evict(len(self._lru) - self.limit + 1)
         try:
-            fd = self.io.open(cached.path, flags, 0o644)
+            fd = self.io.open(cached._path, flags, 0o644)
         except OSError as exc:
             if exc.errno not in (errno.EMFILE, errno.ENFILE) or not self._lru:
                 raise
             # The process ran out elsewhere (connections, files in flight beyond the
             # limit): give back half of what is kept, and try once more.
             self._evict(max(1, len(self._lru) // 2))
-            fd = self.io.open(cached.path, flags, 0o644)
+            fd = self.io.open(cached._path, flags, 0o644)
         handle = FileHandle(fd)
         cached._handle = handle
         self._lru[cached] = None
@@ -146,17 +146,26 @@ class OpenFiles:
 class CachedFile:
     """One file of a segment, open while its `OpenFiles` keeps it; its writes, truncations
     and fsyncs go through the cache's file layer. `path` is kept current by the owner
-    across renames."""
+    across renames. The path is kept as a string (a `Path` object costs three times as
+    much, and a broker keeps four of these per partition)."""
 
-    __slots__ = ("_files", "_handle", "_referenced", "_unsynced", "flags", "path")
+    __slots__ = ("_files", "_handle", "_path", "_referenced", "_unsynced", "flags")
 
     def __init__(self, files: OpenFiles, path: Path, flags: int) -> None:
         self._files = files
-        self.path = path
+        self._path = str(path)
         self.flags = flags
         self._handle: FileHandle | None = None
         self._referenced = False  # used since eviction last passed over it
         self._unsynced = False  # written or truncated since the last fsync
+
+    @property
+    def path(self) -> Path:
+        return Path(self._path)
+
+    @path.setter
+    def path(self, path: Path) -> None:
+        self._path = str(path)
 
     def handle(self) -> FileHandle:
         """The open file, opened now if it is not; hold the handle while using its

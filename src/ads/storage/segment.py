@@ -90,6 +90,12 @@ _REOPEN = os.O_RDWR | os.O_APPEND | O_CLOEXEC
 class LogSegment:
     """A segment file and its indexes. Create with ``create`` or ``open``."""
 
+    # Slots: one of each per partition or segment, a hundred thousand of them in a broker.
+    __slots__ = ("_bytes_since_last_index_entry", "_clock", "_closed", "_entries_before",
+                 "_file", "_indexes_ready", "_lock", "_max_timestamp", "_offset_of_max_timestamp",
+                 "_recent", "_roll_jitter_ms", "_rolling_based_timestamp", "_size", "base_offset",
+                 "config", "created_ms", "damaged", "offset_index", "time_index", "txn_index")
+
     def __init__(
         self,
         base_offset: int,

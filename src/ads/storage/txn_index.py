@@ -59,6 +59,9 @@ class AbortedTxn:
 
 
 class TransactionIndex:
+    # Slots: one of each per partition or segment, a hundred thousand of them in a broker.
+    __slots__ = ("_entries", "_file")
+
     def __init__(self, path: Path, files: OpenFiles) -> None:
         # Opened (and made) on its first entry, through the broker's open files.
         self._file = files.file(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | O_CLOEXEC)
