@@ -32,10 +32,11 @@ from typing import Protocol
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from ads.bench.kafka import KafkaPeer
 from ads.bench.processes import AdsBrokerProcess, await_metadata, free_port
-from ads.bench.stats import cpu_seconds, peak_rss_mb
+from ads.bench.stats import cpu_seconds, peak_rss_mb, rss_mb
 
 
 class Broker(Protocol):
@@ -46,15 +47,9 @@ class Broker(Protocol):
     def create_topic(self, name: str, partitions: int) -> None: ...
 
 
-def _rss_mb(pid: int) -> float:
-    with Path(f"/proc/{pid}/status").open() as f:
-        return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:"))
-
-
 def _ads_metrics(url: str) -> dict[str, float]:
     with urllib.request.urlopen(url + "/metrics", timeout=30) as answer:  # noqa: S310 - loopback
         body = answer.read().decode()
-    from prometheus_client.parser import text_string_to_metric_families
     return {s.name: s.value for f in text_string_to_metric_families(body) for s in f.samples
             if s.name.startswith("ads_log_")}
 
@@ -124,7 +119,7 @@ def _measure(name: str, broker: Broker, restart: Callable[[signal.Signals], None
                                                               partitions))
     pid = broker.pid
     idle = _idle_cpu_percent(pid, idle_s)
-    rss, peak = _rss_mb(pid), peak_rss_mb(pid)
+    rss, peak = rss_mb(pid) or 0.0, peak_rss_mb(pid) or 0.0
     fds = sum(1 for _ in Path(f"/proc/{pid}/fd").iterdir())
     facts = extra()
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -142,7 +137,7 @@ def _measure(name: str, broker: Broker, restart: Callable[[signal.Signals], None
     lines = [f"{name}: {total:,} partitions ({len(topics)} topics of {partitions}), "
              f"ulimit -n {resource.getrlimit(resource.RLIMIT_NOFILE)[0]}, {got} records read"]
     lines += [f"  {step}: {seconds:.1f} s" for step, seconds in steps]
-    lines.append(f"  resident memory {rss:.0f} MB (peak {peak or 0:.0f} MB), {fds} descriptors "
+    lines.append(f"  resident memory {rss:.0f} MB (peak {peak:.0f} MB), {fds} descriptors "
                  f"open, idle CPU {idle:.1f}% of a core over {idle_s:.0f} s")
     if facts:
         lines.append(f"  {facts}")

@@ -128,7 +128,8 @@ def _status_mb(pid: int, field: str) -> float | None:
     return None
 
 
-def _rss_mb(pid: int) -> float | None:
+def rss_mb(pid: int) -> float | None:
+    """The process's resident memory now (the kernel's VmRSS)."""
     return _status_mb(pid, "VmRSS:")
 
 
@@ -173,7 +174,7 @@ class ResourceSampler:
         return total(cpu_seconds(pid) for pid in self._pids)
 
     def _sample_rss(self) -> float | None:
-        rss = total(_rss_mb(pid) for pid in self._pids)
+        rss = total(rss_mb(pid) for pid in self._pids)
         if rss is not None and rss > self._rss_max:
             self._rss_max = rss
         return rss
