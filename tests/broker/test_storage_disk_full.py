@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
@@ -24,6 +24,7 @@ from ads.storage.fileio import FaultyFileIO
 from ads.testing import EmbeddedBroker
 from conftest import create_topic
 from kafka_wire import RawConnection
+from replication_support import read_all
 
 TOPIC = "disk-full"
 
@@ -112,6 +113,14 @@ def _use_every_inode(data: Path) -> list[str]:
     raise AssertionError("the filesystem did not run out of inodes")
 
 
+def _refused_partitions(admin: AdminClient, total: int) -> None:
+    grown = admin.create_partitions([NewPartitions(TOPIC, total)], operation_timeout=30)
+    with pytest.raises(KafkaException) as refused:
+        grown[TOPIC].result(timeout=60)
+    assert refused.value.args[0].code() == KafkaError.KAFKA_STORAGE_ERROR
+    assert "No space left on device" in refused.value.args[0].str()
+
+
 def _partition_dirs(data: Path, topic: str) -> list[str]:
     return sorted(p.name for p in data.iterdir() if p.name.startswith(f"{topic}-"))
 
@@ -119,7 +128,10 @@ def _partition_dirs(data: Path, topic: str) -> list[str]:
 def test_storage_create_topics_out_of_inodes_is_refused_whole(tmp_path: Path) -> None:
     """A topic whose partitions' files run out of inodes part-way is answered
     KAFKA_STORAGE_ERROR and removed with every file it made; the broker goes on serving,
-    and a topic that fits is created afterwards (confluent-kafka's AdminClient)."""
+    and a topic that fits is created afterwards (confluent-kafka's AdminClient). Partitions
+    added with no inode left are answered KAFKA_STORAGE_ERROR: not recorded when even the
+    metadata's file cannot be written, recorded when only their own files cannot be made;
+    the restarted broker, with space again, makes and serves them."""
     assert os.geteuid() == 0, "mounting a tmpfs needs root"
     config = {"offsets.topic.num.partitions": 1}
     with _small_filesystem(tmp_path / "small", inodes=300) as data:
@@ -140,6 +152,14 @@ def test_storage_create_topics_out_of_inodes_is_refused_whole(tmp_path: Path) ->
             assert all(err is None for _, err in _produce(broker.bootstrap_servers, [b"fits"]))
             assert _read_all(broker.bootstrap_servers) == [b"fits"]
             filler = _use_every_inode(data)  # shutdown's producer snapshots find none
+            # No inode for the metadata's own file: nothing recorded.
+            _refused_partitions(admin, 5)
+            assert len(admin.list_topics(timeout=10).topics[TOPIC].partitions) == 3
+            # One inode: the metadata is written (its new file replaces the old one), the
+            # new partitions' files are not; they stay recorded.
+            (data / filler.pop()).unlink()
+            _refused_partitions(admin, 5)
+            assert len(admin.list_topics(timeout=10).topics[TOPIC].partitions) == 5
 
         # Stopping on a full disk still stops (no snapshot, no clean-shutdown marker), and
         # the next start recovers what was acknowledged.
@@ -148,6 +168,7 @@ def test_storage_create_topics_out_of_inodes_is_refused_whole(tmp_path: Path) ->
             (data / name).unlink()
         with EmbeddedBroker(data, config=config) as restarted:
             assert _read_all(restarted.bootstrap_servers) == [b"fits"]
+            assert _partition_dirs(data, TOPIC) == [f"{TOPIC}-{i}" for i in range(5)]
 
 
 def test_storage_read_failure_is_that_partitions_kafka_storage_error(tmp_path: Path) -> None:
@@ -180,13 +201,4 @@ def test_storage_read_failure_is_that_partitions_kafka_storage_error(tmp_path: P
             assert all(p.records for p in answered if p.error_code == ErrorCode.NONE)
             again = conn.request(1, 11, fetch).responses[0].partitions  # same connection
             assert [p.error_code for p in again] == [ErrorCode.NONE] * 4
-        consumer = Consumer({"bootstrap.servers": bs, "group.id": "read-failure"})
-        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(4)])
-        got: set[bytes] = set()
-        deadline = time.monotonic() + 30
-        while len(got) < 4 and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and not msg.error():
-                got.add(msg.value())
-        consumer.close()
-        assert got == {b"record-%d" % p for p in range(4)}
+        assert read_all(bs, TOPIC, 4, 4) == {p: [(0, b"record-%d" % p)] for p in range(4)}

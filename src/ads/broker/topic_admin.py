@@ -31,14 +31,14 @@ from ads.metadata.model import PartitionState, TopicState
 from ads.metadata.store import MetadataStore
 from ads.replication.replica_manager import MetadataDelta, ReplicaManager
 from ads.storage.config import LogConfig
-from ads.storage.errors import KafkaStorageError
+from ads.storage.errors import StorageError
 from ads.storage.manager import LogManager
 
 log = logging.getLogger("ads.broker")
 
 # What making or writing a log's files raises when the machine cannot (a full disk, no
-# inodes or file descriptors left, an I/O error): answered KAFKA_STORAGE_ERROR.
-STORAGE_FAILURES = (OSError, KafkaStorageError)
+# inodes or file descriptors left, an I/O error); `PartitionError.of` gives its Kafka error.
+STORAGE_FAILURES = (OSError, StorageError)
 
 # How long admin requests wait for the controller to elect a new topic's leaders, or for a
 # deleted topic to go.

@@ -63,6 +63,9 @@ class EmbeddedMetadataStore:
             self._path.parent.mkdir(parents=True, exist_ok=True)
             self._save()
             return
+        self._read()
+
+    def _read(self) -> None:
         try:
             data = json.loads(self._path.read_bytes())
             self.cluster_id = str(data["cluster_id"])
@@ -124,7 +127,14 @@ class EmbeddedMetadataStore:
             "entity_configs": self.entity_configs,
             "acls": acl.view_to_json(self.acls),
         }
-        atomic_write(self._path, json.dumps(data, indent=1, sort_keys=True).encode())
+        try:
+            atomic_write(self._path, json.dumps(data, indent=1, sort_keys=True).encode())
+        except OSError:
+            # A change that could not be written (a full disk) did not happen: the state
+            # goes back to the file's, and the caller's request fails.
+            if self._path.exists():
+                self._read()
+            raise
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
         return self._by_id.get(topic_id)

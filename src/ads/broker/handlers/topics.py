@@ -8,11 +8,13 @@ name that differs from an existing topic's only by '.' against '_' is refused wi
 INVALID_TOPIC_EXCEPTION, as Kafka does (their metric names would be the same).
 CreateTopics and CreatePartitions record the change in the metadata (a second request for
 the same topic sees it) and answer once the new partitions are served: their files here
-made off the event loop, and every partition led. A topic whose files cannot be made here
-(a full disk, no inodes or file descriptors left) is removed again and answered
-KAFKA_STORAGE_ERROR: it is created whole or not at all. New partitions that cannot be made
-stay recorded, as Kafka's would, and are answered KAFKA_STORAGE_ERROR. DeleteTopics
-answers once this broker sees the topic gone.
+made off the event loop, and every partition led. A topic or new partitions that cannot be
+recorded (the embedded metadata's file cannot be written on a full disk) are answered
+KAFKA_STORAGE_ERROR with nothing changed. A topic whose files cannot be made here (a full
+disk, no inodes or file descriptors left) is removed again and answered
+KAFKA_STORAGE_ERROR: it is created whole or not at all. New partitions recorded whose files
+cannot be made stay recorded, as Kafka's would, and are answered KAFKA_STORAGE_ERROR.
+DeleteTopics answers once this broker sees the topic gone.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ from ads.metadata.model import (
 from ads.metadata.store import TopicExistsError
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
+from ads.replication.partition import PartitionError
+from ads.storage.errors import StorageError
 
 log = logging.getLogger("ads.broker.topics")
 # DeleteTopics by id: a topic the principal may not describe keeps its name hidden.
@@ -46,12 +50,12 @@ T_DESCRIBE = P.DESCRIBE_TOPIC
 
 
 async def _open(ctx: RequestContext, topics: list[TopicState]
-                ) -> dict[str, BaseException]:
+                ) -> dict[str, OSError | StorageError]:
     """Serves the new partitions of `topics`; the storage failure of each topic whose files
     could not be made (a full disk, no inodes or descriptors left; `TopicAdmin` logs it)."""
     outcomes = await asyncio.gather(*(ctx.broker.topics.open_new(t) for t in topics),
                                     return_exceptions=True)
-    failed: dict[str, BaseException] = {}
+    failed: dict[str, OSError | StorageError] = {}
     for topic, outcome in zip(topics, outcomes, strict=True):
         if isinstance(outcome, STORAGE_FAILURES):
             failed[topic.name] = outcome
@@ -60,8 +64,8 @@ async def _open(ctx: RequestContext, topics: list[TopicState]
     return failed
 
 
-def _storage_refusal(exc: BaseException) -> tuple[ErrorCode, str]:
-    return ErrorCode.KAFKA_STORAGE_ERROR, f"The partitions' files could not be made: {exc}"
+def _storage_refusal(exc: OSError | StorageError) -> tuple[ErrorCode, str]:
+    return PartitionError.of(exc).code, f"Could not be written: {exc}"
 
 
 class _Refused(Exception):
@@ -133,6 +137,16 @@ def _check_new_topic(ctx: RequestContext, t: m.CreateTopicsRequest.CreatableTopi
     return _NewTopic(assignment, configs)
 
 
+async def _record_topic(broker: BrokerContext, name: str, new: _NewTopic) -> TopicState:
+    try:
+        return await broker.topics.record_topic(name, len(new.assignment), new.configs,
+                                                assignment=new.assignment)
+    except TopicExistsError as exc:
+        raise _Refused(ErrorCode.TOPIC_ALREADY_EXISTS, str(exc)) from exc
+    except STORAGE_FAILURES as exc:  # the metadata itself could not be written
+        raise _Refused(*_storage_refusal(exc)) from exc
+
+
 async def handle_create_topics(ctx: RequestContext, req: m.CreateTopicsRequest
                                ) -> m.CreateTopicsResponse:
     broker = ctx.broker
@@ -158,16 +172,11 @@ async def handle_create_topics(ctx: RequestContext, req: m.CreateTopicsRequest
         try:
             new = _check_new_topic(ctx, t)
             if not req.validate_only:
-                topic = await broker.topics.record_topic(t.name, len(new.assignment), new.configs,
-                                                  assignment=new.assignment)
+                topic = await _record_topic(broker, t.name, new)
                 created.append(topic)
                 res.topic_id = topic.topic_id
         except _Refused as exc:
             res.error_code, res.error_message = exc.code, exc.message
-            results.append(res)
-            continue
-        except TopicExistsError as exc:
-            res.error_code, res.error_message = ErrorCode.TOPIC_ALREADY_EXISTS, str(exc)
             results.append(res)
             continue
         configs = new.configs
@@ -274,7 +283,11 @@ async def handle_create_partitions(ctx: RequestContext, req: m.CreatePartitionsR
                 res.error_code, res.error_message = exc.code, exc.message
             else:
                 if not req.validate_only:
-                    grown.append(await broker.topics.record_partitions(t.name, t.count, assignment))
+                    try:
+                        grown.append(await broker.topics.record_partitions(t.name, t.count,
+                                                                           assignment))
+                    except STORAGE_FAILURES as exc:  # the metadata could not be written
+                        res.error_code, res.error_message = _storage_refusal(exc)
         results.append(res)
     failed = await _open(ctx, grown)
     for res in results:
