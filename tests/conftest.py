@@ -17,10 +17,20 @@ from ads.testing import EmbeddedBroker
 from ads.testing.zookeeper import ZooKeeperServer, zookeeper_available
 from broker_process import free_port
 from cluster_support import Cluster
+from file_lanes import FileLanes
 
 if TYPE_CHECKING:
+    from xdist.remote import Producer
+
     from ads.storage.log import Log
     from kafka_reference import KafkaReference
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> FileLanes | None:
+    """`--dist loadfile` (as `make test` runs): whole files, the longest first, one Spark
+    file at a time (tests/file_lanes.py)."""
+    return FileLanes(config, log) if config.getvalue("dist") == "loadfile" else None
+
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 # Spark's own Kafka connector and its dependencies, copied by `make test-deps` from
