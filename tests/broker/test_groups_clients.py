@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer
 from confluent_kafka.admin import AdminClient
 
 from ads.testing import EmbeddedBroker
@@ -75,6 +75,21 @@ def wait_assignment(admin: AdminClient, group: str, members: int, timeout: float
     raise AssertionError(f"no stable assignment over {members} members: {assignment(admin, group)}")
 
 
+def wait_committed(admin: AdminClient, group: str, offset: int, timeout: float = 30) -> None:
+    """Until the group has committed `offset` on all six partitions: the members commit
+    after every poll, and no commit may be pending when one of them is killed."""
+    request = [ConsumerGroupTopicPartitions(group)]
+    committed: list[int] = []
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        listed = admin.list_consumer_group_offsets(request)[group].result(timeout=10)
+        committed = [tp.offset for tp in listed.topic_partitions]
+        if committed == [offset] * 6:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"committed offsets {committed}, expected {offset} on 6 partitions")
+
+
 @pytest.mark.slow
 def test_groups_three_client_libraries_share_partitions_and_take_over(tmp_path: Path) -> None:
     config = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3"}
@@ -91,7 +106,7 @@ def test_groups_three_client_libraries_share_partitions_and_take_over(tmp_path: 
             deadline = time.time() + 30
             while time.time() < deadline and sum(len(w.records) for w in workers.values()) < 60:
                 time.sleep(0.1)
-            time.sleep(1.0)  # let the last commits land
+            wait_committed(admin, "mixed", 10)
             victim = workers["kafka-python"]
             victim.stop(signal.SIGKILL)
             killed_at = time.time()
