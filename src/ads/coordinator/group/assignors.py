@@ -1,9 +1,11 @@
-"""Server-side assignors of KIP-848 consumer groups: "uniform" (the default) and "range".
+"""Server-side assignors of KIP-848 consumer groups, "uniform" (the default) and "range",
+and of KIP-932 share groups, "simple".
 
 An assignor maps each member to partitions of the topics it subscribes to, given the
 members' subscriptions (topic ids), the partition count of every subscribed topic and the
-current target assignment (so that "uniform" can be sticky). Every partition of a
-subscribed topic goes to exactly one member subscribed to that topic.
+current target assignment (so that "uniform" and "simple" can be sticky). In a consumer
+group every partition of a subscribed topic goes to exactly one member subscribed to that
+topic; in a share group a partition may go to several members (they share its records).
 """
 
 from __future__ import annotations
@@ -134,6 +136,83 @@ def _fair_totals(subscribers: Mapping[uuid.UUID, list[str]], partitions: Mapping
         for mid in members:
             totals[mid] += share
     return totals
+
+
+class SimpleAssignor:
+    """The share groups' assignor: partitions spread evenly over the members, each given
+    to as few members as cover them all, kept where they are while that stays balanced.
+
+    With M members and P partitions to spread, each partition goes to S = ceil(M / P)
+    members (one while there are no more members than partitions), and the S * P
+    assignments are dealt out so that two members' counts differ by at most one: two
+    members of a four-partition topic get two partitions each, three members of a
+    one-partition topic all share it. Balance comes first, then stickiness: a member keeps
+    what it had up to its count, and what no longer fits is dealt again, round-robin over
+    the members still short. When every member subscribes to the same topics, their
+    partitions are spread together; otherwise each topic's partitions are spread over its
+    own subscribers (the rule of Kafka's SimpleAssignor).
+    """
+
+    name = "simple"
+
+    def assign(self, subscriptions: Mapping[str, Set[uuid.UUID]],
+               partitions: Mapping[uuid.UUID, int],
+               current: Mapping[str, Mapping[uuid.UUID, Set[int]]]) -> dict[str, Assignment]:
+        result: dict[str, Assignment] = {mid: {} for mid in subscriptions}
+        topic_sets = {frozenset(t for t in topics if t in partitions)
+                      for topics in subscriptions.values()}
+        if len(topic_sets) == 1:
+            groups = [(list(subscriptions), sorted(next(iter(topic_sets)), key=str))]
+        else:
+            subscribers = _subscribers(subscriptions, partitions)
+            groups = [([mid for mid in subscriptions if mid in subscribers[t]], [t])
+                      for t in sorted(subscribers, key=str)]
+        for members, topics in groups:
+            targets = [(t, p) for t in topics for p in range(partitions[t])]
+            held = {mid: {(t, p) for t, ps in current.get(mid, {}).items() if t in topics
+                          for p in ps} for mid in members}
+            for mid, owned in _share_out(members, targets, held).items():
+                for t, p in owned:
+                    result[mid].setdefault(t, set()).add(p)
+        return result
+
+
+def _share_out(members: list[str], targets: list[tuple[uuid.UUID, int]],
+               held: Mapping[str, Set[tuple[uuid.UUID, int]]]
+               ) -> dict[str, set[tuple[uuid.UUID, int]]]:
+    """`targets` given to `members` as `SimpleAssignor` says, sticking to `held`."""
+    out: dict[str, set[tuple[uuid.UUID, int]]] = {mid: set() for mid in members}
+    if not members or not targets:
+        return out
+    sharing = -(-len(members) // len(targets))
+    slots = sharing * len(targets)
+    # Member i's count: its part of the slots, dealt so that counts differ by one at most.
+    want = {mid: -(-slots * (i + 1) // len(members)) - -(-slots * i // len(members))
+            for i, mid in enumerate(members)}
+    holders: dict[tuple[uuid.UUID, int], int] = dict.fromkeys(targets, 0)
+    for mid in members:
+        for tp in sorted(held.get(mid, ()) & holders.keys(), key=lambda x: (str(x[0]), x[1])):
+            if len(out[mid]) < want[mid] and holders[tp] < sharing:
+                out[mid].add(tp)
+                holders[tp] += 1
+    short = [mid for mid in members if len(out[mid]) < want[mid]]
+    turn = 0
+    for tp in targets:
+        tried = 0
+        while holders[tp] < sharing and short and tried < len(short):
+            mid = short[turn % len(short)]
+            if tp in out[mid]:
+                turn += 1
+                tried += 1
+                continue
+            out[mid].add(tp)
+            holders[tp] += 1
+            tried = 0
+            if len(out[mid]) >= want[mid]:
+                short.remove(mid)
+            else:
+                turn += 1
+    return out
 
 
 ASSIGNORS: dict[str, Assignor] = {a.name: a for a in (UniformAssignor(), RangeAssignor())}

@@ -11,7 +11,9 @@ computed again and the *assignment epoch* catches up. Since partitions are share
 member waits for another to give one up: a member takes the new assignment, and the
 assignment epoch as its member epoch, on its next heartbeat.
 
-Assignment ("simple"): every member gets every partition of the topics it subscribes to.
+Assignment ("simple", `assignors.SimpleAssignor`): the subscribed partitions spread evenly
+over the members, a partition shared by several members only when there are more members
+than partitions.
 
 Answers to ShareGroupHeartbeat by `member_epoch`::
 
@@ -43,12 +45,14 @@ from ads.coordinator.group.api import (
     HeartbeatResult,
     Owned,
 )
+from ads.coordinator.group.assignors import SimpleAssignor
 from ads.coordinator.runtime import Write
 from ads.coordinator.timer import TimerHandle, Timers
 from ads.coordinator.topic import TopicMetadata
 from ads.protocol.errors import ErrorCode
 
 log = logging.getLogger("ads.coordinator")
+SIMPLE_ASSIGNOR = SimpleAssignor()
 
 JOIN_EPOCH, LEAVE_EPOCH = 0, -1
 
@@ -182,15 +186,19 @@ class ShareGroupManager:
         return True
 
     def _assign(self, group: ShareGroup) -> None:
-        """The simple assignment: every member reads every partition it subscribes to."""
+        """The simple assignment (`assignors.SimpleAssignor`), sticking to the last one."""
         ids: dict[str, uuid.UUID] = {}
         for topic in group.subscription_metadata:
             topic_id = self.topics.topic_id(topic)
             if topic_id is not None:
                 ids[topic] = topic_id
-        for member in group.members.values():
-            member.assigned = {ids[t]: set(range(group.subscription_metadata[t]))
-                               for t in member.subscribed_topic_names if t in ids}
+        partitions = {ids[t]: n for t, n in group.subscription_metadata.items() if t in ids}
+        subscriptions = {mid: {ids[t] for t in member.subscribed_topic_names if t in ids}
+                         for mid, member in group.members.items()}
+        target = SIMPLE_ASSIGNOR.assign(subscriptions, partitions, {
+            mid: member.assigned for mid, member in group.members.items()})
+        for mid, member in group.members.items():
+            member.assigned = target[mid]
         group.assignment_epoch = group.group_epoch
         log.info("share group %s: epoch %d assignment for %d members", group.group_id,
                  group.group_epoch, len(group.members))
