@@ -108,8 +108,8 @@ def api_keys(bootstrap: str) -> dict[int, tuple[int, int]]:
 
 def test_share_groups_advertised_by_default(ads_broker: EmbeddedBroker) -> None:
     keys = api_keys(ads_broker.bootstrap_servers)
-    assert {k: keys[k] for k in SHARE_APIS} == {76: (1, 1), 77: (1, 1), 78: (1, 1),
-                                                79: (1, 1)}
+    assert {k: keys[k] for k in SHARE_APIS} == {76: (1, 1), 77: (1, 1), 78: (1, 2),
+                                                79: (1, 2)}
 
 
 def test_share_groups_refused_when_turned_off() -> None:
@@ -348,7 +348,9 @@ def test_share_groups_consumer_killed_mid_batch_loses_nothing(bs: str) -> None:
 def share_fetch(conn: RawConnection, group: str, member: str, epoch: int,
                 parts: list[tuple[object, int]], acks: dict[tuple[object, int], list[
                     tuple[int, int, list[int]]]] | None = None,
-                max_records: int = 100, max_wait_ms: int = 0) -> m.ShareFetchResponse:
+                max_records: int = 100, max_wait_ms: int = 0, version: int = 1,
+                **fields: object) -> m.ShareFetchResponse:
+    """A ShareFetch of `parts` with `acks`; `fields` set the request's other fields."""
     Q = m.ShareFetchRequest  # noqa: N806
     acks = acks or {}
     topics: dict[object, list[m.ShareFetchRequest.FetchTopic.FetchPartition]] = {}
@@ -358,10 +360,12 @@ def share_fetch(conn: RawConnection, group: str, member: str, epoch: int,
                 Q.FetchTopic.FetchPartition.AcknowledgementBatch(
                     first_offset=f, last_offset=la, acknowledge_types=t)
                 for f, la, t in acks.get((topic_id, index), [])]))
-    return conn.request(K.SHARE_FETCH, 1, Q(
-        group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=max_wait_ms,
-        min_bytes=1, max_records=max_records, batch_size=max_records,
-        topics=[Q.FetchTopic(topic_id=t, partitions=ps) for t, ps in topics.items()]))
+    settings: dict[str, object] = {"max_wait_ms": max_wait_ms, "min_bytes": 1,
+                                   "max_records": max_records, "batch_size": max_records}
+    return conn.request(K.SHARE_FETCH, version, Q(
+        group_id=group, member_id=member, share_session_epoch=epoch,
+        topics=[Q.FetchTopic(topic_id=t, partitions=ps) for t, ps in topics.items()],
+        **{**settings, **fields}))
 
 
 def test_share_groups_sessions_and_acknowledgement_errors_on_the_wire(bs: str) -> None:
@@ -460,3 +464,101 @@ def test_share_groups_share_state_apis_on_the_wire(bs: str) -> None:
         assert call(K.READ_SHARE_GROUP_STATE, leader_epoch=3).start_offset == -1
         assert call(K.READ_SHARE_GROUP_STATE, topic=uuid.uuid4()).error_code == 3
         assert call(K.READ_SHARE_GROUP_STATE, group="").error_code == 42  # INVALID_REQUEST
+
+
+def acquired(r: m.ShareFetchResponse) -> list[tuple[int, int, int]]:
+    return [(a.first_offset, a.last_offset, a.delivery_count)
+            for t in r.responses for p in t.partitions for a in p.acquired_records]
+
+
+def ack_errors(r: m.ShareFetchResponse | m.ShareAcknowledgeResponse) -> list[int]:
+    return [p.acknowledge_error_code if isinstance(r, m.ShareFetchResponse) else p.error_code
+            for t in r.responses for p in t.partitions]
+
+
+def test_share_groups_v2_acquire_modes_and_max_bytes_on_the_wire(bs: str) -> None:
+    """ShareFetch v2's record_limit acquire mode hands out at most MaxRecords records,
+    splitting a batch (KIP-1206); batch_optimized keeps whole batches; MaxBytes 0 gets
+    nothing, as from Kafka."""
+    create_topic(bs, "sg-v2", 1)
+    produce(bs, "sg-v2", 2, partitions=1)  # offsets 0 and 1, one batch each
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 200})
+    for i in range(4):  # offsets 2-5, one batch
+        p.produce("sg-v2", b"b%d" % i, partition=0)
+    p.flush(10)
+    with RawConnection(bs) as conn:
+        tid = conn.request(K.METADATA, 12, m.MetadataRequest(topics=[
+            m.MetadataRequest.MetadataRequestTopic(name="sg-v2")])).topics[0].topic_id
+        part = (tid, 0)
+        r = share_fetch(conn, "sg-v2", "m1", 0, [part], max_records=1, max_wait_ms=5000,
+                        version=2, share_acquire_mode=1)
+        assert acquired(r) == [(0, 0, 1)]
+        r = share_fetch(conn, "sg-v2", "m1", 1, [part], max_records=3, version=2,
+                        share_acquire_mode=1)
+        assert acquired(r) == [(1, 3, 1)]  # the batch 2-5 split after 3
+        batches = [(h.base_offset, h.last_offset)
+                   for h in iter_batch_headers(bytes(r.responses[0].partitions[0].records))]
+        assert batches == [(1, 1), (2, 5)]  # batches are sent whole
+        nothing = share_fetch(conn, "sg-v2", "m1", 2, [part], max_wait_ms=2000, version=2,
+                              max_bytes=0)
+        assert (nothing.error_code, nothing.responses) == (0, [])
+        # batch_optimized (mode 0) acquires up to a batch's end: 4 and 5 though 1 was asked.
+        r = share_fetch(conn, "sg-v2", "m2", 0, [part], max_records=1, version=2)
+        assert acquired(r) == [(4, 5, 1)]
+
+
+def test_share_groups_v2_renew_on_the_wire(bs: str) -> None:
+    """RENEW (KIP-1222) keeps records acquired past their lock duration without another
+    delivery; Kafka's checks: RENEW only at v2 with IsRenewAck, and a ShareFetch that
+    renews asks for nothing and gets nothing."""
+    create_topic(bs, "sg-renew", 1)
+    produce(bs, "sg-renew", 4, partitions=1)
+    with RawConnection(bs) as conn, RawConnection(bs) as other:
+        tid = conn.request(K.METADATA, 12, m.MetadataRequest(topics=[
+            m.MetadataRequest.MetadataRequestTopic(name="sg-renew")])).topics[0].topic_id
+        part = (tid, 0)
+        r = share_fetch(conn, "sg-renew", "r1", 0, [part], max_records=4, max_wait_ms=5000,
+                        version=2)
+        assert acquired(r) == [(0, 3, 1)]
+        acquired_at = time.monotonic()
+        renew = {part: [(0, 1, [4])]}
+        quiet = {"max_records": 0, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 0}
+        # Refused: at v1, without IsRenewAck, and with fetch parameters (the whole request).
+        assert ack_errors(share_fetch(conn, "sg-renew", "r1", 1, [part], renew,
+                                      max_records=0)) == [42]
+        assert ack_errors(share_fetch(conn, "sg-renew", "r1", 2, [part], renew, version=2,
+                                      **quiet)) == [42]
+        assert share_fetch(conn, "sg-renew", "r1", 3, [part], renew, version=2,
+                           is_renew_ack=True).error_code == 42
+        A = m.ShareAcknowledgeRequest  # noqa: N806
+        AP = A.AcknowledgeTopic.AcknowledgePartition  # noqa: N806
+
+        def acknowledge(epoch: int, types: list[int], version: int = 2,
+                        is_renew_ack: bool = True) -> m.ShareAcknowledgeResponse:
+            return conn.request(K.SHARE_ACKNOWLEDGE, version, A(
+                group_id="sg-renew", member_id="r1", share_session_epoch=epoch,
+                is_renew_ack=is_renew_ack, topics=[A.AcknowledgeTopic(topic_id=tid, partitions=[
+                    AP(partition_index=0, acknowledgement_batches=[AP.AcknowledgementBatch(
+                        first_offset=0, last_offset=1, acknowledge_types=types)])])]))
+
+        assert ack_errors(acknowledge(3, [4], version=1, is_renew_ack=False)) == [42]
+        # Offsets 0 and 1 renewed every half lock duration (by ShareFetch and by
+        # ShareAcknowledge, which says how long the lock lasts); 2 and 3 are not renewed.
+        epoch = 4
+        while time.monotonic() - acquired_at < 2 * LOCK_MS / 1000:
+            time.sleep(LOCK_MS / 3000)
+            if epoch % 2:
+                a = acknowledge(epoch, [4])
+                assert (ack_errors(a), a.acquisition_lock_timeout_ms) == ([0], LOCK_MS)
+            else:
+                f = share_fetch(conn, "sg-renew", "r1", epoch, [part], renew, version=2,
+                                is_renew_ack=True, **quiet)
+                assert (ack_errors(f), acquired(f)) == ([0], [])  # it fetches nothing
+            epoch += 1
+        # Another member gets 2 and 3 again, never the renewed ones.
+        r = share_fetch(other, "sg-renew", "r2", 0, [part], max_wait_ms=3000, version=2)
+        assert acquired(r) == [(2, 3, 2)]
+        # Still r1's after twice the lock duration: accepted (once), never delivered again.
+        assert ack_errors(acknowledge(epoch, [1], is_renew_ack=False)) == [0]
+        assert acquired(share_fetch(other, "sg-renew", "r2", 1, [part], max_wait_ms=300,
+                                    version=2)) == []

@@ -35,6 +35,38 @@ def test_share_partition_acquires_whole_batches_up_to_max_records() -> None:
     assert again == [(10, 14, 1)] and (lo, hi) == (2, 3)
 
 
+def test_share_partition_record_limit_splits_a_batch() -> None:
+    """record_limit (KIP-1206): never more than max_records, the batch split where the
+    limit falls; its rest is acquired by the next fetch, from the middle of the batch."""
+    sp = SharePartition(0, CONFIG)
+    acquired, lo, hi = sp.acquire("a", BATCHES, 7, now_ms=0, record_limit=True)
+    assert acquired == [(0, 6, 1)] and (lo, hi) == (0, 2)
+    assert sp.end_offset == 7 and sp.next_fetch_offset() == 7
+    acquired, _, _ = sp.acquire("b", BATCHES[1:], 2, now_ms=0, record_limit=True)
+    assert acquired == [(7, 8, 1)]
+    # Released records are split too: 2 of the 5 released go, 3 stay available.
+    assert sp.acknowledge("a", 0, 4, [RELEASE], now_ms=1) == ErrorCode.NONE
+    acquired, _, _ = sp.acquire("c", BATCHES[:1], 2, now_ms=2, record_limit=True)
+    assert acquired == [(0, 1, 2)]
+    assert states(sp)[:2] == [(0, 1, "ACQUIRED", 2), (2, 4, "AVAILABLE", 1)]
+
+
+def test_share_partition_renew_extends_the_lock() -> None:
+    """RENEW (KIP-1222): the records stay the member's, delivery count unchanged, locked for
+    another lock duration from the renewal; nothing is written for it."""
+    sp = SharePartition(0, CONFIG)
+    sp.acquire("a", BATCHES[:1], 100, now_ms=0)
+    renew = int(AcknowledgeType.RENEW)
+    assert sp.prepare_acknowledge("a", 0, 1, [renew], now_ms=800) == []
+    assert sp.acknowledge("b", 0, 1, [renew], now_ms=800) == ErrorCode.INVALID_RECORD_STATE
+    sp.expire(1000)  # 2-4 were not renewed
+    assert states(sp) == [(0, 1, "ACQUIRED", 1), (2, 4, "AVAILABLE", 1)]
+    assert sp.next_deadline_ms() == 1800
+    # Per-offset types mixing RENEW and ACCEPT: only the ACCEPT is written.
+    assert sp.prepare_acknowledge("a", 0, 1, [renew, ACCEPT], now_ms=1500) == [
+        (1, 1, int(RecordState.ACKNOWLEDGED), 1)]
+
+
 def test_share_partition_acknowledgements_move_the_start() -> None:
     sp = SharePartition(0, CONFIG)
     sp.acquire("a", BATCHES[:2], 100, now_ms=0)

@@ -76,6 +76,15 @@ class ShareRead:
 
 # One acknowledgement batch: first offset, last offset, acknowledge types.
 AckBatch = tuple[int, int, Sequence[int]]
+
+
+class RecordLimit(NamedTuple):
+    """How many records one share fetch acquires: `max_records` at a batch's end (Kafka's
+    batch_optimized acquire mode), or never more than `max_records` when `strict`
+    (record_limit, KIP-1206)."""
+
+    max_records: int
+    strict: bool = False
 ShareKey = tuple[str, TopicPartition]
 
 
@@ -331,7 +340,8 @@ class SharePartitionManager:
                 written.extend(result)
         self._save_released(key, sp)
         if prepared:
-            failed = await self._write(key, sp, written)
+            # RENEW alone writes nothing (`prepare_acknowledge` renewed the locks).
+            failed = await self._write(key, sp, written) if written else ErrorCode.NONE
             for first, last, types in prepared:
                 sp.complete_acknowledge(member_id, first, last, types,
                                         failed is ErrorCode.NONE)
@@ -351,10 +361,10 @@ class SharePartitionManager:
 
     # -- acquisition -----------------------------------------------------------------
     def fetch(self, group_id: str, member_id: str, tps: list[TopicPartition],
-              max_wait_ms: int, max_bytes: int, max_records: int
+              max_wait_ms: int, max_bytes: int, limit: RecordLimit
               ) -> dict[TopicPartition, ShareRead] | Awaitable[dict[TopicPartition, ShareRead]]:
         """Acquires records of the partitions; waits up to `max_wait_ms` for some."""
-        reads = self._acquire(group_id, member_id, tps, max_bytes, max_records)
+        reads = self._acquire(group_id, member_id, tps, max_bytes, limit)
         if max_wait_ms <= 0 or not tps or _answered(reads):
             return reads
         # Parked in this same step, so that no append between the read and the wait is
@@ -362,8 +372,7 @@ class SharePartitionManager:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000.0
         op = self._park(group_id, tps, deadline - loop.time())
-        return self._fetch_later(group_id, member_id, tps, max_bytes, max_records, op,
-                                 deadline)
+        return self._fetch_later(group_id, member_id, tps, max_bytes, limit, op, deadline)
 
     def _park(self, group_id: str, tps: list[TopicPartition], remaining_s: float
               ) -> DelayedFetch:
@@ -379,7 +388,7 @@ class SharePartitionManager:
         return op
 
     async def _fetch_later(self, group_id: str, member_id: str, tps: list[TopicPartition],
-                           max_bytes: int, max_records: int, op: DelayedFetch,
+                           max_bytes: int, limit: RecordLimit, op: DelayedFetch,
                            deadline: float) -> dict[TopicPartition, ShareRead]:
         loop = asyncio.get_running_loop()
         while True:
@@ -387,14 +396,14 @@ class SharePartitionManager:
                 await op.future
             finally:
                 op.complete()  # a cancelled request leaves no timer or watcher behind
-            reads = self._acquire(group_id, member_id, tps, max_bytes, max_records)
+            reads = self._acquire(group_id, member_id, tps, max_bytes, limit)
             remaining = deadline - loop.time()
             if _answered(reads) or remaining <= 0:
                 return reads
             op = self._park(group_id, tps, remaining)
 
     def _acquire(self, group_id: str, member_id: str, tps: list[TopicPartition],
-                 max_bytes: int, max_records: int) -> dict[TopicPartition, ShareRead]:
+                 max_bytes: int, limit: RecordLimit) -> dict[TopicPartition, ShareRead]:
         now = self.clock.time_ms()
         reads: dict[TopicPartition, ShareRead] = {}
         targets: list[tuple[TopicPartition, SharePartition]] = []
@@ -419,7 +428,7 @@ class SharePartitionManager:
         result = self.replicas.fetch(fetches, FetchParams(max_bytes, 0, 0, read_committed,
                                                           False, inline_bytes=0))
         assert not isinstance(result, Later)  # noqa: S101 - max_wait_ms 0 never waits
-        budget = max_records
+        budget = limit.max_records
         for (tp, sp), read in zip(targets, result.reads, strict=True):
             if read.error is ErrorCode.OFFSET_OUT_OF_RANGE:
                 sp.move_start(read.log_start_offset)
@@ -432,7 +441,7 @@ class SharePartitionManager:
             assert not isinstance(read.records, bytes)  # noqa: S101 - inline_bytes=0
             batches = read.records.batches()
             acquired, lo, hi = sp.acquire(member_id, [(b, last) for _, b, last in batches],
-                                          budget, now)
+                                          budget, now, limit.strict)
             if acquired and read_committed:
                 acquired = _archive_skipped(sp, member_id, acquired, batches,
                                             read.aborted or [], now)

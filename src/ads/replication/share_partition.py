@@ -26,12 +26,17 @@ transitions::
     Only the member that acquired a record may acknowledge it, and only while it is
     ACQUIRED: anything else is INVALID_RECORD_STATE and changes nothing of that batch of
     acknowledgements. Leading ACKNOWLEDGED and ARCHIVED spans leave the window (SPSO moves).
+    RENEW (KIP-1222) is no transition: the records stay ACQUIRED by the member, with the
+    same delivery count, and their lock runs for another lock duration from now; nothing
+    is written for it.
 
 Acquisition reads from the first AVAILABLE offset of the window (a released record), else
 from SPEO, and takes whole batches: every available record of each batch read, until
 `max_records` is reached at a batch's end, or the window holds `max_record_locks` records.
-Offsets between SPEO and a batch that starts after it (records removed by compaction) are
-archived as a gap.
+In the record-limit acquire mode (KIP-1206) `max_records` is a hard limit instead: the
+batch it falls in is split, its records past the limit stay AVAILABLE (or, past SPEO, are
+not in the window yet). Offsets between SPEO and a batch that starts after it (records
+removed by compaction) are archived as a gap.
 
 Lock expiry is applied lazily: every operation first expires the locks due (`expire`), and
 a fetch waiting for records wakes at the next deadline (`next_deadline_ms`).
@@ -81,6 +86,7 @@ class AcknowledgeType(enum.IntEnum):
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    RENEW = 4  # ShareFetch and ShareAcknowledge v2 only
 
 
 @dataclass(slots=True)
@@ -194,10 +200,12 @@ class SharePartition:
 
     # -- transitions -----------------------------------------------------------------
     def acquire(self, member_id: str, batches: Iterable[tuple[int, int]], max_records: int,
-                now_ms: int) -> tuple[list[AcquiredRecords], int, int]:
+                now_ms: int, record_limit: bool = False
+                ) -> tuple[list[AcquiredRecords], int, int]:
         """Acquires the available records of whole batches `(base offset, last offset)`,
-        read from `next_fetch_offset` on, for `member_id`. Returns the acquired ranges and
-        the slice of the batches (start, stop) that holds them."""
+        read from `next_fetch_offset` on, for `member_id`; with `record_limit`, never more
+        than `max_records` of them. Returns the acquired ranges and the slice of the
+        batches (start, stop) that holds them."""
         acquired: list[AcquiredRecords] = []
         count = 0
         used_from, used = -1, 0
@@ -205,7 +213,8 @@ class SharePartition:
         for index, (base, last) in enumerate(batches):
             if count >= max_records:
                 break
-            got = self._acquire_batch(member_id, base, last, deadline)
+            limit = max_records - count if record_limit else last - base + 1
+            got = self._acquire_batch(member_id, base, last, deadline, limit)
             if got:
                 acquired.extend(got)
                 count += sum(a[1] - a[0] + 1 for a in got)
@@ -214,21 +223,29 @@ class SharePartition:
                     used_from = index
         return _merged(acquired), max(used_from, 0), used
 
-    def _acquire_batch(self, member_id: str, base: int, last: int, deadline: int
-                       ) -> list[AcquiredRecords]:
+    def _acquire_batch(self, member_id: str, base: int, last: int, deadline: int,
+                       limit: int) -> list[AcquiredRecords]:
+        """At most `limit` available records of the batch, from its start."""
         out: list[AcquiredRecords] = []
         if base < self.end_offset:
             for span in self._carve(max(base, self.start_offset), min(last, self.end_offset - 1)):
+                if limit <= 0:
+                    break
                 if span.state is RecordState.AVAILABLE:
+                    if span.last - span.first + 1 > limit:
+                        self._split(span.first + limit)  # the rest stays AVAILABLE
                     self._lock(span, member_id, deadline)
+                    limit -= span.last - span.first + 1
                     out.append(AcquiredRecords((span.first, span.last, span.delivery_count)))
-        if last >= self.end_offset and self.in_flight() < self.config.max_record_locks:
+        if (last >= self.end_offset and limit > 0
+                and self.in_flight() < self.config.max_record_locks):
             if base > self.end_offset:  # offsets without records before the batch
                 self.spans.append(Span(self.end_offset, base - 1, RecordState.ARCHIVED))
-            span = Span(max(base, self.end_offset), last, RecordState.ACQUIRED)
+            first = max(base, self.end_offset)
+            span = Span(first, min(last, first + limit - 1), RecordState.ACQUIRED)
             self._lock(span, member_id, deadline)
             self.spans.append(span)
-            self.end_offset = last + 1
+            self.end_offset = span.last + 1
             out.append(AcquiredRecords((span.first, span.last, span.delivery_count)))
         return _merged(out)
 
@@ -254,7 +271,7 @@ class SharePartition:
         """Checks one acknowledgement batch (one type for all of `first`..`last`, or one per
         offset): INVALID_RECORD_STATE (nothing changed) unless every offset is ACQUIRED by
         `member_id` and not pending. Marks its spans pending; returns the state batches
-        it makes."""
+        it makes. Its RENEW offsets are renewed at once, as they write nothing."""
         self.expire(now_ms)
         if last < first or len(types) not in (1, last - first + 1) or any(
                 t not in AcknowledgeType._value2member_map_ for t in types):
@@ -267,6 +284,10 @@ class SharePartition:
             return ErrorCode.INVALID_RECORD_STATE
         written: list[StateBatch] = []
         for run_first, run_last, ack in _runs(first, last, types):
+            if ack == AcknowledgeType.RENEW:
+                for span in self._carve(run_first, run_last):
+                    span.deadline_ms = now_ms + self.config.record_lock_duration_ms
+                continue
             for span in self._carve(run_first, run_last):
                 span.pending = True
                 written.append((span.first, span.last,

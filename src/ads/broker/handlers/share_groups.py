@@ -1,5 +1,5 @@
 """Share groups (KIP-932): ShareGroupHeartbeat (key 76) v1, ShareGroupDescribe (key 77)
-v1, ShareFetch (key 78) v1, ShareAcknowledge (key 79) v1, DescribeShareGroupOffsets
+v1, ShareFetch (key 78) v1-2, ShareAcknowledge (key 79) v1-2, DescribeShareGroupOffsets
 (key 90) v0-1, AlterShareGroupOffsets (key 91) v0 and DeleteShareGroupOffsets (key 92) v0.
 
 Served only with `group.share.enable=true` (`handlers.all_handlers`); otherwise these APIs
@@ -18,9 +18,19 @@ offsets were altered, until deleted: `ShareGroup.topics`). AlterShareGroupOffset
 (key 91) v0 starts share-partitions over at given offsets and DeleteShareGroupOffsets
 (key 92) v0 deletes their state, both only while the group has no members (the leaders
 drop a group's share-partitions from memory when its last share session closes, and a
-leader that still writes the former state is fenced by the new state epoch). Gaps:
-ShareFetch and ShareAcknowledge v2 (acquire modes, lock renewal). Authorized operations of
-ShareGroupDescribe are reported when asked.
+leader that still writes the former state is fenced by the new state epoch). Authorized
+operations of ShareGroupDescribe are reported when asked.
+
+Version 2 of ShareFetch and ShareAcknowledge, as Kafka 4.2 on: ShareAcquireMode 1
+(record_limit, KIP-1206) acquires at most MaxRecords records, splitting a batch; the
+acknowledge type RENEW (4, KIP-1222) keeps records acquired and renews their lock, valid
+only at v2 in a request whose IsRenewAck is set (INVALID_REQUEST for the partition
+otherwise, as for any malformed acknowledgement batch: Kafka's checks in `_valid_acks`). A
+ShareFetch with IsRenewAck fetches nothing and must ask for nothing (MaxBytes, MinBytes,
+MaxRecords and MaxWaitMs 0; INVALID_REQUEST otherwise). ShareAcknowledge v2 answers with
+the group's lock duration. A ShareFetch with MaxBytes 0 gets no records, as from Kafka
+(which has no bytes to share out among the partitions). Gaps: the group config
+`share.renew.acknowledge.enable` (RENEW is always allowed, Kafka's default).
 """
 
 from __future__ import annotations
@@ -33,12 +43,13 @@ from ads.broker.authorized_operations import NOT_REQUESTED, ResourceType
 from ads.broker.dispatch import ApiHandler, RequestContext
 from ads.broker.handlers.current_leader import LeaderEndpoints
 from ads.broker.handlers.groups import client_host
-from ads.broker.share_partitions import AckBatch, ShareRead
+from ads.broker.share_partitions import AckBatch, RecordLimit, ShareRead
 from ads.broker.share_sessions import FINAL_EPOCH, INITIAL_EPOCH, SessionPartition, ShareSession
 from ads.common.partitions import TopicPartition
 from ads.coordinator.group.api import AssignedPartitions, HeartbeatRequest
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
+from ads.replication.share_partition import AcknowledgeType
 
 HR = m.ShareGroupHeartbeatResponse
 DR = m.ShareGroupDescribeResponse
@@ -46,6 +57,8 @@ FQ = m.ShareFetchRequest
 FR = m.ShareFetchResponse
 AQ = m.ShareAcknowledgeRequest
 AR = m.ShareAcknowledgeResponse
+# ShareFetch v2's ShareAcquireMode: 0 batch_optimized, 1 record_limit (KIP-1206).
+RECORD_LIMIT_MODE = 1
 
 
 # -- ShareGroupHeartbeat -------------------------------------------------------------------
@@ -290,8 +303,8 @@ def _names(ctx: RequestContext, ids: set[uuid.UUID]) -> dict[uuid.UUID, str | Er
 
 async def _acknowledge(ctx: RequestContext, group_id: str, member_id: str,
                        names: dict[uuid.UUID, str | ErrorCode],
-                       acks: dict[SessionPartition, list[AckBatch]]
-                       ) -> dict[SessionPartition, ErrorCode]:
+                       acks: dict[SessionPartition, list[AckBatch]], version: int,
+                       renew: bool) -> dict[SessionPartition, ErrorCode]:
     """Each partition's acknowledgements, all at once; answered once their state is
     written."""
     out: dict[SessionPartition, ErrorCode] = {}
@@ -300,6 +313,9 @@ async def _acknowledge(ctx: RequestContext, group_id: str, member_id: str,
         name = names[key[0]]
         if isinstance(name, ErrorCode):
             out[key] = name
+            continue
+        if not _valid_acks(batches, version, renew):
+            out[key] = ErrorCode.INVALID_REQUEST
             continue
         pending[key] = ctx.broker.share_partitions.acknowledge(
             group_id, member_id, TopicPartition(name, key[1]), batches)
@@ -312,6 +328,23 @@ def _ack_batches(batches: list[FQ.FetchTopic.FetchPartition.AcknowledgementBatch
                  | list[AQ.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch]
                  ) -> list[AckBatch]:
     return [(b.first_offset, b.last_offset, b.acknowledge_types) for b in batches]
+
+
+def _valid_acks(batches: list[AckBatch], version: int, renew: bool) -> bool:
+    """Kafka's checks of one partition's acknowledgement batches, refused as a whole
+    (INVALID_REQUEST) when one fails: offsets in order, a type per batch or per offset, and
+    types known at the version; RENEW (v2) only in a request that says it carries renewals
+    (IsRenewAck)."""
+    highest = AcknowledgeType.RENEW if version >= 2 else AcknowledgeType.REJECT
+    previous_last = -1
+    for first, last, types in batches:
+        if (first > last or first < previous_last or not types
+                or len(types) not in (1, last - first + 1)
+                or any(not 0 <= t <= highest for t in types)
+                or (not renew and AcknowledgeType.RENEW in types)):
+            return False
+        previous_last = last
+    return True
 
 
 # -- ShareFetch ----------------------------------------------------------------------------
@@ -332,24 +365,34 @@ async def handle_fetch(ctx: RequestContext, req: m.ShareFetchRequest) -> m.Share
                     part.acknowledgement_batches)
     if not group_id or not member_id or (req.share_session_epoch == INITIAL_EPOCH and acks):
         return FR(error_code=ErrorCode.INVALID_REQUEST, acquisition_lock_timeout_ms=lock_ms)
+    # A fetch that carries renewals fetches nothing, so it must ask for nothing (Kafka).
+    renew = ctx.api_version >= 2 and req.is_renew_ack
+    if renew and (req.max_bytes or req.min_bytes or req.max_records or req.max_wait_ms):
+        return FR(error_code=ErrorCode.INVALID_REQUEST, acquisition_lock_timeout_ms=lock_ms)
     forgotten = [(t.topic_id, p) for t in req.forgotten_topics_data for p in t.partitions]
     session = ctx.broker.share_sessions.fetch(group_id, member_id, req.share_session_epoch,
                                               added, forgotten)
     if isinstance(session, ErrorCode):
         return FR(error_code=session, acquisition_lock_timeout_ms=lock_ms)
     names = _names(ctx, {k[0] for k in session.partitions} | {k[0] for k in acks})
-    ack_errors = await _acknowledge(ctx, group_id, member_id, names, acks)
+    ack_errors = await _acknowledge(ctx, group_id, member_id, names, acks, ctx.api_version,
+                                    renew)
     if req.share_session_epoch == FINAL_EPOCH:
         # The member's acquired records go with it (`SharePartitionManager.member_left`).
         ctx.broker.share_sessions.close(session)
         return _fetch_response(ctx, {}, ack_errors, names, lock_ms)
+    if renew or req.max_bytes <= 0:
+        # Kafka reads nothing for a fetch of at most 0 bytes (it has no bytes to share out
+        # among the partitions) and answers it at once, as one that renews locks.
+        return _fetch_response(ctx, {}, ack_errors, names, lock_ms)
     tps = {key: TopicPartition(name, key[1]) for key in session.partitions
            if isinstance(name := names[key[0]], str)}
-    max_records = req.max_records if req.max_records > 0 else 500
+    limit = RecordLimit(req.max_records if req.max_records > 0 else 500,
+                        ctx.api_version >= 2 and req.share_acquire_mode == RECORD_LIMIT_MODE)
     # Acknowledgements alone are answered at once (the client waits for their result).
     max_wait = 0 if acks else req.max_wait_ms
     reads = ctx.broker.share_partitions.fetch(group_id, member_id, list(tps.values()),
-                                              max_wait, req.max_bytes, max_records)
+                                              max_wait, req.max_bytes, limit)
     done = reads if isinstance(reads, dict) else await reads
     return _fetch_response(ctx, _by_key(tps, done, session, names), ack_errors, names, lock_ms)
 
@@ -401,19 +444,21 @@ def _fetch_response(ctx: RequestContext, reads: dict[SessionPartition, ShareRead
 async def handle_acknowledge(ctx: RequestContext, req: m.ShareAcknowledgeRequest
                              ) -> m.ShareAcknowledgeResponse:
     group_id, member_id = req.group_id or "", req.member_id or ""
+    lock_ms = ctx.broker.share_partitions.lock_duration_ms(group_id)
     rule = P.GROUP_READ
     if not ctx.authorize(rule.resource, group_id, rule.operation):
-        return AR(error_code=rule.error)
+        return AR(error_code=rule.error, acquisition_lock_timeout_ms=lock_ms)
     if not group_id or not member_id:
-        return AR(error_code=ErrorCode.INVALID_REQUEST)
+        return AR(error_code=ErrorCode.INVALID_REQUEST, acquisition_lock_timeout_ms=lock_ms)
     session = ctx.broker.share_sessions.acknowledge(group_id, member_id,
                                                     req.share_session_epoch)
     if isinstance(session, ErrorCode):
-        return AR(error_code=session)
+        return AR(error_code=session, acquisition_lock_timeout_ms=lock_ms)
     acks = {(t.topic_id, p.partition_index): _ack_batches(p.acknowledgement_batches)
             for t in req.topics for p in t.partitions}
     names = _names(ctx, {k[0] for k in session.partitions} | {k[0] for k in acks})
-    errors = await _acknowledge(ctx, group_id, member_id, names, acks)
+    errors = await _acknowledge(ctx, group_id, member_id, names, acks, ctx.api_version,
+                                ctx.api_version >= 2 and req.is_renew_ack)
     if req.share_session_epoch == FINAL_EPOCH:
         # The member's acquired records go with it (`SharePartitionManager.member_left`).
         ctx.broker.share_sessions.close(session)
@@ -429,7 +474,7 @@ async def handle_acknowledge(ctx: RequestContext, req: m.ShareAcknowledgeRequest
             part.current_leader = Part.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=epoch)
             moved = True
         topics.setdefault(topic_id, []).append(part)
-    return AR(error_code=ErrorCode.NONE, responses=[
+    return AR(error_code=ErrorCode.NONE, acquisition_lock_timeout_ms=lock_ms, responses=[
         AR.ShareAcknowledgeTopicResponse(topic_id=t, partitions=parts)
         for t, parts in topics.items()],
         node_endpoints=leaders.endpoints(AR.NodeEndpoint) if moved else [])
@@ -446,7 +491,7 @@ HANDLERS = [
                handle_heartbeat),
     ApiHandler(m.ShareGroupDescribeRequest, m.ShareGroupDescribeResponse, 1, 1,
                handle_describe),
-    ApiHandler(m.ShareFetchRequest, m.ShareFetchResponse, 1, 1, handle_fetch),
-    ApiHandler(m.ShareAcknowledgeRequest, m.ShareAcknowledgeResponse, 1, 1,
+    ApiHandler(m.ShareFetchRequest, m.ShareFetchResponse, 1, 2, handle_fetch),
+    ApiHandler(m.ShareAcknowledgeRequest, m.ShareAcknowledgeResponse, 1, 2,
                handle_acknowledge),
 ]
