@@ -68,7 +68,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 # Scenarios of API the 3.x client does not have: the coordinator's regular expressions
 # (SubscriptionPattern), share groups (KafkaShareConsumer as released in 4.x).
 SCENARIOS_4X: dict[str, tuple[str, ...]] = {"group-consumer-protocol-regex": (),
-                                            "share-group": ()}
+                                            "share-group": (), "share-record-limit": ()}
 CASES = [pytest.param(s, v, id=f"{s}-{v}") for s in SCENARIOS for v in CLIENT_VERSIONS] + [
     pytest.param(s, CLIENT_VERSIONS[0], id=f"{s}-{CLIENT_VERSIONS[0]}") for s in SCENARIOS_4X]
 

@@ -39,7 +39,9 @@ public final class Main {
             Map.entry("admin-extra", AdminExtraScenarios::extra),
             Map.entry("admin-log-dirs", AdminScenarios::logDirsAndPartitions),
             Map.entry("admin-security", SecurityScenarios::aclsAndScramUsers),
-            Map.entry("share-group", fourX("ads.javaclients.ShareScenarios", "shareGroup"))));
+            Map.entry("share-group", fourX("ads.javaclients.ShareScenarios", "shareGroup")),
+            Map.entry("share-record-limit",
+                    fourX("ads.javaclients.ShareScenarios", "shareRecordLimit"))));
 
     /** A scenario of a class compiled for kafka-clients 4.x only (pom.xml), by name. */
     private static Scenario fourX(String className, String method) {

@@ -13,6 +13,7 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ShareMemberDescription;
 import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
 import org.apache.kafka.clients.admin.ShareGroupDescription;
 import org.apache.kafka.clients.admin.SharePartitionOffsetInfo;
@@ -138,6 +139,78 @@ final class ShareScenarios {
             }
         }
         resetAndDelete(env, topic, group);
+    }
+
+    /**
+     * Version 2 of ShareFetch as the 4.x client uses it: two consumers with
+     * {@code share.acquire.mode=record_limit} and {@code max.poll.records=3} read a
+     * 4-partition topic written in batches of several records; no poll returns more than 3
+     * records, though that splits batches, and every record is accepted once. The simple
+     * assignor gives each of the two members two of the four partitions (Admin
+     * describeShareGroups).
+     */
+    static void shareRecordLimit(Env env) throws Exception {
+        String topic = env.name("t");
+        String group = env.name("g");
+        env.createTopic(topic, 4, Map.of());
+        try (KafkaProducer<byte[], byte[]> producer = env.producer(Map.of("linger.ms", 200))) {
+            for (int i = 0; i < RECORDS; i++) {
+                producer.send(new ProducerRecord<>(topic, i % 4, null, bytes("r" + i)));
+            }
+            producer.flush();
+        }
+        Map<String, Integer> accepted = new TreeMap<>();
+        int largestPoll = 0;
+        List<KafkaShareConsumer<byte[], byte[]>> consumers = new ArrayList<>();
+        try {
+            for (int n = 0; n < 2; n++) {
+                Map<String, Object> p = new HashMap<>();
+                p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, env.bootstrap);
+                p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+                p.put("share.acknowledgement.mode", "explicit");
+                p.put(ConsumerConfig.SHARE_ACQUIRE_MODE_CONFIG, "record_limit");
+                p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, 3);
+                KafkaShareConsumer<byte[], byte[]> c = new KafkaShareConsumer<>(p,
+                        new ByteArrayDeserializer(), new ByteArrayDeserializer());
+                c.subscribe(List.of(topic));
+                consumers.add(c);
+            }
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (accepted.size() < RECORDS && System.nanoTime() < deadline) {
+                for (KafkaShareConsumer<byte[], byte[]> c : consumers) {
+                    int polled = 0;
+                    for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(300))) {
+                        polled++;
+                        accepted.merge(text(r.value()), 1, Integer::sum);
+                        c.acknowledge(r, AcknowledgeType.ACCEPT);
+                    }
+                    largestPoll = Math.max(largestPoll, polled);
+                    c.commitSync(Duration.ofSeconds(15));
+                }
+            }
+            Check.equal(RECORDS, accepted.size(), "records accepted");
+            Check.that(accepted.values().stream().allMatch(n -> n == 1),
+                    "every record delivered once", accepted);
+            Check.that(largestPoll <= 3, "no poll returns more than max.poll.records",
+                    largestPoll);
+            try (Admin admin = env.admin()) {
+                ShareGroupDescription d = admin.describeShareGroups(List.of(group))
+                        .describedGroups().get(group).get(30, TimeUnit.SECONDS);
+                Check.equal(2, d.members().size(), "members described");
+                Set<TopicPartition> all = new java.util.HashSet<>();
+                for (ShareMemberDescription m : d.members()) {
+                    Set<TopicPartition> mine = m.assignment().topicPartitions();
+                    Check.saw("member " + m.consumerId() + " assigned " + mine);
+                    Check.equal(2, mine.size(), "partitions assigned to one member");
+                    all.addAll(mine);
+                }
+                Check.equal(4, all.size(), "partitions assigned to the two members together");
+            }
+        } finally {
+            for (KafkaShareConsumer<byte[], byte[]> c : consumers) {
+                c.close(Duration.ofSeconds(10));
+            }
+        }
     }
 
     /**
