@@ -85,6 +85,8 @@ class RecordLimit(NamedTuple):
 
     max_records: int
     strict: bool = False
+
+
 ShareKey = tuple[str, TopicPartition]
 
 
