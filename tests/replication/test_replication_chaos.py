@@ -36,6 +36,7 @@ class Writer(threading.Thread):
         self.acked: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
         self.errors: list[str] = []
         self.sent = 0
+        self.proc: subprocess.Popen[str] | None = None  # the kafka-python writer's
 
     def _ack(self, partition: int, offset: int, value: bytes) -> None:
         self.acked[partition].append((offset, value))
@@ -71,8 +72,14 @@ class Writer(threading.Thread):
             [sys.executable, str(Path(__file__).with_name("kafka_python_writer.py")),
              self.bootstrap, self.topic, str(PARTITIONS)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc = proc
         self.stop_at.wait()
-        out, _ = proc.communicate("", timeout=240)
+        try:
+            out, _ = proc.communicate("", timeout=240)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+            self.errors.append("the kafka-python writer did not stop within 240 s")
         for line in out.splitlines():
             kind, _, rest = line.partition(" ")
             if kind == "ack":
@@ -82,6 +89,15 @@ class Writer(threading.Thread):
                 self.errors.append(rest)
             elif kind == "sent":
                 self.sent = int(rest)
+
+
+    def close(self) -> None:
+        """Stopped, whatever state the test left it in: a kafka-python writer still running
+        (a test that failed midway) is killed, so that nothing outlives the test."""
+        self.stop_at.set()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+        self.join(60)
 
 
 def check(c: Cluster, topic: str, writer: Writer) -> None:
@@ -147,5 +163,5 @@ def test_replication_chaos_leaders_killed_again_and_again(tmp_path: Path) -> Non
                    "replicas identical")
     finally:
         for w in writers:
-            w.stop_at.set()
+            w.close()
         c.stop()

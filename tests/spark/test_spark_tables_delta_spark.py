@@ -38,7 +38,7 @@ DELTA_JARS = Path(__file__).parents[2] / "tools" / "spark_delta" / "target" / "j
 def run_to_end(log: Path, args: list[str]) -> str:
     """The job run with ``--once``: what the topic holds, in one micro-batch."""
     job = CopyJob(log, *args, "--once", verb="table")
-    assert job.wait(timeout_s=150) == 0, job.output()
+    assert job.wait(timeout_s=300) == 0, job.output()
     return job.output()
 
 
@@ -55,7 +55,7 @@ def unlog_last_batch(checkpoint: Path) -> int:
     return last
 
 
-@pytest.mark.timeout(300)  # about a minute alone; more when other work shares the cores
+@pytest.mark.timeout(600)  # about a minute alone; more when other work shares the cores
 def test_spark_table_spark_writer_delta_exactly_once_through_a_kill_and_a_replay(
         spark: SparkSession, broker: EmbeddedBroker, tmp_path: Path) -> None:
     assert list(DELTA_JARS.glob("delta-spark_*.jar")), "run make install (tools/spark_delta)"
@@ -94,7 +94,7 @@ def test_spark_table_spark_writer_delta_exactly_once_through_a_kill_and_a_replay
     check_rows(table.to_pyarrow_table(), count)
 
 
-@pytest.mark.timeout(240)  # about 50 s alone; more when other work shares the cores
+@pytest.mark.timeout(600)  # about 50 s alone; more when other work shares the cores
 def test_spark_table_spark_writer_upsert_merges_each_batch_once(
         spark: SparkSession, broker: EmbeddedBroker, tmp_path: Path) -> None:
     assert list(DELTA_JARS.glob("delta-spark_*.jar")), "run make install (tools/spark_delta)"
@@ -126,7 +126,7 @@ def test_spark_table_spark_writer_upsert_merges_each_batch_once(
     # Micro-batches of at most 50 records: two, a key's records spread over both.
     job = CopyJob(tmp_path / "run-1.log", *args, "--trigger", "available-now",
                   "--max-records-per-batch", "50", verb="table")
-    assert job.wait(timeout_s=150) == 0, job.output()
+    assert job.wait(timeout_s=300) == 0, job.output()
 
     table = DeltaTable(str(path))
     rows = table.to_pyarrow_table().select(["key", "id"]).to_pylist()

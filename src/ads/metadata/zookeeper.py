@@ -30,6 +30,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.retry import KazooRetry, RetryFailedError
 
 from ads.common.partitions import TopicPartition
 from ads.metadata import zk_layout as zl
@@ -101,6 +102,10 @@ class ZkMetadataStore:
             raise MetadataUnavailableError(
                 f"cannot connect to ZooKeeper at {self._connect} within "
                 f"{self._connection_timeout_s:.0f} s") from exc
+        self._at_start(self._ensure_layout)
+        self._await_stale_registration()
+
+    def _ensure_layout(self) -> None:
         for path in zl.PERSISTENT_PATHS:
             self.zk.ensure_path(path)
         try:
@@ -108,7 +113,20 @@ class ZkMetadataStore:
         except NodeExistsError:
             pass
         self.cluster_id = zl.decode_cluster_id(self.zk.get(zl.CLUSTER_ID)[0])
-        self._await_stale_registration()
+
+    def _at_start(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)`, tried again while the connection is lost: on a loaded machine a
+        ping answered late drops the connection and kazoo reconnects within the session,
+        and a start-up step must wait for that, as Kafka's ZooKeeper client does, rather
+        than fail the broker. Past the connection timeout the start-up fails."""
+        retry = KazooRetry(max_tries=-1, max_delay=1.0, deadline=self._connection_timeout_s,
+                           sleep_func=self.zk.handler.sleep_func)
+        try:
+            return retry(fn, *args)
+        except RetryFailedError as exc:
+            raise MetadataUnavailableError(
+                f"lost ZooKeeper at {self._connect} during start-up and could not reconnect "
+                f"within {self._connection_timeout_s:.0f} s") from exc
 
     def _await_stale_registration(self) -> None:
         """A broker restarted right after a crash finds the registration its dead process
@@ -118,7 +136,7 @@ class ZkMetadataStore:
         and ZooKeeper's expiry tick, then register (`register`). A live broker elsewhere
         with the same node id keeps its session, and `register` then refuses the id."""
         path = zl.broker_path(self.node_id)
-        stat = self.zk.exists(path)
+        stat = self._at_start(self.zk.exists, path)
         if stat is None:
             return
         wait_s = self._session_timeout_s + _EXPIRY_TICK_S
@@ -129,7 +147,7 @@ class ZkMetadataStore:
         started = time.monotonic()
         while stat is not None and time.monotonic() - started < wait_s:
             time.sleep(_REGISTRATION_POLL_S)
-            stat = self.zk.exists(path)
+            stat = self._at_start(self.zk.exists, path)
         if stat is None:
             log.info("the previous registration of node id %d expired after %.1f s",
                      self.node_id, time.monotonic() - started)
@@ -139,27 +157,32 @@ class ZkMetadataStore:
         live broker holds the id."""
         self._loop = asyncio.get_running_loop()
         self._endpoint = endpoint
-        self._register()
+        self._at_start(self._register)
         self.zk.add_listener(self._session_changed)
+        # The watches retry their reads themselves (kazoo's command retry).
         ChildrenWatch(self.zk, zl.BROKER_IDS, self._brokers_changed)
         DataWatch(self.zk, zl.CONTROLLER, self._controller_changed)
         ChildrenWatch(self.zk, zl.TOPICS, self._topics_changed)
-        self._entities.start()
+        self._at_start(self._entities.start)
 
     def _register(self) -> None:
         assert self._endpoint is not None
+        path = zl.broker_path(self.node_id)
         try:
-            self.zk.create(zl.broker_path(self.node_id), zl.encode_broker(self._endpoint),
-                           ephemeral=True, makepath=True)
+            self.zk.create(path, zl.encode_broker(self._endpoint), ephemeral=True,
+                           makepath=True)
         except NodeExistsError as exc:
-            raise NodeIdInUseError(
-                f"node id {self.node_id} is already registered in ZooKeeper at "
-                f"{zl.broker_path(self.node_id)} by a live broker (its session did not "
-                f"expire within the session timeout)") from exc
-        stat = self.zk.exists(zl.broker_path(self.node_id))
+            # Made by this session when an earlier try's answer was lost with the connection.
+            stat = self.zk.exists(path)
+            if stat is None or stat.ephemeralOwner != self.zk.client_id[0]:
+                raise NodeIdInUseError(
+                    f"node id {self.node_id} is already registered in ZooKeeper at {path} by "
+                    f"a live broker (its session did not expire within the session timeout)"
+                ) from exc
+        stat = self.zk.exists(path)
         if stat is not None:
             self.broker_epoch = stat.czxid
-        log.info("registered broker %d at %s", self.node_id, zl.broker_path(self.node_id))
+        log.info("registered broker %d at %s", self.node_id, path)
 
     def close(self) -> None:
         self._closed = True
