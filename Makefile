@@ -162,11 +162,11 @@ lint: test-deps
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 
-# TEST_WORKERS=N runs pytest on N pytest-xdist workers, a test file per worker; the default
-# is one process: on 2 cores two workers took as long as one (the suite is CPU-bound
-# there) and four ran the Spark jobs past their time bounds (docs/testing.md). The slowest
-# tests are listed at the end.
-TEST_WORKERS ?= 1
+# pytest runs on TEST_WORKERS pytest-xdist workers (default 3: on this 2-core machine the
+# suite waits more than it computes), whole files per worker, the longest first, never two
+# Spark files at once (tests/file_lanes.py, docs/testing.md); TEST_WORKERS=1 runs it in
+# one process. The slowest tests are listed at the end.
+TEST_WORKERS ?= 3
 PYTEST_WORKERS := $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,-p no:xdist)
 test: test-deps
 	$(PY) tools/build_compiled.py --verify $(COMPILED)
