@@ -8,6 +8,7 @@ Each test runs one client program (confluent-kafka's AdminClient) against a Kafk
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -188,15 +189,30 @@ def _describe_group(admin: AdminClient, group: str) -> dict[str, tuple[object, .
             for name, e in entries.items() if name in GROUP_KEYS}
 
 
+def _described_once(admin: AdminClient, applied: Callable[[dict[str, tuple[object, ...]]],
+                                                          bool]) -> dict[str, tuple[object, ...]]:
+    """The group's configs once a change is `applied` (at most 10 s): Kafka's broker
+    answers DescribeConfigs from its metadata image, which follows the controller's
+    acknowledgement of the change a moment later."""
+    deadline = time.monotonic() + 10
+    described = _describe_group(admin, "configured-group")
+    while not applied(described) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        described = _describe_group(admin, "configured-group")
+    return described
+
+
 def _group_answers(bootstrap: str) -> dict[str, Any]:
     admin = _admin(bootstrap)
     before = _describe_group(admin, "configured-group")
     done = _alter_group(admin, "configured-group", GROUP_SET)
     refusals = {what: _alter_group(admin, "configured-group", {key: value})
                 for what, (key, value) in GROUP_REFUSALS}
-    overridden = _describe_group(admin, "configured-group")
+    overridden = _described_once(admin, lambda d: all(
+        d[k][0] == v for k, v in GROUP_SET.items()) or done != "NO_ERROR")
     deleted = _alter_group(admin, "configured-group", {"consumer.heartbeat.interval.ms": None})
-    after = _describe_group(admin, "configured-group")
+    after = _described_once(admin, lambda d: d["consumer.heartbeat.interval.ms"][1]
+                            != "GROUP_CONFIG" or deleted != "NO_ERROR")
     return {"before": before, "set": done, "refusals": refusals, "overridden": overridden,
             "deleted": deleted, "after": after}
 
