@@ -54,11 +54,11 @@ class FileLanes(LoadScopeScheduling):
     def mark_test_complete(
         self, node: WorkerController, item_index: int, duration: float = 0
     ) -> None:
-        nodeid = self.registered_collections[node][item_index]
-        self.assigned_work[node][self._split_scope(nodeid)][nodeid] = True
+        super().mark_test_complete(node, item_index, duration)
         # Another worker may have been waiting for the exclusive file this one finished.
-        for each in self.nodes:
-            self._reschedule(each)
+        for other in self.nodes:
+            if other is not node:
+                self._reschedule(other)
 
     def schedule(self) -> None:
         super().schedule()

@@ -3,9 +3,21 @@ exact (or malformed) bytes and see what the broker answers or whether it hangs u
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 from ads.client import ClientError, Connection
+
+
+def recv_exactly(sock: socket.socket, n: int) -> bytes | None:
+    """`n` bytes from a plain socket, or None when the peer closes first."""
+    data = bytearray()
+    while len(data) < n:
+        got = sock.recv(n - len(data))
+        if not got:
+            return None
+        data += got
+    return bytes(data)
 
 
 class RawConnection:

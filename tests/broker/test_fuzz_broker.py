@@ -31,6 +31,7 @@ from ads.protocol.errors import ProtocolError
 from broker_process import BrokerProcess
 from conftest import create_topic
 from fuzz_support import any_request_frame, fuzz_settings, hostile, hostile_frames
+from kafka_wire import recv_exactly
 
 MAX_REQUEST = 1_000_000
 # Peak resident memory the broker may reach while fuzzed (a fresh one uses about 100 MB).
@@ -127,15 +128,6 @@ class FuzzClient:
             self.sock.close()
             self.sock = None
 
-    def _recv_exactly(self, sock: socket.socket, n: int) -> bytes | None:
-        data = b""
-        while len(data) < n:
-            chunk = sock.recv(n - len(data))
-            if not chunk:
-                return None
-            data += chunk
-        return data
-
     def send(self, prefix: str, frame: bytes) -> None:
         sock = self._connect()
         port = sock.getsockname()[1]
@@ -150,12 +142,12 @@ class FuzzClient:
             self._drop()  # the broker waits for bytes that never come: hang up
             return
         try:
-            head = self._recv_exactly(sock, 4)
+            head = recv_exactly(sock, 4)
             if head is None:
                 self.closed.append((port, struct.pack(">i", size) + frame[:max(size, 0)]))
                 self._drop()
                 return
-            body = self._recv_exactly(sock, struct.unpack(">i", head)[0])
+            body = recv_exactly(sock, struct.unpack(">i", head)[0])
         except TimeoutError:
             self._drop()  # a long poll, a rebalance, or acks=0: nothing to see
             return

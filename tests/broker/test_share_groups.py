@@ -124,6 +124,15 @@ def test_share_groups_refused_when_turned_off() -> None:
             assert conn.is_closed()
 
 
+def _start_offset(samples: dict, group: str, topic: str, partition: int) -> float:
+    """The share-partition start offset on `/metrics`; -1 before the partition has one."""
+    try:
+        return value(samples, "ads_share_partition_start_offset", group=group, topic=topic,
+                     partition=str(partition))
+    except KeyError:
+        return -1
+
+
 def wait_all_acknowledged(b: EmbeddedBroker, group: str, topic: str,
                           ends: dict[int, int], timeout: float = 20.0) -> None:
     """Until the share-partition start offset of each partition is at its end: every record
@@ -133,9 +142,7 @@ def wait_all_acknowledged(b: EmbeddedBroker, group: str, topic: str,
     starts: dict[int, float] = {}
     while time.time() < deadline:
         samples = scrape(b)
-        starts = {p: samples.get(("ads_share_partition_start_offset", tuple(sorted(
-            {"group": group, "topic": topic, "partition": str(p)}.items()))), -1)
-            for p in ends}
+        starts = {p: _start_offset(samples, group, topic, p) for p in ends}
         if starts == ends:
             return
         time.sleep(0.1)

@@ -24,6 +24,7 @@ from ads.metadata import zk_layout as zl
 from ads.testing.zookeeper import ZooKeeperServer
 from broker_process import BrokerProcess
 from cluster_support import wait_until
+from kafka_wire import recv_exactly
 
 # ZooKeeper's request types (its jute protocol): the ones cut here carry a path first.
 CREATE, EXISTS = 1, 3
@@ -98,18 +99,9 @@ class CuttingRelay:
 
 def _packet(sock: socket.socket) -> bytes:
     """One length-prefixed packet, or b"" at the end of the stream."""
-    head = _exactly(sock, 4)
-    return head + _exactly(sock, struct.unpack(">i", head)[0]) if head else b""
-
-
-def _exactly(sock: socket.socket, count: int) -> bytes:
-    data = b""
-    while len(data) < count:
-        chunk = sock.recv(count - len(data))
-        if not chunk:
-            return b""
-        data += chunk
-    return data
+    head = recv_exactly(sock, 4)
+    body = recv_exactly(sock, struct.unpack(">i", head)[0]) if head else None
+    return head + body if head and body is not None else b""
 
 
 def _close(*sockets: socket.socket) -> None:

@@ -8,7 +8,6 @@ encodings are the ones they expect; the decoded requests show we read theirs.
 
 from __future__ import annotations
 
-import socket
 import socketserver
 import struct
 import threading
@@ -20,6 +19,7 @@ import pytest
 
 from ads.protocol import codec
 from ads.protocol import messages as m
+from kafka_wire import recv_exactly
 
 # librdkafka writes RecordBatch v2 only to brokers that also advertise Fetch v4+.
 ADVERTISED = {m.ApiKey.PRODUCE: (0, 9), m.ApiKey.FETCH: (4, 12), m.ApiKey.METADATA: (0, 12),
@@ -71,10 +71,10 @@ class _Handler(socketserver.BaseRequestHandler):
         sock = self.request
         try:
             while True:
-                head = _read_exactly(sock, 4)
+                head = recv_exactly(sock, 4)
                 if head is None:
                     return
-                frame = _read_exactly(sock, struct.unpack(">i", head)[0])
+                frame = recv_exactly(sock, struct.unpack(">i", head)[0])
                 if frame is None:
                     return
                 header, body = codec.decode_request(frame)
@@ -89,16 +89,6 @@ class _Handler(socketserver.BaseRequestHandler):
             return
         except Exception as exc:  # recorded for the test to report
             self.server.errors.append(exc)
-
-
-def _read_exactly(sock: socket.socket, n: int) -> bytes | None:
-    data = bytearray()
-    while len(data) < n:
-        got = sock.recv(n - len(data))
-        if not got:
-            return None
-        data += got
-    return bytes(data)
 
 
 @pytest.fixture
