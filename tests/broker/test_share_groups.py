@@ -99,6 +99,24 @@ def wait_members(bootstrap: str, group: str, count: int, timeout: float = 15.0) 
     raise AssertionError(f"{count} members did not join {group}")
 
 
+def wait_spread(bootstrap: str, group: str, members: int, partitions: int,
+                timeout: float = 15.0) -> None:
+    """Until `members` members each hold their own partitions, together all `partitions`
+    of them: the simple assignor's settled assignment when there are as many partitions as
+    members, so no partition is shared (a member sharing a partition may lose every fetch
+    race for its records)."""
+    deadline = time.time() + timeout
+    held: list[list[int]] = []
+    while time.time() < deadline:
+        held = [sorted(p for tp in mem.assignment.topic_partitions for p in tp.partitions)
+                for mem in describe(bootstrap, group).members]
+        owned = [p for ps in held for p in ps]
+        if len(held) == members and all(held) and sorted(owned) == list(range(partitions)):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{group}'s assignment did not settle: {held}")
+
+
 def api_keys(bootstrap: str) -> dict[int, tuple[int, int]]:
     with RawConnection(bootstrap) as conn:
         r = conn.request(K.API_VERSIONS, 3, m.ApiVersionsRequest(
@@ -151,7 +169,7 @@ def wait_all_acknowledged(b: EmbeddedBroker, group: str, topic: str,
 
 def test_share_groups_consumers_process_every_record_once(
         share_broker: EmbeddedBroker, bs: str) -> None:
-    create_topic(bs, "sg-once", 2)
+    create_topic(bs, "sg-once", 3)
     group, total = "sg-once", 60
     consumers = [consumer(bs, group, "sg-once", **{"max.poll.records": 4}) for _ in range(3)]
     seen: list[tuple[int, int, int, int]] = []  # consumer, partition, offset, count
@@ -169,15 +187,15 @@ def test_share_groups_consumers_process_every_record_once(
     for t in threads:
         t.start()
     try:
-        wait_members(bs, group, 3)
-        produce(bs, "sg-once", total, pause_s=0.01)
-        wait_all_acknowledged(share_broker, group, "sg-once", {0: total // 2, 1: total // 2})
+        wait_spread(bs, group, 3, 3)
+        produce(bs, "sg-once", total, partitions=3, pause_s=0.01)
+        wait_all_acknowledged(share_broker, group, "sg-once", dict.fromkeys(range(3), total // 3))
     finally:
         stop.set()
         for t in threads:
             t.join(15)
     per_record = Counter((p, o) for _, p, o, _ in seen)
-    assert sorted(per_record) == sorted((i % 2, i // 2) for i in range(total))
+    assert sorted(per_record) == sorted((i % 3, i // 3) for i in range(total))
     assert set(per_record.values()) == {1}, "a record was delivered twice"
     assert {count for *_, count in seen} == {1}
     assert {index for index, *_ in seen} == {0, 1, 2}, "every consumer gets records"
