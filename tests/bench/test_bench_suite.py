@@ -27,13 +27,20 @@ def test_bench_suite_quick_writes_results(tmp_path: Path, capsys) -> None:  # ty
     assert results["sides"] == ["ads", "mock"]  # the default peer
     assert set(results["brokers"]) == {"ads", "mock", "ads-3"}
     assert results["brokers"]["mock"]["start_to_answer_s"] > 0
-    assert [w["id"] for w in results["workloads"]] == [f"W{i}" for i in range(1, 11)]
-    for wl in results["workloads"][:8]:
+    assert [w["id"] for w in results["workloads"]] == [f"W{i}" for i in range(1, 12)]
+    replicated = {"W9", "W10"}
+    for wl in (w for w in results["workloads"] if w["id"] not in replicated):
         for side in ("ads", "mock"):
             (run,) = wl["runs"][side]
             assert "error" not in run, (wl["id"], side, run)
         assert wl["summary"]["ratio"] is not None, wl["id"]
-    for wl in results["workloads"][8:]:  # replicated: the mock has no replication
+    (w11,) = (w["runs"]["ads"][0] for w in results["workloads"] if w["id"] == "W11")
+    for size, records in (("one", 1), ("ten", 10)):
+        assert w11[size]["requests"] > 0 and w11[size]["records_per_request"] == records
+        assert w11[size]["records_per_s"] == pytest.approx(
+            w11[size]["requests_per_s"] * records, rel=0.01)
+        assert w11[size]["broker_cpu_us_per_request"] > 0, w11
+    for wl in (w for w in results["workloads"] if w["id"] in replicated):  # no replication
         assert set(wl["runs"]) == {"ads"}, wl["id"]
         (run,) = wl["runs"]["ads"]
         assert "error" not in run, (wl["id"], run)
@@ -77,7 +84,7 @@ def test_bench_suite_kafka_peer_reports_kafka_figures(tmp_path: Path, capsys) ->
     (run_dir,) = out.iterdir()
     results = json.loads((run_dir / "results.json").read_text())
     assert results["sides"] == ["ads", "kafka"]
-    assert [w["id"] for w in results["workloads"]] == [f"W{i}" for i in range(1, 11)]
+    assert [w["id"] for w in results["workloads"]] == [f"W{i}" for i in range(1, 12)]
     for wl in results["workloads"]:
         assert set(wl["runs"]) == {"ads", "kafka"}
         (run,) = wl["runs"]["kafka"]

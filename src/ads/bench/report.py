@@ -47,6 +47,8 @@ def _fmt(value: float | None, unit: str) -> str:
         return f"{value:.2f}" if value < 100 else f"{value:,.0f}"
     if unit == "MB/s":
         return f"{value:,.1f}"
+    if unit == "cores":
+        return f"{value:.2f}"
     return f"{value:,.0f}"
 
 

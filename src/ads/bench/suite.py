@@ -24,6 +24,10 @@ Workloads (sizes of a full run; `--quick` shrinks them to seconds):
 - W6 end-to-end latency at 10,000 records/s with linger.ms=5; W7 the same with linger.ms=0
   and one record per request (`batch.num.messages=1`).
 - W8 a 1,000-partition topic: Metadata latency, then produce spread over every partition.
+- W11 broker-bound saturation (`ads.bench.saturate`): Produce requests of 1 and then 10
+  records of 100 B pipelined over raw sockets by a client that costs almost nothing, 4
+  connections with 8 requests in flight each over 8 partitions, acks=1: requests/s,
+  records/s, the broker's CPU time per request and the cores it used.
 - W9 and W10, replicated: three ADS brokers on a ZooKeeper server of their own against three
   Kafka nodes in KRaft mode (`ads.bench.kafka.KafkaCluster`), started after the single
   brokers have stopped; a topic with a replica on every broker and min.insync.replicas=2,
@@ -63,6 +67,7 @@ from ads.bench.processes import (
     measure_loopback,
 )
 from ads.bench.produce import CLIENT_LOG, BenchError, ProduceOptions, run_produce
+from ads.bench.saturate import SaturateOptions, run_saturate
 from ads.bench.stats import ResourceSampler, median
 
 PEERS = ("mock", "kafka")
@@ -82,6 +87,7 @@ class Sizes:
     w8_partitions: int = 1000
     w8_records: int = 200_000
     w9_records: int = 500_000
+    w11_seconds: float = 10.0  # per request size
     loopback_bytes: int = 1 << 30
     # produced and read back once per broker before the first workload, unmeasured: the
     # JVM's JIT compiles Kafka's hot paths on it instead of in the first repetition
@@ -90,7 +96,8 @@ class Sizes:
 
 QUICK = Sizes(w1_records=3000, w2_records=1000, w3_records=3000, w4_last=1000, w4_rounds=2,
               w5_partitions=2, w5_per_partition=20, w5_rounds=1, e2e_records=300,
-              w8_partitions=20, w8_records=2000, w9_records=3000, loopback_bytes=16 << 20,
+              w8_partitions=20, w8_records=2000, w9_records=3000, w11_seconds=1.0,
+              loopback_bytes=16 << 20,
               warmup_records=1000)
 
 
@@ -98,7 +105,7 @@ QUICK = Sizes(w1_records=3000, w2_records=1000, w3_records=3000, w4_last=1000, w
 class SuiteOptions:
     output_dir: Path = Path("bench-results")
     workloads: tuple[str, ...] = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9",
-                                  "W10")
+                                  "W10", "W11")
     reps: int = 3
     sizes: Sizes = field(default_factory=Sizes)
     quick: bool = False
@@ -291,6 +298,25 @@ def _w8(ctx: _Context, target: _Target, rep: int) -> dict[str, Any]:
     return result
 
 
+def _w11(ctx: _Context, target: _Target, rep: int) -> dict[str, Any]:
+    seconds = ctx.opts.sizes.w11_seconds
+    topic = f"w11-r{rep}"
+    target.create_topic(topic, W11_PARTITIONS)
+
+    def run() -> dict[str, Any]:
+        return {name: run_saturate(SaturateOptions(
+            bootstrap=target.bootstrap, topic=topic, partitions=W11_PARTITIONS,
+            records_per_request=records, duration_s=seconds, warm_up_s=min(0.5, seconds / 2),
+            broker_pids=target.pids)) for name, records in (("one", 1), ("ten", 10))}
+
+    result = ctx.measure(target, "W11", rep, run)
+    target.delete_topic(topic)
+    return result
+
+
+W11_PARTITIONS = 8
+
+
 def _produce_metrics() -> tuple[Metric, tuple[Metric, ...]]:
     return (Metric("records/s", ("records_per_s",), "records/s", True),
             (Metric("MB/s", ("mb_per_s",), "MB/s", True),
@@ -347,6 +373,17 @@ WORKLOADS: dict[str, Workload] = {w.id: w for w in (
              _e2e_workload("W10", 5.0, IDEMPOTENT, "all"), _E2E_P99, (_E2E_P50, *_E2E_RTTS),
              ("latency_ms",), "end-to-end", replicated=True,
              note=lambda _s: "idempotent, linger.ms=5, min.insync.replicas=2"),
+    Workload("W11", "saturation: pipelined produce, 1 and 10 records per request", _w11,
+             Metric("1-record requests/s", ("one", "requests_per_s"), "requests/s", True),
+             (Metric("broker CPU µs per 1-record request", ("one", "broker_cpu_us_per_request"),
+                     "µs", False),
+              Metric("10-record requests/s", ("ten", "requests_per_s"), "requests/s", True),
+              Metric("10-record records/s", ("ten", "records_per_s"), "records/s", True),
+              Metric("broker CPU µs per 10-record request",
+                     ("ten", "broker_cpu_us_per_request"), "µs", False),
+              Metric("broker cores used (1-record)", ("one", "broker_cores"), "cores", False)),
+             note=lambda s: f"raw sockets, 4 connections × 8 requests in flight, acks=1, "
+                            f"{W11_PARTITIONS} partitions, {s.w11_seconds:g} s per size"),
 )}
 
 
@@ -495,7 +532,7 @@ def run_suite(opts: SuiteOptions) -> tuple[dict[str, Any], Path]:
     """Runs the suite; returns the results and the directory holding them."""
     unknown = [w for w in opts.workloads if w not in WORKLOADS]
     if unknown:
-        raise BenchError(f"unknown workloads {', '.join(unknown)} (W1..W10)")
+        raise BenchError(f"unknown workloads {', '.join(unknown)} (W1..W11)")
     if not opts.peers or any(p not in PEERS for p in opts.peers):
         raise BenchError(f"peers must be some of {', '.join(PEERS)}, not {opts.peers}")
     if "kafka" in opts.peers and opts.kafka_jars is None:
@@ -524,6 +561,8 @@ def run_suite(opts: SuiteOptions) -> tuple[dict[str, Any], Path]:
     if replicated:
         with _clusters(opts, run_dir, results["brokers"]) as targets:
             _run_workloads(ctx, replicated, targets, results)
+    # The replicated workloads ran last; the report keeps the order asked for.
+    results["workloads"].sort(key=lambda w: opts.workloads.index(w["id"]))
     w1, w9 = (_ads_median(results, wid) for wid in ("W1", "W9"))
     if w1 and w9:
         results["w9_over_w1"] = round(w9 / w1, 3)

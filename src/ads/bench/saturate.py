@@ -1,0 +1,189 @@
+"""Broker-bound saturation (the suite's W11): produce requests pipelined over raw sockets by
+a client that costs almost nothing, so the broker is what runs out.
+
+Each connection keeps `in_flight` Produce requests outstanding (acks=1, one partition per
+request, the partitions taken in turn), sending a new one for each answer. The requests are
+encoded once: the same bytes go out again and again, and an answer is only counted by its
+size prefix (one in `CHECK_EVERY` is decoded and must carry no error, so a broker refusing
+them cannot pass for a fast one). One thread drives every connection: the client's CPU is a
+small fraction of the broker's, which leaves the machine's other cores to the broker.
+
+Figures per request size: requests/s, records/s, the broker's CPU time per request (user +
+system, read from `/proc`, so the kernel's socket work counts) and the cores it used.
+"""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import struct
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ads.bench.produce import BenchError
+from ads.bench.stats import cpu_seconds, rate
+from ads.protocol import codec
+from ads.protocol import messages as m
+from ads.records.batch import build_batch
+
+PRODUCE_VERSION = 9  # within both ADS's and Kafka 4's supported range (v3 and up)
+CHECK_EVERY = 1000
+_SIZE = struct.Struct(">i")
+_P = m.ProduceRequest
+
+
+@dataclass(frozen=True, slots=True)
+class SaturateOptions:
+    bootstrap: str
+    topic: str
+    partitions: int = 8
+    connections: int = 4
+    in_flight: int = 8
+    records_per_request: int = 1
+    record_size: int = 100
+    duration_s: float = 5.0
+    warm_up_s: float = 0.5  # sent before the measured part (connections, first appends)
+    broker_pids: tuple[int, ...] = ()  # whose CPU time is read; none: not reported
+
+
+def produce_frame(topic: str, partition: int, records: int, record_size: int) -> bytes:
+    """A whole Produce frame (acks=1) of one batch of `records` records for `partition`."""
+    batch = build_batch([(None, b"x" * record_size)] * records)
+    return codec.encode_request(m.ApiKey.PRODUCE, PRODUCE_VERSION, 0, "ads-bench-saturate", _P(
+        transactional_id=None, acks=1, timeout_ms=30_000, topic_data=[_P.TopicProduceData(
+            name=topic, partition_data=[_P.TopicProduceData.PartitionProduceData(
+                index=partition, records=bytes(batch))])]))
+
+
+def _check(frame: bytes) -> None:
+    _, body = codec.decode_response(m.ApiKey.PRODUCE, PRODUCE_VERSION, frame)
+    if not isinstance(body, m.ProduceResponse):
+        raise BenchError(f"saturate: a Produce request answered {type(body).__name__}")
+    for topic in body.responses:
+        for p in topic.partition_responses:
+            if p.error_code:
+                raise BenchError(f"saturate: partition {p.index} answered error {p.error_code}")
+
+
+class _Conn:
+    """One connection: its socket, the bytes still to send, and what came back so far."""
+
+    __slots__ = ("sock", "out", "inbuf", "answered", "next_frame")
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        self.sock = socket.create_connection(address, timeout=30)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.setblocking(False)
+        self.out = bytearray()
+        self.inbuf = bytearray()
+        self.answered = 0
+        self.next_frame = 0
+
+    def take_answers(self) -> list[bytes]:
+        """Whole answers received, removed from the buffer; only the sampled ones are kept."""
+        sampled: list[bytes] = []
+        buf, pos = self.inbuf, 0
+        while len(buf) - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if len(buf) - pos - 4 < size:
+                break
+            self.answered += 1
+            if self.answered % CHECK_EVERY == 1:
+                sampled.append(bytes(buf[pos + 4:pos + 4 + size]))
+            pos += 4 + size
+        del buf[:pos]
+        return sampled
+
+
+def _address(bootstrap: str) -> tuple[str, int]:
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def _flush(sel: selectors.BaseSelector, c: _Conn) -> None:
+    """Sends what the socket takes now; waits for it to be writable only while bytes are
+    left (a socket with nothing to send would otherwise wake the loop without end)."""
+    if c.out:
+        sent = c.sock.send(c.out)
+        del c.out[:sent]
+    events = selectors.EVENT_READ | (selectors.EVENT_WRITE if c.out else 0)
+    if sel.get_key(c.sock).events != events:
+        sel.modify(c.sock, events, c)
+
+
+def _drive(conns: list[_Conn], frames: list[bytes], until: float) -> int:
+    """Keeps every connection's pipeline full until `until`; returns the answers counted."""
+    sel = selectors.DefaultSelector()
+    for c in conns:
+        sel.register(c.sock, selectors.EVENT_READ, c)
+        _flush(sel, c)
+    counted = 0
+    try:
+        while time.monotonic() < until:
+            for key, events in sel.select(timeout=0.5):
+                c = key.data
+                if events & selectors.EVENT_READ:
+                    data = c.sock.recv(1 << 20)
+                    if not data:
+                        raise BenchError("saturate: the broker closed a connection")
+                    c.inbuf += data
+                    before = c.answered
+                    for frame in c.take_answers():
+                        _check(frame)
+                    for _ in range(c.answered - before):
+                        c.out += frames[c.next_frame % len(frames)]
+                        c.next_frame += 1
+                    counted += c.answered - before
+                _flush(sel, c)
+    finally:
+        sel.close()
+    return counted
+
+
+def _broker_cpu(pids: tuple[int, ...]) -> float | None:
+    total = 0.0
+    for pid in pids:
+        seconds = cpu_seconds(pid)
+        if seconds is None:
+            return None
+        total += seconds
+    return total
+
+
+def run_saturate(opts: SaturateOptions) -> dict[str, Any]:
+    """Runs one saturation phase; returns its figures."""
+    if opts.connections < 1 or opts.in_flight < 1 or opts.partitions < 1:
+        raise BenchError("saturate: connections, in_flight and partitions must be positive")
+    frames = [produce_frame(opts.topic, p, opts.records_per_request, opts.record_size)
+              for p in range(opts.partitions)]
+    address = _address(opts.bootstrap)
+    conns = [_Conn(address) for _ in range(opts.connections)]
+    try:
+        for i, c in enumerate(conns):  # each connection starts on its own partition
+            c.next_frame = i
+            for _ in range(opts.in_flight):
+                c.out += frames[c.next_frame % len(frames)]
+                c.next_frame += 1
+        _drive(conns, frames, time.monotonic() + opts.warm_up_s)
+        cpu0 = _broker_cpu(opts.broker_pids)
+        t0 = time.monotonic()
+        answered = _drive(conns, frames, t0 + opts.duration_s)
+        elapsed = time.monotonic() - t0
+        cpu1 = _broker_cpu(opts.broker_pids)
+    finally:
+        for c in conns:
+            c.sock.close()
+    if not answered:
+        raise BenchError("saturate: no request was answered")
+    result: dict[str, Any] = {
+        "requests": answered, "elapsed_s": round(elapsed, 3),
+        "requests_per_s": round(rate(answered, elapsed), 1),
+        "records_per_s": round(rate(answered * opts.records_per_request, elapsed), 1),
+        "records_per_request": opts.records_per_request,
+    }
+    if cpu0 is not None and cpu1 is not None:
+        cpu = cpu1 - cpu0
+        result["broker_cpu_us_per_request"] = round(cpu / answered * 1e6, 2)
+        result["broker_cores"] = round(cpu / elapsed, 3)
+    return result
