@@ -27,9 +27,9 @@ def test_bench_suite_quick_writes_results(tmp_path: Path, capsys) -> None:  # ty
     assert results["sides"] == ["ads", "mock"]  # the default peer
     assert set(results["brokers"]) == {"ads", "mock", "ads-3"}
     assert results["brokers"]["mock"]["start_to_answer_s"] > 0
-    assert [w["id"] for w in results["workloads"]] == [f"W{i}" for i in range(1, 12)]
-    replicated = {"W9", "W10"}
-    for wl in (w for w in results["workloads"] if w["id"] not in replicated):
+    assert [w["id"] for w in results["workloads"]] == [f"W{i}" for i in range(1, 13)]
+    no_mock = {"W9", "W10", "W12"}  # replicated, or restarted: the mock has neither
+    for wl in (w for w in results["workloads"] if w["id"] not in no_mock):
         for side in ("ads", "mock"):
             (run,) = wl["runs"][side]
             assert "error" not in run, (wl["id"], side, run)
@@ -40,7 +40,12 @@ def test_bench_suite_quick_writes_results(tmp_path: Path, capsys) -> None:  # ty
         assert w11[size]["records_per_s"] == pytest.approx(
             w11[size]["requests_per_s"] * records, rel=0.01)
         assert w11[size]["broker_cpu_us_per_request"] > 0, w11
-    for wl in (w for w in results["workloads"] if w["id"] in replicated):  # no replication
+    (w12,) = (w["runs"]["ads"][0] for w in results["workloads"] if w["id"] == "W12")
+    scale = w12["by_count"]["20"]
+    assert w12["largest"] == scale and scale["partitions"] == 20 and scale["topics"] == 1
+    assert scale["restart_clean_s"] > 0 and scale["restart_after_kill_s"] > 0
+    assert scale["rss_mb"] > 0 and scale["open_files"] > 0 and scale["metadata_ms"] > 0
+    for wl in (w for w in results["workloads"] if w["id"] in no_mock):
         assert set(wl["runs"]) == {"ads"}, wl["id"]
         (run,) = wl["runs"]["ads"]
         assert "error" not in run, (wl["id"], run)
@@ -84,7 +89,7 @@ def test_bench_suite_kafka_peer_reports_kafka_figures(tmp_path: Path, capsys) ->
     (run_dir,) = out.iterdir()
     results = json.loads((run_dir / "results.json").read_text())
     assert results["sides"] == ["ads", "kafka"]
-    assert [w["id"] for w in results["workloads"]] == [f"W{i}" for i in range(1, 12)]
+    assert [w["id"] for w in results["workloads"]] == [f"W{i}" for i in range(1, 13)]
     for wl in results["workloads"]:
         assert set(wl["runs"]) == {"ads", "kafka"}
         (run,) = wl["runs"]["kafka"]

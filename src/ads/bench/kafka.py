@@ -298,6 +298,20 @@ class KafkaPeer:
                 proc.kill()
         return proc.wait(10)
 
+    def kill(self) -> None:
+        """SIGKILL, as a crash: nothing of the broker's shutdown runs."""
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            proc.kill()
+            proc.wait(10)
+
+    def relaunch(self, timeout_s: float = 90.0) -> None:
+        """Starts the broker again on its formatted log directory, waiting until it
+        answers."""
+        deadline = time.monotonic() + timeout_s
+        self.launch()
+        await_metadata(self.bootstrap, self.proc, deadline, "Kafka", self.log_tail)
+
     def __enter__(self) -> KafkaPeer:
         return self.start()
 

@@ -140,16 +140,27 @@ class AdsBrokerProcess:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.send_signal(signal.SIGTERM)
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 30.0) -> None:
         self.terminate()
         proc, self._proc = self._proc, None
         if proc is None:
             return
         try:
-            proc.wait(30)
+            proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash: nothing of the broker's shutdown runs."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.kill()
+            proc.wait(10)
+
+    def relaunch(self, timeout_s: float = 30.0) -> None:
+        """Starts the broker again on its data and port, waiting until it answers."""
+        self.start(timeout_s)
 
 
 # The replicated workloads' topics: acks=all waits for two of the three replicas.

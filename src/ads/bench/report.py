@@ -43,7 +43,7 @@ def _ratios(summary: dict[str, Any], peers: list[str]) -> dict[str, float | None
 def _fmt(value: float | None, unit: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    if unit == "ms":
+    if unit in ("ms", "s"):
         return f"{value:.2f}" if value < 100 else f"{value:,.0f}"
     if unit == "MB/s":
         return f"{value:,.1f}"

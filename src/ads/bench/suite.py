@@ -28,6 +28,10 @@ Workloads (sizes of a full run; `--quick` shrinks them to seconds):
   records of 100 B pipelined over raw sockets by a client that costs almost nothing, 4
   connections with 8 requests in flight each over 8 partitions, acks=1: requests/s,
   records/s, the broker's CPU time per request and the cores it used.
+- W12 partition scale (`ads.bench.scale`): on a fresh broker per count (1,000 and 10,000
+  partitions in topics of 1,000): creation, Metadata, one record to each, resident memory
+  and open descriptors, the clean shutdown, and the restarts after it and after SIGKILL
+  until every partition is served again. ADS and Kafka only (the mock keeps no log).
 - W9 and W10, replicated: three ADS brokers on a ZooKeeper server of their own against three
   Kafka nodes in KRaft mode (`ads.bench.kafka.KafkaCluster`), started after the single
   brokers have stopped; a topic with a replica on every broker and min.insync.replicas=2,
@@ -68,6 +72,7 @@ from ads.bench.processes import (
 )
 from ads.bench.produce import CLIENT_LOG, BenchError, ProduceOptions, run_produce
 from ads.bench.saturate import SaturateOptions, run_saturate
+from ads.bench.scale import run_scale
 from ads.bench.stats import ResourceSampler, median
 
 PEERS = ("mock", "kafka")
@@ -88,6 +93,7 @@ class Sizes:
     w8_records: int = 200_000
     w9_records: int = 500_000
     w11_seconds: float = 10.0  # per request size
+    w12_partitions: tuple[int, ...] = (1_000, 10_000)
     loopback_bytes: int = 1 << 30
     # produced and read back once per broker before the first workload, unmeasured: the
     # JVM's JIT compiles Kafka's hot paths on it instead of in the first repetition
@@ -97,6 +103,7 @@ class Sizes:
 QUICK = Sizes(w1_records=3000, w2_records=1000, w3_records=3000, w4_last=1000, w4_rounds=2,
               w5_partitions=2, w5_per_partition=20, w5_rounds=1, e2e_records=300,
               w8_partitions=20, w8_records=2000, w9_records=3000, w11_seconds=1.0,
+              w12_partitions=(20,),
               loopback_bytes=16 << 20,
               warmup_records=1000)
 
@@ -105,7 +112,7 @@ QUICK = Sizes(w1_records=3000, w2_records=1000, w3_records=3000, w4_last=1000, w
 class SuiteOptions:
     output_dir: Path = Path("bench-results")
     workloads: tuple[str, ...] = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9",
-                                  "W10", "W11")
+                                  "W10", "W11", "W12")
     reps: int = 3
     sizes: Sizes = field(default_factory=Sizes)
     quick: bool = False
@@ -191,6 +198,7 @@ class Workload:
     latency_label: str = ""
     note: Callable[[Sizes], str] = lambda _s: ""
     replicated: bool = False  # runs on the three-broker clusters, not the single brokers
+    sides: tuple[str, ...] = ()  # only these sides run it (none given: every side)
 
 
 # What the replicated workloads' producers set: exactly what a user asks for durability.
@@ -317,6 +325,36 @@ def _w11(ctx: _Context, target: _Target, rep: int) -> dict[str, Any]:
 W11_PARTITIONS = 8
 
 
+def _w12(ctx: _Context, target: _Target, rep: int) -> dict[str, Any]:
+    """Each partition count on a broker of its own kind, started fresh for it."""
+    by_count: dict[str, Any] = {}
+    load = os.getloadavg()[0]
+    for count in ctx.opts.sizes.w12_partitions:
+        work = ctx.run_dir / f"w12-{target.side}-{count}-r{rep}"
+        work.mkdir(parents=True)
+        broker: AdsBrokerProcess | KafkaPeer
+        if target.side == "ads":
+            broker = AdsBrokerProcess(work / "data", work / "ads-broker.log", ctx.opts.ads_sets)
+        elif target.side == "kafka" and ctx.opts.kafka_jars is not None:
+            broker = KafkaPeer(ctx.opts.kafka_jars, work / "kafka", BENCH_SETTINGS)
+        else:
+            raise BenchError(f"W12 has no broker of its own for {target.side}")
+        broker.start(120)
+        client_cpu = time.process_time()
+        try:
+            by_count[str(count)] = run_scale(broker, count)
+            by_count[str(count)]["client_cpu_s"] = round(time.process_time() - client_cpu, 3)
+        finally:
+            broker.stop(120)
+            if not ctx.opts.keep_data:
+                shutil.rmtree(work / "data", ignore_errors=True)
+                shutil.rmtree(work / "kafka" / "data", ignore_errors=True)
+    largest = by_count[str(max(ctx.opts.sizes.w12_partitions))]
+    # The row's broker resources are those of the largest count's broker.
+    return {"by_count": by_count, "largest": largest, "broker": largest["broker"],
+            "client_cpu_s": largest["client_cpu_s"], "load_average": round(load, 2)}
+
+
 def _produce_metrics() -> tuple[Metric, tuple[Metric, ...]]:
     return (Metric("records/s", ("records_per_s",), "records/s", True),
             (Metric("MB/s", ("mb_per_s",), "MB/s", True),
@@ -384,6 +422,21 @@ WORKLOADS: dict[str, Workload] = {w.id: w for w in (
               Metric("broker cores used (1-record)", ("one", "broker_cores"), "cores", False)),
              note=lambda s: f"raw sockets, 4 connections × 8 requests in flight, acks=1, "
                             f"{W11_PARTITIONS} partitions, {s.w11_seconds:g} s per size"),
+    Workload("W12", "partition scale: create, Metadata, memory, restarts", _w12,
+             Metric("restart after clean shutdown s", ("largest", "restart_clean_s"), "s",
+                    False),
+             (Metric("restart after SIGKILL s", ("largest", "restart_after_kill_s"), "s", False),
+              Metric("clean shutdown s", ("largest", "shutdown_s"), "s", False),
+              Metric("resident MB", ("largest", "rss_mb"), "MB", False),
+              Metric("open descriptors", ("largest", "open_files"), "files", False),
+              Metric("Metadata ms", ("largest", "metadata_ms"), "ms", False),
+              Metric("create s", ("largest", "create_s"), "s", False),
+              Metric("one record to each s", ("largest", "produce_one_each_s"), "s", False)),
+             note=lambda s: f"{max(s.w12_partitions):,} partitions (of "
+                            f"{', '.join(f'{n:,}' for n in s.w12_partitions)}), topics of "
+                            "1,000, one record each; restarts until every partition answers "
+                            "ListOffsets; a fresh broker per count",
+             sides=("ads", "kafka")),
 )}
 
 
@@ -532,7 +585,7 @@ def run_suite(opts: SuiteOptions) -> tuple[dict[str, Any], Path]:
     """Runs the suite; returns the results and the directory holding them."""
     unknown = [w for w in opts.workloads if w not in WORKLOADS]
     if unknown:
-        raise BenchError(f"unknown workloads {', '.join(unknown)} (W1..W11)")
+        raise BenchError(f"unknown workloads {', '.join(unknown)} (W1..W12)")
     if not opts.peers or any(p not in PEERS for p in opts.peers):
         raise BenchError(f"peers must be some of {', '.join(PEERS)}, not {opts.peers}")
     if "kafka" in opts.peers and opts.kafka_jars is None:
@@ -582,9 +635,10 @@ def _run_workloads(ctx: _Context, workloads: list[Workload], targets: dict[str, 
     for target in targets.values():
         _warm_up(ctx, target)
     for wl in workloads:
-        runs: dict[str, list[dict[str, Any]]] = {side: [] for side in targets}
+        sides = {side: t for side, t in targets.items() if not wl.sides or side in wl.sides}
+        runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
         for rep in range(opts.reps):
-            for side, target in targets.items():
+            for side, target in sides.items():
                 try:
                     result = wl.run(ctx, target, rep)
                 except Exception as exc:  # noqa: BLE001 - one failed run is reported

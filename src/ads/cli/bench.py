@@ -89,10 +89,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     pe.set_defaults(func=run_command("bench e2e", _e2e))
 
     ps = tools.add_parser("suite", help="ADS versus librdkafka's mock broker or Apache "
-                                        "Kafka, side by side (W1-W11; takes minutes)")
+                                        "Kafka, side by side (W1-W12; takes minutes)")
     ps.add_argument("--output-dir", default="bench-results", metavar="DIR",
                     help="results go to DIR/<timestamp>/ (default bench-results)")
-    ps.add_argument("--workloads", default="W1,W2,W3,W4,W5,W6,W7,W8,W9,W10,W11",
+    ps.add_argument("--workloads", default="W1,W2,W3,W4,W5,W6,W7,W8,W9,W10,W11,W12",
                     metavar="W1,W2,...")
     ps.add_argument("--reps", type=int, default=3, help="repetitions per broker (default 3)")
     ps.add_argument("--quick", action="store_true",
