@@ -21,6 +21,11 @@ GROUP, TRANSACTION = 0, 1
 NOT_READY = frozenset({15, 14})
 # COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS: InitProducerId is asked again
 BUSY = frozenset({14, 51})
+# NOT_COORDINATOR just after FindCoordinator named the broker: Kafka's broker publishes a new
+# internal topic's leader to its metadata cache (which FindCoordinator reads) before its
+# coordinator takes the partition on, so for a moment it names itself and then refuses. A
+# client looks for the coordinator again and retries, as librdkafka and the Java client do.
+NOT_COORDINATOR = 16
 
 
 class Wire:
@@ -56,14 +61,17 @@ class Wire:
     def init_producer_id(self, txn_id: str | None, timeout_ms: int = 60_000,
                          timeout: float = 30.0) -> Any:
         """InitProducerId v4 (transactional when `txn_id` is set), asked again while the
-        broker is busy (loading, or ending the id's previous transaction) until `timeout`."""
-        if txn_id is not None:
-            self.await_coordinator(txn_id, TRANSACTION, timeout)
+        broker is busy (loading, or ending the id's previous transaction) or not yet the
+        coordinator it named (after finding it again), until `timeout`."""
         deadline = time.monotonic() + timeout
         while True:
+            if txn_id is not None:
+                self.await_coordinator(txn_id, TRANSACTION, max(deadline - time.monotonic(), 0))
             answer = self.request(InitProducerIdRequest(
                 transactional_id=txn_id, transaction_timeout_ms=timeout_ms, version=4))
-            if answer.error_code not in BUSY or time.monotonic() > deadline:
+            retry = answer.error_code in BUSY or (
+                txn_id is not None and answer.error_code == NOT_COORDINATOR)
+            if not retry or time.monotonic() > deadline:
                 return answer
             time.sleep(0.1)
 

@@ -31,6 +31,7 @@ from kafka_reference import KafkaReference
 pytestmark = pytest.mark.kafka_reference
 
 TOPIC = "txn-topic"
+OFFSETS_TOPIC = "txn-offsets-topic"
 
 
 def _name(code: int) -> str:
@@ -60,9 +61,20 @@ def _end(wire: Wire, txn_id: str, pid: int, epoch: int, commit: bool) -> str:
         version=3)).error_code)
 
 
-def _create_topic(bootstrap: str) -> None:
+def _create_topic(bootstrap: str, name: str = TOPIC) -> None:
+    """Creates the topic and returns once the broker's Metadata shows its partition led:
+    Kafka answers CreateTopics once its controller has the topic, and its broker checks
+    TxnOffsetCommit's topics against its own metadata cache, which follows a moment later."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(TOPIC, 1, 1)], operation_timeout=10)[TOPIC].result(15)
+    admin.create_topics([NewTopic(name, 1, 1)], operation_timeout=10)[name].result(15)
+    deadline = time.monotonic() + 15
+    while True:
+        topic = admin.list_topics(name, timeout=10).topics.get(name)
+        if topic is not None and topic.error is None and topic.partitions \
+                and all(p.leader >= 0 for p in topic.partitions.values()):
+            return
+        assert time.monotonic() < deadline, f"{name} not in the metadata of {bootstrap}"
+        time.sleep(0.05)
 
 
 def _producer_answers(bootstrap: str) -> dict[str, object]:
@@ -168,8 +180,13 @@ def _join(wire: Wire, group: str) -> tuple[int, str]:
         if joined.error_code == 0:
             break
         assert joined.error_code in (ErrorCode.MEMBER_ID_REQUIRED,
-                                     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), joined
+                                     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                     ErrorCode.NOT_COORDINATOR), joined
         assert time.monotonic() < deadline, joined
+        if joined.error_code == ErrorCode.NOT_COORDINATOR:
+            # Kafka names itself before its group coordinator has taken the partition on
+            # (kafka_python_wire.NOT_COORDINATOR): find it again, as clients do.
+            wire.await_coordinator(group, GROUP)
     synced = wire.request(SyncGroupRequest(
         group_id=group, generation_id=joined.generation_id, member_id=member,
         group_instance_id=None,
@@ -181,12 +198,12 @@ def _join(wire: Wire, group: str) -> tuple[int, str]:
 
 
 def _txn_commit(wire: Wire, pid: int, epoch: int, group: str, generation: int,
-                member: str) -> str:
+                member: str, topic: str = OFFSETS_TOPIC) -> str:
     r = TxnOffsetCommitRequest
     answer = wire.request(r(
         transactional_id="tx-c", group_id=group, producer_id=pid, producer_epoch=epoch,
         generation_id=generation, member_id=member, group_instance_id=None,
-        topics=[r.TxnOffsetCommitRequestTopic(name=TOPIC, partitions=[
+        topics=[r.TxnOffsetCommitRequestTopic(name=topic, partitions=[
             r.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
                 partition_index=0, committed_offset=0, committed_leader_epoch=-1,
                 committed_metadata="")])],
@@ -195,6 +212,8 @@ def _txn_commit(wire: Wire, pid: int, epoch: int, group: str, generation: int,
 
 
 def _offset_commit_answers(bootstrap: str) -> dict[str, str]:
+    # Its own topic: the answers must not depend on another test having run first.
+    _create_topic(bootstrap, OFFSETS_TOPIC)
     a: dict[str, str] = {}
     with Wire(bootstrap) as w:
         generation, member = _join(w, "txn-group")
@@ -211,6 +230,8 @@ def _offset_commit_answers(bootstrap: str) -> dict[str, str]:
             w, pid, epoch, "txn-group", generation, "nobody")
         a["commit offsets, no generation nor member"] = _txn_commit(
             w, pid, epoch, "txn-group", -1, "")
+        a["commit offsets, unknown topic"] = _txn_commit(
+            w, pid, epoch, "txn-group", generation, member, topic="no-such-topic")
         a["commit offsets"] = _txn_commit(w, pid, epoch, "txn-group", generation, member)
         a["commit"] = _end(w, "tx-c", pid, epoch, commit=True)
     return a
@@ -221,5 +242,6 @@ def test_txn_offset_commit_generation_checks_match_kafka(kafka: KafkaReference,
     reference = _offset_commit_answers(kafka.bootstrap)
     assert reference["commit offsets, next generation"] == "ILLEGAL_GENERATION"
     assert reference["commit offsets, unknown member"] == "UNKNOWN_MEMBER_ID"
+    assert reference["commit offsets, unknown topic"] == "UNKNOWN_TOPIC_OR_PARTITION"
     assert reference["commit offsets"] == "NONE"
     assert _offset_commit_answers(ads.bootstrap_servers) == reference
