@@ -5,6 +5,7 @@ each broker's are there."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,9 @@ def test_bench_suite_quick_writes_results(tmp_path: Path, capsys) -> None:  # ty
         assert w11[size]["records_per_s"] == pytest.approx(
             w11[size]["requests_per_s"] * records, rel=0.01)
         assert w11[size]["broker_cpu_us_per_request"] > 0, w11
+        # the machine as a whole: a cluster of one ADS broker per core
+        assert w11["machine"][size]["requests"] > 0, w11
+    assert w11["machine"]["brokers"] == os.cpu_count()
     (w12,) = (w["runs"]["ads"][0] for w in results["workloads"] if w["id"] == "W12")
     scale = w12["by_count"]["20"]
     assert w12["largest"] == scale and scale["partitions"] == 20 and scale["topics"] == 1

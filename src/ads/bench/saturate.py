@@ -2,11 +2,13 @@
 a client that costs almost nothing, so the broker is what runs out.
 
 Each connection keeps `in_flight` Produce requests outstanding (acks=1, one partition per
-request, the partitions taken in turn), sending a new one for each answer. The requests are
-encoded once: the same bytes go out again and again, and an answer is only counted by its
-size prefix (one in `CHECK_EVERY` is decoded and must carry no error, so a broker refusing
-them cannot pass for a fast one). One thread drives every connection: the client's CPU is a
-small fraction of the broker's, which leaves the machine's other cores to the broker.
+request, the partitions taken in turn), sending a new one for each answer. On a cluster the
+connections are dealt over the brokers leading the topic's partitions, each sending only
+to the partitions its broker leads. The requests are encoded once: the same bytes go out
+again and again, and an answer is only counted by its size prefix (one in `CHECK_EVERY` is
+decoded and must carry no error, so a broker refusing them cannot pass for a fast one).
+One thread drives every connection: the client's CPU is a small fraction of the broker's,
+which leaves the machine's other cores to the broker.
 
 Figures per request size: requests/s, records/s, the broker's CPU time per request (user +
 system, read from `/proc`, so the kernel's socket work counts) and the cores it used.
@@ -21,7 +23,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ads.bench.produce import BenchError
+from confluent_kafka.admin import AdminClient
+
+from ads.bench.produce import CLIENT_LOG, BenchError
 from ads.bench.stats import cpu_seconds, rate
 from ads.protocol import codec
 from ads.protocol import messages as m
@@ -37,7 +41,6 @@ _P = m.ProduceRequest
 class SaturateOptions:
     bootstrap: str
     topic: str
-    partitions: int = 8
     connections: int = 4
     in_flight: int = 8
     records_per_request: int = 1
@@ -69,9 +72,10 @@ def _check(frame: bytes) -> None:
 class _Conn:
     """One connection: its socket, the bytes still to send, and what came back so far."""
 
-    __slots__ = ("sock", "out", "inbuf", "answered", "next_frame")
+    __slots__ = ("sock", "frames", "out", "inbuf", "answered", "next_frame")
 
-    def __init__(self, address: tuple[str, int]) -> None:
+    def __init__(self, address: tuple[str, int], frames: list[bytes]) -> None:
+        self.frames = frames  # one request per partition this connection writes to
         self.sock = socket.create_connection(address, timeout=30)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.setblocking(False)
@@ -79,6 +83,10 @@ class _Conn:
         self.inbuf = bytearray()
         self.answered = 0
         self.next_frame = 0
+
+    def queue_next(self) -> None:
+        self.out += self.frames[self.next_frame % len(self.frames)]
+        self.next_frame += 1
 
     def take_answers(self) -> list[bytes]:
         """Whole answers received, removed from the buffer; only the sampled ones are kept."""
@@ -96,9 +104,22 @@ class _Conn:
         return sampled
 
 
-def _address(bootstrap: str) -> tuple[str, int]:
-    host, _, port = bootstrap.split(",")[0].rpartition(":")
-    return host.strip("[]"), int(port)
+def _leaders(bootstrap: str, topic: str) -> dict[tuple[str, int], list[int]]:
+    """Per leader's address, the partitions of `topic` it leads."""
+    # confluent-kafka takes a logging.Logger for "logger"; its hints allow only scalars.
+    admin = AdminClient({"bootstrap.servers": bootstrap,
+                         "logger": CLIENT_LOG})  # type: ignore[dict-item]
+    md = admin.list_topics(topic, timeout=30)
+    found = md.topics.get(topic)
+    if found is None or found.error is not None:
+        raise BenchError(f"saturate: no topic {topic!r} ({found and found.error})")
+    out: dict[tuple[str, int], list[int]] = {}
+    for p in sorted(found.partitions.values(), key=lambda p: p.id):
+        broker = md.brokers.get(p.leader)
+        if broker is None or broker.host is None:
+            raise BenchError(f"saturate: partition {p.id} of {topic!r} has no leader")
+        out.setdefault((broker.host, broker.port), []).append(p.id)
+    return out
 
 
 def _flush(sel: selectors.BaseSelector, c: _Conn) -> None:
@@ -112,7 +133,7 @@ def _flush(sel: selectors.BaseSelector, c: _Conn) -> None:
         sel.modify(c.sock, events, c)
 
 
-def _drive(conns: list[_Conn], frames: list[bytes], until: float) -> int:
+def _drive(conns: list[_Conn], until: float) -> int:
     """Keeps every connection's pipeline full until `until`; returns the answers counted."""
     sel = selectors.DefaultSelector()
     for c in conns:
@@ -132,8 +153,7 @@ def _drive(conns: list[_Conn], frames: list[bytes], until: float) -> int:
                     for frame in c.take_answers():
                         _check(frame)
                     for _ in range(c.answered - before):
-                        c.out += frames[c.next_frame % len(frames)]
-                        c.next_frame += 1
+                        c.queue_next()
                     counted += c.answered - before
                 _flush(sel, c)
     finally:
@@ -153,22 +173,23 @@ def _broker_cpu(pids: tuple[int, ...]) -> float | None:
 
 def run_saturate(opts: SaturateOptions) -> dict[str, Any]:
     """Runs one saturation phase; returns its figures."""
-    if opts.connections < 1 or opts.in_flight < 1 or opts.partitions < 1:
-        raise BenchError("saturate: connections, in_flight and partitions must be positive")
-    frames = [produce_frame(opts.topic, p, opts.records_per_request, opts.record_size)
-              for p in range(opts.partitions)]
-    address = _address(opts.bootstrap)
-    conns = [_Conn(address) for _ in range(opts.connections)]
+    if opts.connections < 1 or opts.in_flight < 1:
+        raise BenchError("saturate: connections and in_flight must be positive")
+    leaders = list(_leaders(opts.bootstrap, opts.topic).items())
+    conns = []
     try:
-        for i, c in enumerate(conns):  # each connection starts on its own partition
-            c.next_frame = i
+        for i in range(opts.connections):
+            address, partitions = leaders[i % len(leaders)]
+            c = _Conn(address, [produce_frame(opts.topic, p, opts.records_per_request,
+                                              opts.record_size) for p in partitions])
+            conns.append(c)
+            c.next_frame = i // len(leaders)  # each connection starts on its own partition
             for _ in range(opts.in_flight):
-                c.out += frames[c.next_frame % len(frames)]
-                c.next_frame += 1
-        _drive(conns, frames, time.monotonic() + opts.warm_up_s)
+                c.queue_next()
+        _drive(conns, time.monotonic() + opts.warm_up_s)
         cpu0 = _broker_cpu(opts.broker_pids)
         t0 = time.monotonic()
-        answered = _drive(conns, frames, t0 + opts.duration_s)
+        answered = _drive(conns, t0 + opts.duration_s)
         elapsed = time.monotonic() - t0
         cpu1 = _broker_cpu(opts.broker_pids)
     finally:

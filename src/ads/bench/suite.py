@@ -70,7 +70,7 @@ from ads.bench.processes import (
     machine,
     measure_loopback,
 )
-from ads.bench.produce import CLIENT_LOG, BenchError, ProduceOptions, run_produce
+from ads.bench.produce import CLIENT_LOG, BenchError, ProduceOptions, ensure_topic, run_produce
 from ads.bench.saturate import SaturateOptions, run_saturate
 from ads.bench.scale import run_scale
 from ads.bench.stats import ResourceSampler, median
@@ -307,15 +307,39 @@ def _w8(ctx: _Context, target: _Target, rep: int) -> dict[str, Any]:
 
 
 def _w11(ctx: _Context, target: _Target, rep: int) -> dict[str, Any]:
+    """The side's broker, then the machine as a whole: for ADS one broker per core (a
+    cluster of its own, the topic's partitions spread over them, one replica each); a
+    Kafka broker or the mock already runs on every core."""
+    result = _saturate(ctx, target, f"w11-r{rep}", rep, target.create_topic)
+    if target.side != "ads":
+        result["machine"] = {k: result[k] for k in ("one", "ten")}
+        return result
+    cores = os.cpu_count() or 1
+    cluster = AdsCluster(ctx.run_dir / f"w11-per-core-r{rep}", cores, ctx.opts.ads_sets)
+    cluster.start()
+    try:
+        own = _Target("ads", cluster.bootstrap, cluster.pids, cluster.create_topic,
+                      cluster.delete_topic)
+        result["machine"] = _saturate(ctx, own, f"w11-per-core-r{rep}", rep, lambda name, n:
+                                      ensure_topic(cluster.bootstrap, name, n))
+        result["machine"]["brokers"] = cores
+    finally:
+        cluster.stop()
+        if not ctx.opts.keep_data:
+            shutil.rmtree(ctx.run_dir / f"w11-per-core-r{rep}", ignore_errors=True)
+    return result
+
+
+def _saturate(ctx: _Context, target: _Target, topic: str, rep: int,
+              create: Callable[[str, int], object]) -> dict[str, Any]:
     seconds = ctx.opts.sizes.w11_seconds
-    topic = f"w11-r{rep}"
-    target.create_topic(topic, W11_PARTITIONS)
+    create(topic, W11_PARTITIONS)
 
     def run() -> dict[str, Any]:
         return {name: run_saturate(SaturateOptions(
-            bootstrap=target.bootstrap, topic=topic, partitions=W11_PARTITIONS,
-            records_per_request=records, duration_s=seconds, warm_up_s=min(0.5, seconds / 2),
-            broker_pids=target.pids)) for name, records in (("one", 1), ("ten", 10))}
+            bootstrap=target.bootstrap, topic=topic, records_per_request=records,
+            duration_s=seconds, warm_up_s=min(0.5, seconds / 2), broker_pids=target.pids))
+            for name, records in (("one", 1), ("ten", 10))}
 
     result = ctx.measure(target, "W11", rep, run)
     target.delete_topic(topic)
@@ -419,7 +443,13 @@ WORKLOADS: dict[str, Workload] = {w.id: w for w in (
               Metric("10-record records/s", ("ten", "records_per_s"), "records/s", True),
               Metric("broker CPU µs per 10-record request",
                      ("ten", "broker_cpu_us_per_request"), "µs", False),
-              Metric("broker cores used (1-record)", ("one", "broker_cores"), "cores", False)),
+              Metric("broker cores used (1-record)", ("one", "broker_cores"), "cores", False),
+              Metric("the machine: 1-record requests/s (ADS: a broker per core)",
+                     ("machine", "one", "requests_per_s"), "requests/s", True),
+              Metric("the machine: 10-record requests/s (ADS: a broker per core)",
+                     ("machine", "ten", "requests_per_s"), "requests/s", True),
+              Metric("the machine: cores used (1-record)", ("machine", "one", "broker_cores"),
+                     "cores", False)),
              note=lambda s: f"raw sockets, 4 connections × 8 requests in flight, acks=1, "
                             f"{W11_PARTITIONS} partitions, {s.w11_seconds:g} s per size"),
     Workload("W12", "partition scale: create, Metadata, memory, restarts", _w12,
