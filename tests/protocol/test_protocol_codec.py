@@ -177,3 +177,26 @@ def test_protocol_codec_decode_request_body_at_offset() -> None:
     frame = codec.encode_request(10, 3, 1, "c", body)[4:]
     header, offset = codec.decode_request_header(frame)
     assert codec.decode_request_body(header.api_key, header.api_version, frame, offset) == body
+
+
+@pytest.mark.parametrize("count", [0, 1, 3, 256, 257, 3000])
+@pytest.mark.parametrize("version", [0, 9, 12])
+def test_protocol_codec_fixed_width_arrays_of_any_length(count: int, version: int) -> None:
+    """Arrays of int32 as Metadata carries them, empty, short, at and past the count whose
+    packer is kept, in the non-flexible and the flexible encoding: the bytes are what
+    `struct` makes of them and decode back to the same values."""
+    MR = m.MetadataResponse
+    replicas = [i - count // 2 for i in range(count)]  # negative values too
+    partition = MR.MetadataResponseTopic.MetadataResponsePartition(
+        error_code=0, partition_index=7, leader_id=1, leader_epoch=2,
+        replica_nodes=replicas, isr_nodes=replicas[:1], offline_replicas=[])
+    body = MR(throttle_time_ms=0, brokers=[], cluster_id="c", controller_id=1,
+              topics=[MR.MetadataResponseTopic(error_code=0, name="t", is_internal=False,
+                                               partitions=[partition])])
+    chunks = codec.encode_response(m.ApiKey.METADATA, version, 5, body)
+    frame = b"".join(bytes(c) for c in chunks)[4:]
+    assert struct.pack(f">{count}i", *replicas) in frame
+    _, back = codec.decode_response(m.ApiKey.METADATA, version, frame)
+    (got,) = back.topics[0].partitions
+    assert (got.replica_nodes, got.isr_nodes, got.offline_replicas) == (
+        replicas, replicas[:1], [])
