@@ -516,10 +516,19 @@ class LogSegment:
         """Validate every batch, rebuild both indexes, cut off an invalid tail.
 
         Returns the number of bytes truncated. ``on_batch`` sees each valid header in order
-        (the log rebuilds its leader epoch cache with it).
+        (the log rebuilds its leader epoch cache with it). The index files are written at
+        the end, and only if they differ from what was rebuilt.
         """
-        self.offset_index.reset()
-        self.time_index.reset()
+        self.offset_index.rebuild()
+        self.time_index.rebuild()
+        try:
+            return self._recover(max_batch_bytes, on_batch)
+        finally:
+            self.offset_index.finish_rebuild()
+            self.time_index.finish_rebuild()
+
+    def _recover(self, max_batch_bytes: int,
+                 on_batch: Callable[[BatchHeader], None] | None) -> int:
         self._indexes_ready = True
         self._max_timestamp, self._offset_of_max_timestamp = -1, self.base_offset
         self._bytes_since_last_index_entry = 0
