@@ -105,12 +105,18 @@ def _complete_swap(directory: Path, swap: Path, base_offset: int) -> None:
 
 
 def _leftovers(names: list[str]) -> bool:
-    """Whether ``names`` hold anything ``prepare_directory`` must remove or finish."""
-    if any(name.endswith(_LEFTOVER_SUFFIXES) for name in names):
-        return True
-    logs = set(base_offsets(names))
-    return any(base not in logs for suffix in _INDEX_SUFFIXES
-               for base in base_offsets(names, suffix))
+    """Whether ``names`` hold anything ``prepare_directory`` must remove or finish: a file
+    with a leftover suffix, or an index whose segment file is missing."""
+    stems, index_stems = set(), set()
+    for name in names:
+        if name.endswith(_LEFTOVER_SUFFIXES):
+            return True
+        stem, dot, suffix = name.rpartition(".")
+        if suffix == "log":
+            stems.add(stem)
+        elif dot and "." + suffix in _INDEX_SUFFIXES:
+            index_stems.add(stem)
+    return not index_stems <= stems
 
 
 def prepare_directory(directory: Path) -> list[str]:

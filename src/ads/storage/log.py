@@ -168,9 +168,11 @@ class Log:
         leaves out the fsyncs of recovered segments and of the rebuilt producer snapshot,
         and the recovery point where it was: the caller syncs the whole file system once
         and then moves it (``mark_flushed``)."""
-        if not directory.is_dir():
+        try:
+            names = prepare_directory(directory)
+        except FileNotFoundError:
             directory.mkdir(parents=True, exist_ok=True)
-        names = prepare_directory(directory)
+            names = []
         log = cls(directory, topic, partition, config, clock, scheduler, files)
         local = log._local
         recovered = local.load(names, recovery_point, clean_shutdown, log_start_offset,

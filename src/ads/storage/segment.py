@@ -112,21 +112,13 @@ class LogSegment:
         self._clock = clock
         self._file = file
         self._size = size
-        directory = file.path.parent
-        self.offset_index = OffsetIndex(
-            directory / (file_name(base_offset, INDEX_SUFFIX) + file_suffix),
-            base_offset,
-            config.segment_index_bytes,
-            files,
-        )
-        self.time_index = TimeIndex(
-            directory / (file_name(base_offset, TIME_INDEX_SUFFIX) + file_suffix),
-            base_offset,
-            config.segment_index_bytes,
-            files,
-        )
-        self.txn_index = TransactionIndex(
-            directory / (file_name(base_offset, TXN_INDEX_SUFFIX) + file_suffix), files)
+        # Strings, not Paths: a broker start opens a segment for each of its partitions.
+        stem = os.path.join(file.directory, file_name(base_offset, ""))  # noqa: PTH118
+        self.offset_index = OffsetIndex(stem + INDEX_SUFFIX + file_suffix, base_offset,
+                                        config.segment_index_bytes, files)
+        self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX + file_suffix, base_offset,
+                                    config.segment_index_bytes, files)
+        self.txn_index = TransactionIndex(stem + TXN_INDEX_SUFFIX + file_suffix, files)
         self.created_ms = created_ms
         self._indexes_ready = False
         self._bytes_since_last_index_entry = 0
@@ -187,8 +179,9 @@ class LogSegment:
     ) -> LogSegment:
         """An existing segment; its file is opened and its indexes loaded (and checked) on
         first use."""
-        path = directory / file_name(base_offset, LOG_SUFFIX)
-        stat = path.stat()
+        # Strings, as in __init__.
+        path = os.path.join(directory, file_name(base_offset, LOG_SUFFIX))  # noqa: PTH118
+        stat = os.stat(path)  # noqa: PTH116
         return cls(base_offset, config, clock, files.file(path, _REOPEN), stat.st_size,
                    stat.st_mtime_ns // 1_000_000, files)
 
