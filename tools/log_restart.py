@@ -20,7 +20,7 @@ snapshot), then times:
 6. the start after a second crash with nothing written since the previous start.
 
 Every start checks that each log ends where it should. `--profile` writes a cProfile of
-phases 1, 2 and 5 to OUT.prof.<phase>.
+phases 1, 2, 5 and 6 to OUT.prof.<phase>.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def run(data: Path, partitions: int, idempotent: bool, profile: Path | None
     m.unlock_dirs()
     del m
     m = _timed(results, "start after a second crash, nothing written since the last start",
-               lambda: _start(data))
+               lambda: _start(data), profile)
     _check(m, partitions, 2)
     m.shutdown()
     return results

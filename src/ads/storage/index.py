@@ -20,7 +20,8 @@ close the write end whenever another file needs the room); ``flush`` fsyncs. A w
 fails is cut off the file again, so the file keeps whole entries only.
 
 Crash rule: indexes are not trusted after an unclean shutdown. Segments past the recovery
-point are re-scanned and their indexes rebuilt from the log; any index whose size is not a
+point are re-scanned and their indexes rebuilt from the log (in memory, then written over the
+file only where it differs: ``rebuild`` / ``finish_rebuild``); any index whose size is not a
 multiple of its entry size, whose entries are out of order, or which points past the end of
 its log fails ``load`` with ``CorruptIndexError`` and is rebuilt the same way.
 

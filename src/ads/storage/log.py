@@ -18,7 +18,10 @@ checkpoints it, with the log start offset and the high watermark, in its log dir
 Crash rule: on an unclean start the segments past the recovery point are recovered
 (``LocalLog.load``), then producer state is rebuilt from the newest snapshot at or below the
 recovery point by replaying batch headers. After a clean shutdown (marker file, see
-``ads.storage.manager``) nothing is scanned: the snapshot taken at close covers the log.
+``ads.storage.manager``) nothing is scanned: the log end offset is the one the shutdown
+recorded (checked only against the active segment's start and size), and the newest
+snapshot holds the producer state at that end (``close`` writes one unless the newest, or
+an empty state without any, already holds it).
 
 Transactions: a transactional producer's batches are ordinary batches with the transactional
 bit; the producer state (``ads.storage.producer_state``) remembers the first offset of each

@@ -4,22 +4,34 @@ Each log directory holds one ``<topic>-<partition>`` directory per partition and
 (formats in ``ads.storage.checkpoint``):
 
 - ``recovery-point-offset-checkpoint``: per partition, the offset below which the log is
-  fsynced and validated; recovery after an unclean shutdown starts there.
+  fsynced and validated; recovery after an unclean shutdown starts there. A clean shutdown
+  writes it once every log is on disk, so it then holds each log's end offset, which the
+  next start takes as such without reading any segment.
 - ``log-start-offset-checkpoint``: per partition, the log start offset (DeleteRecords and
   retention may leave it inside the first segment).
 - ``replication-offset-checkpoint``: per partition, the high watermark.
 - ``.kafka_cleanshutdown``: an empty marker written last by ``shutdown`` after every log was
-  flushed and closed. Present at startup: no log is scanned. It is removed as soon as the
-  directory is loaded, so a crash afterwards counts as unclean.
+  closed and made durable and the checkpoints written. Present at startup (with a readable
+  recovery-point checkpoint): no log is scanned. It is removed, and the removal made durable
+  (directory fsync), as soon as the directory is loaded, so a crash afterwards counts as
+  unclean and the start after it does not trust end offsets the logs have since passed.
 - ``.lock``: an empty file the broker holds a POSIX lock on (``lock_dirs``) from before it
   reads anything until ``shutdown``, as Kafka does, so two broker processes never use one
   directory; the kernel drops the lock when its process dies, so a lock that is free means
   no live process uses the directory. (POSIX record locks are per process: brokers in one
   process, as tests run them, do not exclude each other.)
 
+Durability in bulk: where the system has ``syncfs`` (Linux), the shutdown closes a
+directory's logs without fsyncing anything and then syncs the directory's file system once,
+and a start after a crash recovers the logs without fsyncing and syncs once per directory
+afterwards (then writes the checkpoints); a failed sync leaves the recovery points where
+they were and withholds the marker. Elsewhere each changed log is fsynced on its own.
+
 Crash rule: checkpoints are replaced atomically; a checkpoint that cannot be read is treated
-as absent (recovery starts at offset 0, which is slow but safe). Partition directories
-renamed ``<topic>-<partition>.<id>-delete`` by a topic deletion are removed at startup.
+as absent (recovery starts at offset 0, which is slow but safe), and an unreadable
+recovery-point checkpoint makes the marker untrusted, as does a log it does not name (that
+log is recovered from offset 0). Partition directories renamed
+``<topic>-<partition>.<id>-delete`` by a topic deletion are removed at startup.
 
 Threading: everything runs on the owner thread except ``flush_dirty`` and ``checkpoint``,
 which a worker thread may run concurrently with appends (they take the locks they need).

@@ -35,11 +35,16 @@ of that offset (every batch below it applied). Layout, big-endian::
         max_timestamp int64
 
 Crash rule: a snapshot is written with ``atomic_write`` (temporary file, fsync, rename,
-directory fsync). On start, snapshots above the log end offset (and, after an unclean
-shutdown, above the recovery point, since the batches before them may not have reached the
-disk) are deleted; the newest remaining one that reads back with a valid CRC is loaded and
-the batch headers after its offset are replayed. A snapshot that fails its CRC is deleted and
-the next older one tried. Without any, the state is rebuilt from the log start.
+directory fsync), or without the fsyncs where the log manager syncs the whole file system
+afterwards (a shutdown, a start after a crash). On start, snapshots above the log end offset
+(and, after an unclean shutdown, above the recovery point, since the batches before them may
+not have reached the disk) are deleted; the newest remaining one that reads back with a
+valid CRC is loaded and the batch headers after its offset are replayed. A snapshot that
+fails its CRC (one cut short by a crash) is deleted and the next older one tried. Without
+any, the state is rebuilt from the log start. After a clean shutdown nothing is replayed:
+the shutdown wrote a snapshot at the log end unless the newest one (or, without any, an
+empty state) already held the state, so the newest, or an empty state, is the state at the
+end (``take_snapshot(unless_unchanged=True)``, ``rebuild(trust_snapshot=True)``).
 
 Not thread-safe: the owner (the partition's ``Log``) calls it from one thread.
 """
