@@ -119,11 +119,11 @@ def _leftovers(names: list[str]) -> bool:
     return not index_stems <= stems
 
 
-def prepare_directory(directory: Path) -> list[str]:
-    """Remove or finish what an interrupted operation left in ``directory``; returns the
-    names of the files it holds then. One listing when there is nothing to do, as in
-    almost every directory: a broker start lists each of its partition directories once."""
-    names = file_names(directory)
+def prepare_directory(directory: Path, names: list[str]) -> list[str]:
+    """Remove or finish what an interrupted operation left in ``directory``, whose listing
+    is ``names``; returns the names of the files it holds then. Nothing more is listed when
+    there is nothing to do, as in almost every directory: a broker start lists each of its
+    partition directories once."""
     if not _leftovers(names):
         return names
     swaps: list[tuple[Path, int]] = []

@@ -88,7 +88,7 @@ from ads.storage.errors import (
     RecordBatchTooLargeError,
     TransactionCoordinatorFencedError,
 )
-from ads.storage.files import BatchInfo, Scheduler
+from ads.storage.files import BatchInfo, Scheduler, file_names
 from ads.storage.loader import prepare_directory
 from ads.storage.local_log import LocalLog, ReadResult
 from ads.storage.open_files import OpenFiles
@@ -172,10 +172,11 @@ class Log:
         and the recovery point where it was: the caller syncs the whole file system once
         and then moves it (``mark_flushed``)."""
         try:
-            names = prepare_directory(directory)
+            names = file_names(directory)
         except FileNotFoundError:
             directory.mkdir(parents=True, exist_ok=True)
             names = []
+        names = prepare_directory(directory, names)
         log = cls(directory, topic, partition, config, clock, scheduler, files)
         local = log._local
         recovered = local.load(names, recovery_point, clean_shutdown, log_start_offset,
