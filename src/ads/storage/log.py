@@ -187,7 +187,8 @@ class Log:
         log.log_start_offset = max(log_start_offset, local.bases[0])
         if log.log_start_offset > log._log_end_offset:
             log._truncate_fully_and_start_at(log.log_start_offset)
-        # Recovered segments were validated and fsynced, so the whole log is now recovered.
+        # Recovered segments were validated, and fsynced when durable: the whole log is then
+        # recovered. Otherwise the caller moves the recovery point once its sync is done.
         log.recovery_point = (log._log_end_offset if clean_shutdown or (recovered and durable)
                               else min(recovery_point, log._log_end_offset))
         log.epoch_cache.truncate_from_end(log._log_end_offset)
