@@ -13,7 +13,8 @@ every partition (one confluent-kafka producer), reads every record back (one con
 assigned everything), measures the idle broker's CPU (`--idle-s`, 30 s), its resident memory and
 open descriptors, then restarts it twice, after SIGTERM (a clean shutdown) and after
 SIGKILL, each time until a Metadata request lists every partition with a leader and every
-record is read back again. Kafka with more than about 30,000 partitions needs
+record is read back again (the stop, from the signal until the process exits, and the
+start are also given apart). Kafka with more than about 30,000 partitions needs
 `vm.max_map_count` above its default of 65,530 (two mappings per partition).
 """
 
@@ -114,7 +115,7 @@ def _idle_cpu_percent(pid: int, seconds: float) -> float:
     return 100.0 * ((cpu_seconds(pid) or 0.0) - before) / seconds
 
 
-def _measure(name: str, broker: Broker, restart: Callable[[signal.Signals], None],
+def _measure(name: str, broker: Broker, restart: Callable[[signal.Signals], float],
              topics: list[str], partitions: int, idle_s: float,
              extra: Callable[[], str] = str) -> list[str]:
     total = len(topics) * partitions
@@ -135,12 +136,14 @@ def _measure(name: str, broker: Broker, restart: Callable[[signal.Signals], None
     facts = extra()
     for sig in (signal.SIGTERM, signal.SIGKILL):
         began = time.monotonic()
-        restart(sig)
+        stopped = restart(sig)
         deadline = time.monotonic() + 1800
         while not _all_led(broker.bootstrap, total) and time.monotonic() < deadline:
             time.sleep(0.5)
-        steps.append((f"restart after {sig.name} until every partition is led",
-                      time.monotonic() - began))
+        took = time.monotonic() - began
+        steps.append((f"restart after {sig.name} until every partition is led", took))
+        steps.append((f"  the stop (from {sig.name} until the process exits)", stopped))
+        steps.append(("  the start (from launch until every partition is led)", took - stopped))
         again = _timed(steps, f"read every record after the {sig.name} restart",
                        lambda: _consume(broker.bootstrap, topics, partitions))
         if again != total:
@@ -161,11 +164,14 @@ def _run_ads(tmp: Path, topics: list[str], partitions: int, idle_s: float) -> li
                               (f"http.listener=127.0.0.1:{http}",))
     url = f"http://127.0.0.1:{http}"
 
-    def restart(sig: signal.Signals) -> None:
+    def restart(sig: signal.Signals) -> float:
+        began = time.monotonic()
         if sig == signal.SIGKILL:
             os.kill(broker.pid, signal.SIGKILL)
         broker.stop()
+        stopped = time.monotonic() - began
         broker.start(timeout_s=1800)
+        return stopped
 
     def files() -> str:
         m = _ads_metrics(url)
@@ -185,15 +191,18 @@ def _run_kafka(tmp: Path, jars: Path, topics: list[str], partitions: int,
                idle_s: float) -> list[str]:
     kafka = KafkaPeer(jars, tmp / "kafka", {"num.partitions": "1"})
 
-    def restart(sig: signal.Signals) -> None:
+    def restart(sig: signal.Signals) -> float:
         assert kafka.proc is not None
+        began = time.monotonic()
         if sig == signal.SIGKILL:
             kafka.proc.kill()
             kafka.proc.wait(30)
         kafka.stop(600)
+        stopped = time.monotonic() - began
         kafka.launch()
         await_metadata(kafka.bootstrap, kafka.proc, time.monotonic() + 1800, "Kafka",
                        kafka.log_tail)
+        return stopped
 
     kafka.start()
     try:

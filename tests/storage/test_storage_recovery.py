@@ -143,6 +143,25 @@ def test_recovery_rebuilds_indexes_identically(crashed: Path) -> None:
         assert before[name] == after[name], name
 
 
+def test_recovery_writes_over_wrong_indexes(crashed: Path) -> None:
+    """Recovery writes an index over in place (no truncation to zero first): whatever the
+    file held, longer or as long, it ends up exactly the rebuilt entries."""
+    before = {p.name: p.read_bytes() for p in crashed.glob("*index")}
+    longer, shuffled = sorted(crashed.glob("*.index"))[1:3]
+    time_index = sorted(crashed.glob("*.timeindex"))[1]
+    assert len(before[shuffled.name]) >= 16 and before[time_index.name]
+    longer.write_bytes(before[longer.name] + bytes(range(16)))
+    entries = before[shuffled.name]
+    shuffled.write_bytes(b"".join(reversed([entries[i:i + 8]
+                                            for i in range(0, len(entries), 8)])))
+    time_index.write_bytes(b"\x01" * len(before[time_index.name]))
+    log = open_log(crashed, clean=False)
+    log.close()
+    after = {p.name: p.read_bytes() for p in crashed.glob("*index")}
+    for name in sorted(before)[:-2]:
+        assert before[name] == after[name], name
+
+
 def test_recovery_skipped_after_clean_shutdown(crashed: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     def forbidden(*args: object, **kwargs: object) -> int:

@@ -19,6 +19,8 @@ import os
 import threading
 from typing import Protocol
 
+from ads.common.files import HAS_SYNCFS, syncfs
+
 __all__ = ["OS_FILE_IO", "FaultyFileIO", "FileIO", "OsFileIO"]
 
 Bytes = bytes | bytearray | memoryview
@@ -36,6 +38,11 @@ class FileIO(Protocol):
 
     def open(self, path: PathArg, flags: int, mode: int = 0o777, /) -> int: ...
 
+    # Whether ``syncfs`` exists here; without it the log manager fsyncs file by file.
+    has_syncfs: bool
+
+    def syncfs(self, fd: int, /) -> None: ...
+
 
 class OsFileIO:
     """The operating system's own calls, bound as static attributes (no extra frame)."""
@@ -44,6 +51,8 @@ class OsFileIO:
     fsync = staticmethod(os.fsync)
     ftruncate = staticmethod(os.ftruncate)
     open = staticmethod(os.open)
+    syncfs = staticmethod(syncfs)
+    has_syncfs = HAS_SYNCFS
 
 
 OS_FILE_IO: FileIO = OsFileIO()
@@ -54,7 +63,9 @@ class FaultyFileIO:
 
     - ``fail_next_write(errno, skip=n)`` / ``fail_next_fsync(errno)`` /
       ``fail_next_open(errno)``: the next call of that kind (after ``skip`` writes that
-      succeed) raises ``OSError(errno)``; later ones succeed again.
+      succeed) raises ``OSError(errno)``; later ones succeed again. A ``syncfs`` (the
+      sync of a whole file system) counts as an fsync.
+    - ``has_syncfs = False``: behave as a system without ``syncfs``.
     - ``short_writes(n)``: the next ``n`` writes store only half of their bytes (at least
       one) and report that, as a write interrupted by a signal or a full disk does.
     - ``space_left(n)``: ENOSPC once ``n`` more bytes have been written; a write crossing the
@@ -72,6 +83,8 @@ class FaultyFileIO:
         self._space: int | None = None
         self.writes = 0
         self.fsyncs = 0
+        self.syncfs_calls = 0
+        self.has_syncfs = HAS_SYNCFS
 
     def fail_next_write(self, code: int = errno.EIO, *, skip: int = 0) -> None:
         with self._lock:
@@ -127,6 +140,14 @@ class FaultyFileIO:
                 code, self._fail_fsync = self._fail_fsync, None
                 raise OSError(code, os.strerror(code))
         os.fsync(fd)
+
+    def syncfs(self, fd: int, /) -> None:
+        with self._lock:
+            self.syncfs_calls += 1
+            if self._fail_fsync is not None:
+                code, self._fail_fsync = self._fail_fsync, None
+                raise OSError(code, os.strerror(code))
+        syncfs(fd)
 
     def ftruncate(self, fd: int, length: int, /) -> None:
         os.ftruncate(fd, length)

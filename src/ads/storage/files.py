@@ -31,6 +31,7 @@ __all__ = [
     "FileRegion",
     "Scheduler",
     "file_name",
+    "file_names",
     "rename_deleted",
     "rename_suffix",
     "with_suffix",
@@ -54,6 +55,12 @@ BatchInfo = tuple[int, int, int, int, int]
 
 def file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
+
+
+def file_names(directory: Path) -> list[str]:
+    """The names in ``directory``: strings, not the ``Path`` per entry ``iterdir`` makes,
+    which cost more than the listing at a start that lists every partition directory."""
+    return os.listdir(directory)  # noqa: PTH208 - see above
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ads.records.batch import BATCH_OVERHEAD, BatchHeader, read_batch_header
@@ -32,11 +32,13 @@ from ads.storage.files import (
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     file_name,
+    file_names,
 )
 from ads.storage.segment import LogSegment
 from ads.storage.txn_index import TXN_INDEX_SUFFIX
 
 __all__ = [
+    "base_offsets",
     "prepare_directory",
     "recover_segments",
     "segment_base_offsets",
@@ -46,6 +48,7 @@ logger = logging.getLogger(__name__)
 
 _TMP_SUFFIX = ".tmp"
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, _TMP_SUFFIX, SWAP_SUFFIX)
 
 
 def _base_offset(name: str, suffix: str) -> int | None:
@@ -55,14 +58,19 @@ def _base_offset(name: str, suffix: str) -> int | None:
     return int(stem) if len(stem) == 20 and stem.isdigit() else None  # noqa: PLR2004
 
 
-def segment_base_offsets(directory: Path) -> list[int]:
-    """Base offsets of the ``.log`` files in ``directory``, ascending."""
+def base_offsets(names: Iterable[str], suffix: str = LOG_SUFFIX) -> list[int]:
+    """Base offsets of the ``<base><suffix>`` files among ``names``, ascending."""
     offsets = []
-    for path in directory.iterdir():
-        base = _base_offset(path.name, LOG_SUFFIX)
+    for name in names:
+        base = _base_offset(name, suffix)
         if base is not None:
             offsets.append(base)
     return sorted(offsets)
+
+
+def segment_base_offsets(directory: Path) -> list[int]:
+    """Base offsets of the ``.log`` files in ``directory``, ascending."""
+    return base_offsets(file_names(directory))
 
 
 def _next_offset_of_file(path: Path, base_offset: int) -> int:
@@ -96,11 +104,31 @@ def _complete_swap(directory: Path, swap: Path, base_offset: int) -> None:
     logger.info("completed the interrupted swap of %s (offsets %d..%d)", swap, base_offset, end)
 
 
-def prepare_directory(directory: Path) -> None:
-    """Remove or finish what an interrupted operation left in ``directory``."""
+def _leftovers(names: list[str]) -> bool:
+    """Whether ``names`` hold anything ``prepare_directory`` must remove or finish: a file
+    with a leftover suffix, or an index whose segment file is missing."""
+    stems, index_stems = set(), set()
+    for name in names:
+        if name.endswith(_LEFTOVER_SUFFIXES):
+            return True
+        stem, dot, suffix = name.rpartition(".")
+        if suffix == "log":
+            stems.add(stem)
+        elif dot and "." + suffix in _INDEX_SUFFIXES:
+            index_stems.add(stem)
+    return not index_stems <= stems
+
+
+def prepare_directory(directory: Path, names: list[str]) -> list[str]:
+    """Remove or finish what an interrupted operation left in ``directory``, whose listing
+    is ``names``; returns the names of the files it holds then. Nothing more is listed when
+    there is nothing to do, as in almost every directory: a broker start lists each of its
+    partition directories once."""
+    if not _leftovers(names):
+        return names
     swaps: list[tuple[Path, int]] = []
-    for path in list(directory.iterdir()):
-        name = path.name
+    for name in names:
+        path = directory / name
         if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, _TMP_SUFFIX)):
             path.unlink(missing_ok=True)
         elif name.endswith(SWAP_SUFFIX):
@@ -111,12 +139,14 @@ def prepare_directory(directory: Path) -> None:
                 swaps.append((path, base))
     for swap, base in swaps:
         _complete_swap(directory, swap, base)
-    logs = set(segment_base_offsets(directory))
-    for path in list(directory.iterdir()):
+    names = file_names(directory)
+    logs = set(base_offsets(names))
+    for name in names:
         for suffix in _INDEX_SUFFIXES:
-            base = _base_offset(path.name, suffix)
+            base = _base_offset(name, suffix)
             if base is not None and base not in logs:
-                path.unlink(missing_ok=True)
+                (directory / name).unlink(missing_ok=True)
+    return file_names(directory)
 
 
 def recover_segments(
@@ -124,8 +154,11 @@ def recover_segments(
     recovery_point: int,
     max_batch_bytes: int,
     epoch_cache: LeaderEpochCache,
+    *,
+    durable: bool = True,
 ) -> Sequence[LogSegment]:
-    """Recover and fsync every segment from the one holding ``recovery_point`` on.
+    """Recover every segment from the one holding ``recovery_point`` on, fsyncing each
+    (``durable=False``: none; the caller syncs the whole file system once afterwards).
 
     The first segment that loses bytes to a corrupt tail also loses every later segment
     (deleted here), since offsets must stay contiguous; returns the segments kept. Leader
@@ -141,7 +174,8 @@ def recover_segments(
     for i in range(first, len(segments)):
         segment = segments[i]
         truncated = segment.recover(max_batch_bytes, note_epoch)
-        segment.flush()
+        if durable:
+            segment.flush()
         if truncated and i + 1 < len(segments):
             doomed = segments[i + 1 :]
             logger.warning(
@@ -150,7 +184,9 @@ def recover_segments(
             for later in doomed:
                 later.delete(None)
             return segments[: i + 1]
-    logger.info(
+    # Per log at debug level: a start after a crash may recover a hundred thousand logs,
+    # and the log manager reports how many.
+    logger.debug(
         "recovered %d segments of %s from offset %d",
         len(segments) - first,
         segments[0].log_path.parent if segments else "?",

@@ -37,7 +37,7 @@ from ads.records.batch import BatchHeader
 from ads.storage.config import LogConfig
 from ads.storage.epoch_cache import LeaderEpochCache
 from ads.storage.files import CLEANED_SUFFIX, SWAP_SUFFIX, FileRegion, Scheduler
-from ads.storage.loader import recover_segments, segment_base_offsets
+from ads.storage.loader import base_offsets, recover_segments
 from ads.storage.open_files import OpenFiles
 from ads.storage.segment import LogSegment
 
@@ -80,21 +80,25 @@ class LocalLog:
 
     def load(
         self,
+        names: Sequence[str],
         recovery_point: int,
         clean_shutdown: bool,
         start_offset: int,
         epoch_cache: LeaderEpochCache,
+        durable: bool = True,
     ) -> bool:
-        """Open every ``.log`` file of the directory, oldest first; after an unclean stop,
-        recover those past ``recovery_point`` (epochs found go to ``epoch_cache``). An empty
-        directory gets an empty segment at ``start_offset``. Returns whether it recovered."""
-        for base in segment_base_offsets(self.dir):
+        """Open every ``.log`` file among ``names`` (the directory's listing), oldest first;
+        after an unclean stop, recover those past ``recovery_point`` (epochs found go to
+        ``epoch_cache``), fsyncing them unless not ``durable``. An empty directory gets an
+        empty segment at ``start_offset``. Returns whether it recovered."""
+        for base in base_offsets(names):
             self._add(LogSegment.open(self.dir, base, self.config, self._clock,
                                       files=self.files))
         recovered = not clean_shutdown and bool(self.segments)
         if recovered:
             max_batch = max(self.config.max_message_bytes, self.config.segment_bytes)
-            kept = recover_segments(self.segments, recovery_point, max_batch, epoch_cache)
+            kept = recover_segments(self.segments, recovery_point, max_batch, epoch_cache,
+                                    durable=durable)
             del self.segments[len(kept) :], self.bases[len(kept) :]
         if not self.segments:
             self._add(self._create(start_offset))

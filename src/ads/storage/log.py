@@ -18,7 +18,10 @@ checkpoints it, with the log start offset and the high watermark, in its log dir
 Crash rule: on an unclean start the segments past the recovery point are recovered
 (``LocalLog.load``), then producer state is rebuilt from the newest snapshot at or below the
 recovery point by replaying batch headers. After a clean shutdown (marker file, see
-``ads.storage.manager``) nothing is scanned: the snapshot taken at close covers the log.
+``ads.storage.manager``) nothing is scanned: the log end offset is the one the shutdown
+recorded (checked only against the active segment's start and size), and the newest
+snapshot holds the producer state at that end (``close`` writes one unless the newest, or
+an empty state without any, already holds it).
 
 Transactions: a transactional producer's batches are ordinary batches with the transactional
 bit; the producer state (``ads.storage.producer_state``) remembers the first offset of each
@@ -85,7 +88,7 @@ from ads.storage.errors import (
     RecordBatchTooLargeError,
     TransactionCoordinatorFencedError,
 )
-from ads.storage.files import BatchInfo, Scheduler
+from ads.storage.files import BatchInfo, Scheduler, file_names
 from ads.storage.loader import prepare_directory
 from ads.storage.local_log import LocalLog, ReadResult
 from ads.storage.open_files import OpenFiles
@@ -155,34 +158,65 @@ class Log:
             cls, directory: Path, topic: str, partition: int, config: LogConfig, *,
             clock: Clock, recovery_point: int, log_start_offset: int, clean_shutdown: bool,
             scheduler: Scheduler | None = None, high_watermark: int | None = None,
-            files: OpenFiles | None = None) -> Log:
+            files: OpenFiles | None = None, log_end_offset: int | None = None,
+            durable: bool = True) -> Log:
         """Open (creating if needed) the partition directory and bring it to a valid state.
 
         ``files`` is the broker's bound on open segment files, with the file layer every
-        segment writes through (``ads.storage.open_files``); without it the log has its own."""
-        directory.mkdir(parents=True, exist_ok=True)
-        prepare_directory(directory)
+        segment writes through (``ads.storage.open_files``); without it the log has its own.
+        ``log_end_offset``, after a clean shutdown, is where the log ended then (the log
+        manager's recovery-point checkpoint, which a clean shutdown writes once every log
+        is on disk): trusted, so that no segment file is read; without it the active
+        segment's tail is scanned for it. ``durable=False`` (after an unclean shutdown)
+        leaves out the fsyncs of recovered segments and of the rebuilt producer snapshot,
+        and the recovery point where it was: the caller syncs the whole file system once
+        and then moves it (``mark_flushed``)."""
+        try:
+            names = file_names(directory)
+        except FileNotFoundError:
+            directory.mkdir(parents=True, exist_ok=True)
+            names = []
+        names = prepare_directory(directory, names)
         log = cls(directory, topic, partition, config, clock, scheduler, files)
         local = log._local
-        recovered = local.load(recovery_point, clean_shutdown, log_start_offset, log.epoch_cache)
-        log._log_end_offset = local.active.next_offset()
+        recovered = local.load(names, recovery_point, clean_shutdown, log_start_offset,
+                               log.epoch_cache, durable)
+        log._log_end_offset = log._end_of_active(log_end_offset if clean_shutdown else None)
+        # What the clean shutdown recorded holds: its producer snapshot may be trusted too.
+        trusted = clean_shutdown and log._log_end_offset == log_end_offset
         log.log_start_offset = max(log_start_offset, local.bases[0])
         if log.log_start_offset > log._log_end_offset:
             log._truncate_fully_and_start_at(log.log_start_offset)
-        # Recovered segments were validated and fsynced, so the whole log is now recovered.
-        log.recovery_point = (log._log_end_offset if clean_shutdown or recovered
+        # Recovered segments were validated, and fsynced when durable: the whole log is then
+        # recovered. Otherwise the caller moves the recovery point once its sync is done.
+        log.recovery_point = (log._log_end_offset if clean_shutdown or (recovered and durable)
                               else min(recovery_point, log._log_end_offset))
         log.epoch_cache.truncate_from_end(log._log_end_offset)
         log.epoch_cache.truncate_from_start(log.log_start_offset)
         if not clean_shutdown:
             log.producer_state.delete_snapshots_after(recovery_point)
-        log._rebuild_producer_state()
+        log._rebuild_producer_state(durable, trust_snapshot=trusted)
         log.high_watermark = log.log_start_offset if high_watermark is None else high_watermark
         return log
 
-    def _rebuild_producer_state(self) -> None:
+    def _end_of_active(self, recorded: int | None) -> int:
+        """The log end offset: ``recorded`` if the active segment agrees with it (it starts
+        at or below it, and holds batches exactly when it ends above its start), else
+        read from the segment's tail."""
+        active = self._local.active
+        if recorded is not None:
+            if active.base_offset <= recorded and (active.size > 0) == (
+                    recorded > active.base_offset):
+                return recorded
+            logger.warning("%s: the recorded log end offset %d does not fit the active "
+                           "segment %r; reading it from the segment", self.dir, recorded, active)
+        return active.next_offset()
+
+    def _rebuild_producer_state(self, durable: bool = True, trust_snapshot: bool = False
+                                ) -> None:
         self.producer_state.rebuild(self.log_start_offset, self._log_end_offset,
-                                    self._local.iter_headers, self._on_marker)
+                                    self._local.iter_headers, self._on_marker, durable=durable,
+                                    trust_snapshot=trust_snapshot)
 
     # ----------------------------------------------------------------------------- offsets
 
@@ -666,16 +700,30 @@ class Log:
                 self.recovery_point = min(end, self._log_end_offset)
                 self.last_flush_ms = self._clock.time_ms()
 
-    def close(self) -> None:
-        """Snapshot the producer state and close the files (no flush: the manager does)."""
+    def close(self, durable: bool = True) -> None:
+        """Snapshot the producer state and close the files (no flush: the manager does).
+        ``durable=False``: the snapshot is not fsynced either (the manager syncs the whole
+        file system afterwards)."""
         with self._lock:
             if self._closed:
                 return
             try:
-                self.producer_state.take_snapshot()
+                # Unless the newest snapshot holds this state: after a clean shutdown the
+                # next start takes the newest one for the state at the log end.
+                self.producer_state.take_snapshot(durable=durable, unless_unchanged=True)
             finally:
                 self._closed = True
                 self._local.close()
+
+    def mark_flushed(self, offset: int) -> None:
+        """Move the recovery point to ``offset`` (at most the log end offset) after the
+        caller made everything of the log below it durable another way: one ``syncfs``
+        of the file system for every log of a directory (the log manager, at shutdown and
+        after recovery). An offline log keeps its recovery point."""
+        with self._lock:
+            if self._offline_reason is None and offset > self.recovery_point:
+                self.recovery_point = min(offset, self._log_end_offset)
+                self.last_flush_ms = self._clock.time_ms()
 
     @property
     def closed(self) -> bool:

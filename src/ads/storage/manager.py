@@ -4,22 +4,34 @@ Each log directory holds one ``<topic>-<partition>`` directory per partition and
 (formats in ``ads.storage.checkpoint``):
 
 - ``recovery-point-offset-checkpoint``: per partition, the offset below which the log is
-  fsynced and validated; recovery after an unclean shutdown starts there.
+  fsynced and validated; recovery after an unclean shutdown starts there. A clean shutdown
+  writes it once every log is on disk, so it then holds each log's end offset, which the
+  next start takes as such without reading any segment.
 - ``log-start-offset-checkpoint``: per partition, the log start offset (DeleteRecords and
   retention may leave it inside the first segment).
 - ``replication-offset-checkpoint``: per partition, the high watermark.
 - ``.kafka_cleanshutdown``: an empty marker written last by ``shutdown`` after every log was
-  flushed and closed. Present at startup: no log is scanned. It is removed as soon as the
-  directory is loaded, so a crash afterwards counts as unclean.
+  closed and made durable and the checkpoints written. Present at startup (with a readable
+  recovery-point checkpoint): no log is scanned. It is removed, and the removal made durable
+  (directory fsync), as soon as the directory is loaded, so a crash afterwards counts as
+  unclean and the start after it does not trust end offsets the logs have since passed.
 - ``.lock``: an empty file the broker holds a POSIX lock on (``lock_dirs``) from before it
   reads anything until ``shutdown``, as Kafka does, so two broker processes never use one
   directory; the kernel drops the lock when its process dies, so a lock that is free means
   no live process uses the directory. (POSIX record locks are per process: brokers in one
   process, as tests run them, do not exclude each other.)
 
+Durability in bulk: where the system has ``syncfs`` (Linux), the shutdown closes a
+directory's logs without fsyncing anything and then syncs the directory's file system once,
+and a start after a crash recovers the logs without fsyncing and syncs once per directory
+afterwards (then writes the checkpoints); a failed sync leaves the recovery points where
+they were and withholds the marker. Elsewhere each changed log is fsynced on its own.
+
 Crash rule: checkpoints are replaced atomically; a checkpoint that cannot be read is treated
-as absent (recovery starts at offset 0, which is slow but safe). Partition directories
-renamed ``<topic>-<partition>.<id>-delete`` by a topic deletion are removed at startup.
+as absent (recovery starts at offset 0, which is slow but safe), and an unreadable
+recovery-point checkpoint makes the marker untrusted, as does a log it does not name (that
+log is recovered from offset 0). Partition directories renamed
+``<topic>-<partition>.<id>-delete`` by a topic deletion are removed at startup.
 
 Threading: everything runs on the owner thread except ``flush_dirty`` and ``checkpoint``,
 which a worker thread may run concurrently with appends (they take the locks they need).
@@ -38,7 +50,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ads.common.clock import Clock
-from ads.common.files import O_CLOEXEC, atomic_write
+from ads.common.files import O_CLOEXEC, atomic_write, fsync_dir
 from ads.common.partitions import TopicPartition
 from ads.storage.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from ads.storage.config import LogConfig
@@ -75,12 +87,13 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
     return TopicPartition(topic, int(partition))
 
 
-def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+def _read_checkpoint(path: Path) -> dict[TopicPartition, int] | None:
+    """The checkpoint's offsets; None (and a warning) if it cannot be read."""
     try:
         return read_offset_checkpoint(path)
     except CheckpointError as exc:
         logger.warning("ignoring unreadable checkpoint: %s", exc)
-        return {}
+        return None
 
 
 class LogManager:
@@ -116,7 +129,9 @@ class LogManager:
         # event loop) while the loop may delete logs: both change the maps under this lock.
         self._logs_lock = threading.Lock()
         self.recovered_logs = 0
-        self._dir_locks: list[int] = []
+        # The descriptor of each directory's .lock, held from lock_dirs to shutdown; also
+        # what syncfs is called on, so it reports writeback errors since the start.
+        self._dir_locks: dict[Path, int] = {}
 
     # ------------------------------------------------------------------------------ startup
 
@@ -134,12 +149,26 @@ class LogManager:
                 raise LogDirInUseError(
                     f"another process uses the log directory {log_dir} (it holds "
                     f"{log_dir / LOCK_FILE}); a directory serves one broker at a time") from exc
-            self._dir_locks.append(fd)
+            self._dir_locks[log_dir] = fd
 
     def unlock_dirs(self) -> None:
-        for fd in self._dir_locks:
+        for fd in self._dir_locks.values():
             os.close(fd)  # closing the descriptor releases its lock
         self._dir_locks.clear()
+
+    def _sync_dir(self, log_dir: Path) -> None:
+        """syncfs of the file system holding ``log_dir``: every file written there, data
+        and metadata (renames, creations, truncations), is on disk when it returns.
+        Raises ``OSError`` if writeback failed there since the directory was locked."""
+        fd = self._dir_locks.get(log_dir)
+        if fd is not None:
+            self.open_files.io.syncfs(fd)
+            return
+        fd = os.open(log_dir, os.O_RDONLY | O_CLOEXEC)  # a manager that never locked
+        try:
+            self.open_files.io.syncfs(fd)
+        finally:
+            os.close(fd)
 
     def startup(self) -> None:
         """Open every partition directory, recovering after an unclean shutdown."""
@@ -147,6 +176,9 @@ class LogManager:
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
             self._load_dir(log_dir)
+        if self.recovered_logs:
+            # The recovery points just moved: a crash soon after starts from them.
+            self.checkpoint()
         logger.info(
             "loaded %d logs (%d recovered after an unclean shutdown) in %.1f ms",
             len(self._logs),
@@ -155,23 +187,35 @@ class LogManager:
         )
 
     def _load_dir(self, log_dir: Path) -> None:
+        """Opens the directory's logs. After a clean shutdown each ends where the
+        recovery-point checkpoint says (written once every log was on disk), so no segment
+        is read; a log the checkpoint does not name, or every log if the checkpoint cannot
+        be read, is recovered from offset 0 as after a crash. Recovered logs are made
+        durable together, with one sync of the file system."""
         marker = log_dir / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
+        had_marker = marker.exists()
         recovery_points = _read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
-        log_starts = _read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
-        high_watermarks = _read_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT)
-        for path in sorted(log_dir.iterdir()):
-            if not path.is_dir():
-                continue
-            if path.name.endswith(DELETE_DIR_SUFFIX):
+        clean = had_marker and recovery_points is not None
+        if recovery_points is None:
+            recovery_points = {}
+        log_starts = _read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT) or {}
+        high_watermarks = _read_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT) or {}
+        whole_fs_sync = self.open_files.io.has_syncfs
+        recovered: list[Log] = []
+        with os.scandir(log_dir) as listing:  # scandir: no stat per entry to tell dirs
+            names = sorted(e.name for e in listing if e.is_dir())
+        for name in names:
+            path = log_dir / name
+            if name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(path, ignore_errors=True)
                 continue
-            tp = parse_partition_dir(path.name)
+            tp = parse_partition_dir(name)
             if tp is None:
                 logger.warning("ignoring %s: not a <topic>-<partition> directory", path)
                 continue
             if tp in self._logs:
                 raise RuntimeError(f"{tp} has directories in two log dirs: {path}")
+            end = recovery_points.get(tp) if clean else None
             log = Log.open(
                 path,
                 tp[0],
@@ -180,15 +224,37 @@ class LogManager:
                 clock=self.clock,
                 recovery_point=recovery_points.get(tp, 0),
                 log_start_offset=log_starts.get(tp, 0),
-                clean_shutdown=clean,
+                clean_shutdown=end is not None,
                 scheduler=self._scheduler,
                 high_watermark=high_watermarks.get(tp),
                 files=self.open_files,
+                log_end_offset=end,
+                durable=not whole_fs_sync,
             )
-            if not clean:
+            if end is None:
                 self.recovered_logs += 1
+                recovered.append(log)
             self._place(tp, log, log_dir)
-        marker.unlink(missing_ok=True)
+        if had_marker:
+            marker.unlink(missing_ok=True)
+            # Durable before any append: a marker that came back after a crash would make
+            # the next start trust a log end offset the log has since passed.
+            fsync_dir(log_dir)
+        if recovered and whole_fs_sync:
+            self._sync_recovered(log_dir, recovered)
+
+    def _sync_recovered(self, log_dir: Path, logs: list[Log]) -> None:
+        """One syncfs for what recovering ``logs`` wrote (truncations, rebuilt indexes and
+        producer snapshots), then their recovery points move to their ends; if it fails
+        they stay, and the next start recovers the same segments again."""
+        try:
+            self._sync_dir(log_dir)
+        except OSError as exc:
+            logger.error("%s: syncing the recovered logs failed: %s; they are recovered "  # noqa: TRY400
+                         "again at the next start", log_dir, exc)
+            return
+        for log in logs:
+            log.mark_flushed(log.log_end_offset)
 
     # ------------------------------------------------------------------------------ logs
 
@@ -314,24 +380,38 @@ class LogManager:
     def shutdown(self) -> None:
         """Flush and close every log, checkpoint, then write the clean-shutdown markers.
 
+        Where the system has ``syncfs`` (Linux), each directory's logs are closed without
+        any fsync and then made durable by one sync of the file system, so the cost follows
+        what was written rather than the number of logs; elsewhere each log with unflushed
+        data is fsynced and each producer snapshot written durably, one by one. Either way
+        every log's recovery point is then its log end offset, which the next start trusts.
+
         A log directory holding a log that went offline (a failed fsync) or could not be
-        closed (no space for its producer snapshot) gets no marker, so the next start
-        recovers it from its recovery point; a failed checkpoint leaves every directory
-        without one. A full disk stops none of it: the directories are unlocked."""
+        closed (no space for its producer snapshot), or whose sync failed, gets no marker,
+        so the next start recovers it from its recovery point; a failed checkpoint leaves
+        every directory without one. A full disk stops none of it: the directories are
+        unlocked."""
         logs = self.logs()
+        by_dir: dict[Path | None, list[Log]] = {}
         for log in logs:
-            try:
-                log.flush()
-            except KafkaStorageError:
-                pass  # offline now: its directory gets no clean-shutdown marker
+            by_dir.setdefault(self._dir_of.get(TopicPartition(log.topic, log.partition)),
+                              []).append(log)
         unclean: set[Path | None] = set()
-        for log in logs:
-            try:
-                log.close()
-            except OSError as exc:  # each failure in one line below: no traceback
-                logger.error("%s: closing failed: %s; recovered at the next start",  # noqa: TRY400
-                             log.dir, exc)
-                unclean.add(self._dir_of.get(TopicPartition(log.topic, log.partition)))
+        whole_fs_sync = self.open_files.io.has_syncfs
+        for log_dir, mine in by_dir.items():
+            if not whole_fs_sync:
+                self._flush_each(mine)
+            unclean.update(self._close_each(mine, log_dir, durable=not whole_fs_sync))
+            if whole_fs_sync and log_dir is not None:
+                try:
+                    self._sync_dir(log_dir)
+                except OSError as exc:
+                    logger.error("%s: syncing the log directory failed: %s; recovered at "  # noqa: TRY400
+                                 "the next start", log_dir, exc)
+                    unclean.add(log_dir)
+                    continue
+                for log in mine:
+                    log.mark_flushed(log.log_end_offset)
         try:
             self.checkpoint()
         except OSError as exc:
@@ -348,3 +428,24 @@ class LogManager:
                     logger.error("%s: the clean-shutdown marker could not be written: %s; "  # noqa: TRY400
                                  "recovered at the next start", log_dir, exc)
         self.unlock_dirs()
+
+    @staticmethod
+    def _flush_each(logs: list[Log]) -> None:
+        for log in logs:
+            try:
+                log.flush()
+            except KafkaStorageError:
+                pass  # offline now: its directory gets no clean-shutdown marker
+
+    @staticmethod
+    def _close_each(logs: list[Log], log_dir: Path | None, *, durable: bool) -> set[Path | None]:
+        """Closes ``logs``; ``{log_dir}`` if one could not be closed, else nothing."""
+        failed: set[Path | None] = set()
+        for log in logs:
+            try:
+                log.close(durable=durable)
+            except OSError as exc:  # each failure in one line below: no traceback
+                logger.error("%s: closing failed: %s; recovered at the next start",  # noqa: TRY400
+                             log.dir, exc)
+                failed.add(log_dir)
+        return failed

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import resource
 import threading
 from collections import OrderedDict
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ads.storage.fileio import OS_FILE_IO, FileIO
-from ads.storage.files import FileHandle
+from ads.storage.files import O_CLOEXEC, FileHandle
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -98,7 +99,7 @@ class OpenFiles:
         """Files open in the cache now."""
         return len(self._lru)
 
-    def file(self, path: Path, flags: int) -> CachedFile:
+    def file(self, path: Path | str, flags: int) -> CachedFile:
         """A file opened with `flags` on first use (and again after eviction)."""
         return CachedFile(self, path, flags)
 
@@ -151,7 +152,7 @@ class CachedFile:
 
     __slots__ = ("_files", "_handle", "_path", "_referenced", "_unsynced", "flags")
 
-    def __init__(self, files: OpenFiles, path: Path, flags: int) -> None:
+    def __init__(self, files: OpenFiles, path: Path | str, flags: int) -> None:
         self._files = files
         self._path = str(path)
         self.flags = flags
@@ -166,6 +167,11 @@ class CachedFile:
     @path.setter
     def path(self, path: Path) -> None:
         self._path = str(path)
+
+    @property
+    def directory(self) -> str:
+        """The directory the file is in, as a string (no ``Path`` made)."""
+        return os.path.dirname(self._path)  # noqa: PTH120 - a string, see above
 
     def handle(self) -> FileHandle:
         """The open file, opened now if it is not; hold the handle while using its
@@ -199,6 +205,23 @@ class CachedFile:
         handle = self.handle()
         self._unsynced = True
         self._files.io.ftruncate(handle.fd, length)
+
+    def rewrite(self, data: bytes) -> None:
+        """Make `data` the file's whole content: written over the old from the start (a
+        descriptor of its own, without ``O_APPEND``), then cut to its length if the old
+        was longer. Cheaper than truncating to zero and appending when the content barely
+        changes: no block is freed and allocated again."""
+        io = self._files.io
+        self._unsynced = True
+        fd = io.open(self._path, os.O_WRONLY | os.O_CREAT | O_CLOEXEC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[io.write(fd, view):]
+            if os.fstat(fd).st_size > len(data):
+                io.ftruncate(fd, len(data))
+        finally:
+            os.close(fd)
 
     def fsync(self) -> None:
         """fsyncs what was written since the last fsync, reopening the file if it was

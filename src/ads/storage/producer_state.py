@@ -35,17 +35,23 @@ of that offset (every batch below it applied). Layout, big-endian::
         max_timestamp int64
 
 Crash rule: a snapshot is written with ``atomic_write`` (temporary file, fsync, rename,
-directory fsync). On start, snapshots above the log end offset (and, after an unclean
-shutdown, above the recovery point, since the batches before them may not have reached the
-disk) are deleted; the newest remaining one that reads back with a valid CRC is loaded and
-the batch headers after its offset are replayed. A snapshot that fails its CRC is deleted and
-the next older one tried. Without any, the state is rebuilt from the log start.
+directory fsync), or without the fsyncs where the log manager syncs the whole file system
+afterwards (a shutdown, a start after a crash). On start, snapshots above the log end offset
+(and, after an unclean shutdown, above the recovery point, since the batches before them may
+not have reached the disk) are deleted; the newest remaining one that reads back with a
+valid CRC is loaded and the batch headers after its offset are replayed. A snapshot that
+fails its CRC (one cut short by a crash) is deleted and the next older one tried. Without
+any, the state is rebuilt from the log start. After a clean shutdown nothing is replayed:
+the shutdown wrote a snapshot at the log end unless the newest one (or, without any, an
+empty state) already held the state, so the newest, or an empty state, is the state at the
+end (``take_snapshot(unless_unchanged=True)``, ``rebuild(trust_snapshot=True)``).
 
 Not thread-safe: the owner (the partition's ``Log``) calls it from one thread.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 import struct
 from collections import deque
@@ -61,6 +67,7 @@ from ads.storage.errors import (
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
 )
+from ads.storage.files import file_names
 
 __all__ = [
     "SNAPSHOT_SUFFIX",
@@ -412,19 +419,44 @@ class ProducerStateManager:
 
     def snapshot_offsets(self) -> list[int]:
         offsets = []
-        for path in self.directory.glob(f"*{SNAPSHOT_SUFFIX}"):
-            stem = path.name[: -len(SNAPSHOT_SUFFIX)]
-            if stem.isdigit():
-                offsets.append(int(stem))
+        for name in file_names(self.directory):
+            if name.endswith(SNAPSHOT_SUFFIX):
+                stem = name[: -len(SNAPSHOT_SUFFIX)]
+                if stem.isdigit():
+                    offsets.append(int(stem))
         return sorted(offsets)
 
-    def take_snapshot(self) -> Path | None:
-        """Write the state as of ``map_end_offset``, unless that snapshot exists."""
+    def take_snapshot(self, *, durable: bool = True, unless_unchanged: bool = False
+                      ) -> Path | None:
+        """Write the state as of ``map_end_offset``, unless that snapshot exists.
+
+        ``durable=False``: without fsyncs, for a caller that syncs the file system.
+        ``unless_unchanged``: nor when the newest snapshot in [log start offset, map end
+        offset) holds the same bytes (without one: when there are no producers), which
+        then stands for the state at ``map_end_offset`` as well
+        (``rebuild(trust_snapshot=True)``): a shutdown of many partitions whose producers
+        did not change (most have none) creates no file for them, and creating a file is
+        the dearest thing it would do."""
         path = self.snapshot_path(self.map_end_offset)
         if path.exists():
             return None
-        atomic_write(path, encode_snapshot(self._producers.values()))
+        data = encode_snapshot(self._producers.values())
+        if unless_unchanged and self._newest_snapshot() == data:
+            return None
+        atomic_write(path, data, durable=durable)
         return path
+
+    def _newest_snapshot(self) -> bytes:
+        """The bytes of the newest snapshot in [log start offset, map end offset); those of
+        an empty state if there is none."""
+        offsets = self.snapshot_offsets()
+        i = bisect.bisect_left(offsets, self.map_end_offset) - 1
+        if i >= 0 and offsets[i] >= self.log_start_offset:
+            try:
+                return self.snapshot_path(offsets[i]).read_bytes()
+            except FileNotFoundError:
+                pass
+        return _EMPTY_SNAPSHOT
 
     def delete_snapshots_before(self, offset: int) -> None:
         for snapshot in self.snapshot_offsets():
@@ -436,19 +468,22 @@ class ProducerStateManager:
             if snapshot > offset:
                 self.snapshot_path(snapshot).unlink(missing_ok=True)
 
-    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int) -> int:
+    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int) -> int | None:
         """Reload from the newest valid snapshot in [log start, log end].
 
-        Returns the offset from which the caller must replay the log (the snapshot's offset,
-        or the log start offset without one).
+        Returns the snapshot's offset, from which the caller must replay the log; None
+        without one (the state is empty as of the log start offset, replayed from there).
         """
-        self.delete_snapshots_after(log_end_offset)
+        offsets = self.snapshot_offsets()  # listed once, for both loops
+        kept = bisect.bisect_right(offsets, log_end_offset)
+        for offset in offsets[kept:]:
+            self.snapshot_path(offset).unlink(missing_ok=True)
         self._producers.clear()
         self._ongoing_txns.clear()
         self._unreplicated_txns.clear()
         self._verification_guards.clear()
         self.log_start_offset = log_start_offset
-        for offset in reversed(self.snapshot_offsets()):
+        for offset in reversed(offsets[:kept]):
             if offset < log_start_offset:
                 break
             path = self.snapshot_path(offset)
@@ -464,7 +499,7 @@ class ProducerStateManager:
             self.map_end_offset = offset
             return offset
         self.map_end_offset = log_start_offset
-        return log_start_offset
+        return None
 
     def rebuild(
         self,
@@ -472,18 +507,31 @@ class ProducerStateManager:
         log_end_offset: int,
         headers_from: Callable[[int], Iterable[BatchHeader]],
         on_marker: Callable[[BatchHeader, int | None], None] | None = None,
+        *,
+        durable: bool = True,
+        trust_snapshot: bool = False,
     ) -> None:
         """Reload the newest snapshot, replay the batch headers after it (``headers_from``:
-        the log's headers from an offset on) and snapshot the result. ``on_marker`` sees
-        each transaction marker replayed with the first offset of the transaction it ends
-        (None: none was open), before the marker closes it."""
-        replay_from = self.truncate_and_reload(log_start_offset, log_end_offset)
+        the log's headers from an offset on) and snapshot the result unless the newest
+        snapshot holds it already (``take_snapshot``; ``durable``: the same).
+        ``on_marker`` sees each transaction marker replayed with the first offset of the
+        transaction it ends (None: none was open), before the marker closes it.
+
+        ``trust_snapshot``, after a clean shutdown: the newest snapshot holds the state at
+        the log end, and without one the state is empty (the shutdown wrote a snapshot
+        there unless the newest, or the empty state, held it already), so nothing is
+        replayed."""
+        snapshot = self.truncate_and_reload(log_start_offset, log_end_offset)
+        replay_from = log_start_offset if snapshot is None else snapshot
         if replay_from >= log_end_offset:
+            return
+        if trust_snapshot:
+            self.map_end_offset = log_end_offset
             return
         self.replay_all(headers_from(replay_from), on_marker)
         self.map_end_offset = log_end_offset
         self.truncate_head(log_start_offset)
-        self.take_snapshot()
+        self.take_snapshot(durable=durable, unless_unchanged=True)
 
 
 def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
@@ -507,6 +555,9 @@ def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
             )
     tail = struct.pack(">i", count) + body
     return _HEAD.pack(SNAPSHOT_VERSION, crc32c(tail), count) + bytes(body)
+
+
+_EMPTY_SNAPSHOT = encode_snapshot(())
 
 
 def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:

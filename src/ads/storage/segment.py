@@ -112,21 +112,13 @@ class LogSegment:
         self._clock = clock
         self._file = file
         self._size = size
-        directory = file.path.parent
-        self.offset_index = OffsetIndex(
-            directory / (file_name(base_offset, INDEX_SUFFIX) + file_suffix),
-            base_offset,
-            config.segment_index_bytes,
-            files,
-        )
-        self.time_index = TimeIndex(
-            directory / (file_name(base_offset, TIME_INDEX_SUFFIX) + file_suffix),
-            base_offset,
-            config.segment_index_bytes,
-            files,
-        )
-        self.txn_index = TransactionIndex(
-            directory / (file_name(base_offset, TXN_INDEX_SUFFIX) + file_suffix), files)
+        # Strings, not Paths: a broker start opens a segment for each of its partitions.
+        stem = os.path.join(file.directory, file_name(base_offset, ""))  # noqa: PTH118
+        self.offset_index = OffsetIndex(stem + INDEX_SUFFIX + file_suffix, base_offset,
+                                        config.segment_index_bytes, files)
+        self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX + file_suffix, base_offset,
+                                    config.segment_index_bytes, files)
+        self.txn_index = TransactionIndex(stem + TXN_INDEX_SUFFIX + file_suffix, files)
         self.created_ms = created_ms
         self._indexes_ready = False
         self._bytes_since_last_index_entry = 0
@@ -187,8 +179,9 @@ class LogSegment:
     ) -> LogSegment:
         """An existing segment; its file is opened and its indexes loaded (and checked) on
         first use."""
-        path = directory / file_name(base_offset, LOG_SUFFIX)
-        stat = path.stat()
+        # Strings, as in __init__.
+        path = os.path.join(directory, file_name(base_offset, LOG_SUFFIX))  # noqa: PTH118
+        stat = os.stat(path)  # noqa: PTH116
         return cls(base_offset, config, clock, files.file(path, _REOPEN), stat.st_size,
                    stat.st_mtime_ns // 1_000_000, files)
 
@@ -516,10 +509,19 @@ class LogSegment:
         """Validate every batch, rebuild both indexes, cut off an invalid tail.
 
         Returns the number of bytes truncated. ``on_batch`` sees each valid header in order
-        (the log rebuilds its leader epoch cache with it).
+        (the log rebuilds its leader epoch cache with it). The index files are written at
+        the end, and only if they differ from what was rebuilt.
         """
-        self.offset_index.reset()
-        self.time_index.reset()
+        self.offset_index.rebuild()
+        self.time_index.rebuild()
+        try:
+            return self._recover(max_batch_bytes, on_batch)
+        finally:
+            self.offset_index.finish_rebuild()
+            self.time_index.finish_rebuild()
+
+    def _recover(self, max_batch_bytes: int,
+                 on_batch: Callable[[BatchHeader], None] | None) -> int:
         self._indexes_ready = True
         self._max_timestamp, self._offset_of_max_timestamp = -1, self.base_offset
         self._bytes_since_last_index_entry = 0

@@ -62,7 +62,7 @@ class TransactionIndex:
     # Slots: one of each per partition or segment, a hundred thousand of them in a broker.
     __slots__ = ("_entries", "_file")
 
-    def __init__(self, path: Path, files: OpenFiles) -> None:
+    def __init__(self, path: Path | str, files: OpenFiles) -> None:
         # Opened (and made) on its first entry, through the broker's open files.
         self._file = files.file(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | O_CLOEXEC)
         self._entries: list[AbortedTxn] | None = None  # loaded on first use
