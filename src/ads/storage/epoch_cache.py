@@ -35,9 +35,10 @@ class LeaderEpochCache:
     # Slots: one of each per partition or segment, a hundred thousand of them in a broker.
     __slots__ = ("_epochs", "_starts", "path")
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        entries = read_epoch_checkpoint(path)
+    def __init__(self, path: Path | str) -> None:
+        # A string: one per partition (see LocalLog).
+        self.path = str(path)
+        entries = read_epoch_checkpoint(Path(path))
         self._epochs: list[int] = []
         self._starts: list[int] = []
         for epoch, start in entries:
@@ -55,7 +56,7 @@ class LeaderEpochCache:
         return True
 
     def _persist(self) -> None:
-        write_epoch_checkpoint(self.path, self.entries())
+        write_epoch_checkpoint(Path(self.path), self.entries())
 
     def entries(self) -> list[tuple[int, int]]:
         return list(zip(self._epochs, self._starts, strict=True))
@@ -126,4 +127,4 @@ class LeaderEpochCache:
             self._persist()
 
     def rename_dir(self, directory: Path) -> None:
-        self.path = directory / self.path.name
+        self.path = str(directory / Path(self.path).name)

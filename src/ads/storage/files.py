@@ -57,7 +57,7 @@ def file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
-def file_names(directory: Path) -> list[str]:
+def file_names(directory: Path | str) -> list[str]:
     """The names in ``directory``: strings, not the ``Path`` per entry ``iterdir`` makes,
     which cost more than the listing at a start that lists every partition directory."""
     return os.listdir(directory)  # noqa: PTH208 - see above

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -70,7 +71,9 @@ class LocalLog:
         scheduler: Scheduler | None,
         files: OpenFiles,
     ) -> None:
-        self.dir = directory
+        # A string, not a Path: a broker keeps one per partition, and a Path holds each part
+        # of itself as a string besides (about half a kilobyte each).
+        self._dir = str(directory)
         self.config = config
         self.files = files
         self._clock = clock
@@ -92,7 +95,7 @@ class LocalLog:
         ``epoch_cache``), fsyncing them unless not ``durable``. An empty directory gets an
         empty segment at ``start_offset``. Returns whether it recovered."""
         for base in base_offsets(names):
-            self._add(LogSegment.open(self.dir, base, self.config, self._clock,
+            self._add(LogSegment.open(self._dir, base, self.config, self._clock,
                                       files=self.files))
         recovered = not clean_shutdown and bool(self.segments)
         if recovered:
@@ -111,6 +114,10 @@ class LocalLog:
     def _create(self, base_offset: int) -> LogSegment:
         return LogSegment.create(self.dir, base_offset, self.config, self._clock,
                                  files=self.files)
+
+    @property
+    def dir(self) -> Path:
+        return Path(self._dir)
 
     @property
     def active(self) -> LogSegment:
@@ -290,8 +297,8 @@ class LocalLog:
     # ------------------------------------------------------------------------- directory
 
     def rename_dir(self, directory: Path) -> None:
-        self.dir.rename(directory)
-        self.dir = directory
+        os.rename(self._dir, directory)  # noqa: PTH104 - the directory is kept as a string
+        self._dir = str(directory)
         for segment in self.segments:
             segment.rename_dir(directory)
 
@@ -302,4 +309,4 @@ class LocalLog:
     def delete(self) -> None:
         """Close every segment and remove the directory."""
         self.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self._dir, ignore_errors=True)

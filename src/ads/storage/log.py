@@ -764,7 +764,7 @@ class Log:
         """Move the partition directory (files stay open and readable)."""
         with self._lock:
             self._local.rename_dir(directory)
-            self.producer_state.directory = directory
+            self.producer_state.directory = str(directory)
             self.epoch_cache.rename_dir(directory)
 
     def delete(self) -> None:

@@ -254,8 +254,9 @@ class ProducerStateManager:
     __slots__ = ("_ongoing_txns", "_producers", "_unreplicated_txns", "_verification_guards",
                  "directory", "log_start_offset", "map_end_offset")
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
+    def __init__(self, directory: Path | str) -> None:
+        # A string: one per partition (see LocalLog).
+        self.directory = str(directory)
         self._producers: dict[int, ProducerStateEntry] = {}
         self._ongoing_txns: dict[int, int] = {}
         # (first offset, marker offset) of each transaction ended by a marker that may not
@@ -415,7 +416,7 @@ class ProducerStateManager:
     # ---------------------------------------------------------------------------- snapshots
 
     def snapshot_path(self, offset: int) -> Path:
-        return self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+        return Path(self.directory, f"{offset:020d}{SNAPSHOT_SUFFIX}")
 
     def snapshot_offsets(self) -> list[int]:
         offsets = []

@@ -170,7 +170,7 @@ class LogSegment:
     @classmethod
     def open(
         cls,
-        directory: Path,
+        directory: str | Path,
         base_offset: int,
         config: LogConfig,
         clock: Clock,
