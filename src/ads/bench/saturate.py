@@ -108,7 +108,7 @@ def _leaders(bootstrap: str, topic: str) -> dict[tuple[str, int], list[int]]:
     """Per leader's address, the partitions of `topic` it leads."""
     # confluent-kafka takes a logging.Logger for "logger"; its hints allow only scalars.
     admin = AdminClient({"bootstrap.servers": bootstrap,
-                         "logger": CLIENT_LOG})  # type: ignore[dict-item]
+                         "logger": CLIENT_LOG})  # type: ignore[dict-item]  # a Logger, see above
     md = admin.list_topics(topic, timeout=30)
     found = md.topics.get(topic)
     if found is None or found.error is not None:

@@ -56,7 +56,7 @@ def topic_sizes(partitions: int) -> list[tuple[str, int]]:
 def _admin(bootstrap: str) -> AdminClient:
     # confluent-kafka takes a logging.Logger for "logger"; its hints allow only scalars.
     return AdminClient({"bootstrap.servers": bootstrap,
-                        "logger": CLIENT_LOG})  # type: ignore[dict-item]
+                        "logger": CLIENT_LOG})  # type: ignore[dict-item]  # a Logger, see above
 
 
 def _timed(fn: Callable[[], object]) -> float:
