@@ -118,11 +118,10 @@ class Quorum:
         if epoch < self.leader_epoch:
             return
         moved = (leader_id, address) != (self.leader_id, self.leader_address)
+        if leader_id != self.leader_id or address is not None:
+            # A new leader whose address the answer did not give is looked for again.
+            self.leader_address = address if leader_id >= 0 else None
         self.leader_id, self.leader_epoch = leader_id, epoch
-        if leader_id < 0:
-            self.leader_address = None
-        elif address is not None:
-            self.leader_address = address
         if moved and leader_id >= 0:
             log.info("controller quorum leader is node %d (epoch %d) at %s", leader_id, epoch,
                      self.leader_address)
@@ -180,8 +179,10 @@ class LogFollower:
         try:
             while True:
                 try:
-                    await self.fetch_once()
-                    backoff = self._settings.retry_backoff_s
+                    if await self.fetch_once():
+                        backoff = self._settings.retry_backoff_s
+                    else:  # sent elsewhere: not at once, in case the quorum is electing
+                        await asyncio.sleep(self._settings.retry_backoff_s)
                 except ControllerUnreachableError as exc:
                     log.info("metadata fetch failed (%s); retrying", exc)
                     await self._drop_connection()
@@ -218,16 +219,17 @@ class LogFollower:
             topics=[m.FetchRequest.FetchTopic(topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID,
                                               partitions=[partition])])
 
-    async def fetch_once(self) -> None:
+    async def fetch_once(self) -> bool:
         conn = await self._connection()
         timeout = self._settings.request_timeout_s + self._settings.fetch_max_wait_ms / 1000
         response = await conn.request(m.FetchRequest.API_KEY, FETCH_VERSION, self.request(),
                                       timeout_s=timeout)
         assert isinstance(response, m.FetchResponse)
-        self.handle(response)
+        return self.handle(response)
 
-    def handle(self, response: m.FetchResponse) -> None:
-        """Applies one Fetch answer (see the table in the module's docstring)."""
+    def handle(self, response: m.FetchResponse) -> bool:
+        """Applies one Fetch answer (see the table in the module's docstring); False when
+        it named another leader."""
         if response.error_code != ErrorCode.NONE:
             raise ControllerUnreachableError(
                 f"the controller answered Fetch with {ErrorCode(response.error_code).name}")
@@ -241,7 +243,7 @@ class LogFollower:
         if data.error_code in _LEADER_MOVED:
             if self._quorum.leader_address is None:
                 raise ControllerUnreachableError("the quorum has no known leader yet")
-            return
+            return False
         if data.error_code != ErrorCode.NONE:
             raise ControllerUnreachableError(
                 f"metadata Fetch failed: {ErrorCode(data.error_code).name}")
@@ -251,11 +253,12 @@ class LogFollower:
                 f"{data.snapshot_id.end_offset}); reading snapshots is not supported yet")
         if data.diverging_epoch.end_offset >= 0:
             self._truncate(data.diverging_epoch.end_offset)
-            return
+            return True
         if data.records is not None and len(data.records):
             self._pending.extend(read_batches(bytes(data.records)))
         self.high_watermark = data.high_watermark
         self._commit()
+        return True
 
     def _truncate(self, end_offset: int) -> None:
         if end_offset <= self.applied_offset:

@@ -1,0 +1,102 @@
+"""Apache Kafka's KRaft controller, alone, for tests of ADS brokers in a KRaft cluster
+(docs/kraft.md).
+
+`KafkaController` runs one Kafka 4.x node with `process.roles=controller` only: a quorum of
+one voter (`controller.quorum.voters`), listening on its CONTROLLER listener and nothing
+else, from the jars of tests/kafka_reference (as `KafkaReference` does). The log directory
+is formatted with the features ADS brokers can run (`FORMAT_FEATURES`): the controller
+refuses to register a broker that cannot run a finalized feature level. Start returns once
+the controller answers ApiVersions; stop is SIGTERM, then SIGKILL (`KafkaPeer`).
+
+`controller_request` sends one request to the controller, as an admin client bootstrapped
+to controllers (KIP-919) would, for what ADS does not do itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from ads.bench.kafka import LOG4J, KafkaPeer
+from ads.bench.produce import BenchError
+from ads.net.client import BrokerConnection, NetClientError
+from ads.protocol import messages as m
+from ads.protocol.base import Message
+from kafka_reference import JARS, JVM_OPTIONS
+
+NODE_ID = 3000
+# Kafka 4.4 formats share.version=2 and streams.version=1 by default; ADS brokers support
+# share.version 1 and no streams groups (ads.metadata.kraft_lifecycle.SUPPORTED_FEATURES).
+FORMAT_FEATURES = ("--feature=share.version=1", "--feature=streams.version=0")
+
+
+async def _request(port: int, api_key: int, version: int, body: Message) -> Message:
+    conn = await BrokerConnection.connect("127.0.0.1", port, connect_timeout_s=2.0,
+                                          request_timeout_s=10.0)
+    try:
+        return await conn.request(api_key, version, body)
+    finally:
+        await conn.close()
+
+
+class KafkaController(KafkaPeer):
+    """One Apache Kafka KRaft controller (controller role only) in a subprocess."""
+
+    def __init__(self, work_dir: Path) -> None:
+        super().__init__(JARS, work_dir, {}, JVM_OPTIONS, node_id=NODE_ID)
+
+    @property
+    def quorum(self) -> str:
+        """The value of `controller.quorum.bootstrap.servers` for its brokers."""
+        return f"127.0.0.1:{self.controller_port}"
+
+    def prepare(self, deadline: float) -> None:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        props = {
+            "process.roles": "controller",
+            "node.id": str(NODE_ID),
+            "controller.quorum.voters": f"{NODE_ID}@{self.quorum}",
+            "listeners": f"CONTROLLER://{self.quorum}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+        }
+        config = self.work_dir / "server.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        (self.work_dir / "log4j2.properties").write_text(LOG4J)
+        self._format(config, deadline, *FORMAT_FEATURES)
+
+    def start(self, timeout_s: float = 90.0) -> KafkaController:
+        deadline = time.monotonic() + timeout_s
+        self.prepare(deadline)
+        self.launch()
+        try:
+            self._await_answer(deadline)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _await_answer(self, deadline: float) -> None:
+        while True:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise BenchError(f"the controller exited with {self.proc.returncode}\n"
+                                 f"{self.log_tail()}")
+            try:
+                self.request(m.ApiVersionsRequest.API_KEY, 3, m.ApiVersionsRequest(
+                    client_software_name="ads-tests", client_software_version="1"))
+                return
+            except NetClientError:
+                if time.monotonic() > deadline:
+                    raise BenchError(f"the controller did not answer in time\n"
+                                     f"{self.log_tail()}") from None
+                time.sleep(0.2)
+
+    def request(self, api_key: int, version: int, body: Message) -> Message:
+        """One request to the controller, on a connection of its own."""
+        return asyncio.run(_request(self.controller_port, api_key, version, body))
+
+    def __enter__(self) -> KafkaController:
+        return self.start()

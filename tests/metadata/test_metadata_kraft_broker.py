@@ -1,0 +1,160 @@
+"""An ADS broker in a cluster run by Apache Kafka's KRaft controller (docs/kraft.md).
+
+Real processes: Kafka 4.x as a controller-only node (tests/kraft_support.py), `ads broker`
+with `process.roles=broker` pointed at it, confluent-kafka clients and Kafka's own
+`kafka-metadata-quorum` tool. The story: the broker registers and is unfenced; topics made
+through ADS and directly at the controller are led by it; clients produce and consume
+through it; a config change through ADS reaches the controller's log; a controlled shutdown
+and a restart on the same data keep everything.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
+
+from ads.bench.processes import await_metadata
+from ads.protocol import messages as m
+from broker_process import BrokerProcess
+from kafka_reference import JARS
+from kraft_support import KafkaController
+
+pytestmark = [pytest.mark.kafka_reference, pytest.mark.broker_process]
+
+BROKER_ID = 1
+DEADLINE_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def controller(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaController]:
+    with KafkaController(Path(tmp_path_factory.mktemp("controller"))) as c:
+        yield c
+
+
+def kraft_broker(data_dir: Path, controller: KafkaController, port: int | None = None
+                 ) -> BrokerProcess:
+    return BrokerProcess(
+        data_dir, port, f"node.id={BROKER_ID}", "process.roles=broker",
+        f"controller.quorum.bootstrap.servers={controller.quorum}",
+        "controller.listener.names=CONTROLLER",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "offsets.topic.num.partitions=2", "broker.heartbeat.interval.ms=500")
+
+
+def leaders(bootstrap: str, topic: str) -> dict[int, int]:
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    return {p: pm.leader for p, pm in md.topics[topic].partitions.items()}
+
+
+def await_leaders(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    deadline = time.monotonic() + DEADLINE_S
+    seen: dict[int, int] = {}
+    while time.monotonic() < deadline:
+        seen = leaders(bootstrap, topic)
+        if len(seen) == partitions and all(leader == BROKER_ID for leader in seen.values()):
+            return seen
+        time.sleep(0.1)
+    return seen
+
+
+def consume(bootstrap: str, topic: str, group: str, count: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while len(values) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                values.append(msg.value())
+    finally:
+        consumer.close()
+    return sorted(values)
+
+
+def quorum_replication(controller: KafkaController) -> str:
+    """`kafka-metadata-quorum --bootstrap-controller ... describe --replication`."""
+    done = subprocess.run(  # noqa: S603 - our own command line
+        controller._java("org.apache.kafka.tools.MetadataQuorumCommand",
+                         "--bootstrap-controller", controller.quorum, "describe",
+                         "--replication"),
+        capture_output=True, text=True, timeout=60, check=True)
+    return done.stdout
+
+
+def test_metadata_kraft_broker_joins_serves_and_restarts(controller: KafkaController,
+                                                         tmp_path: Path) -> None:
+    assert JARS.is_dir()
+    broker = kraft_broker(tmp_path / "data", controller).start()
+    try:
+        # (a) Registered and unfenced: ADS lists only brokers the controller's log says
+        # are unfenced, and Kafka's tool shows the broker following the log as an observer.
+        await_metadata(broker.bootstrap, broker.proc, time.monotonic() + DEADLINE_S, "ADS",
+                       broker.log)
+        observers = [line.split() for line in quorum_replication(controller).splitlines()
+                     if line.split()[:1] == [str(BROKER_ID)]]
+        assert observers and observers[0][-1] == "Observer"
+        meta = (tmp_path / "data" / "meta.properties").read_text()
+        assert f"cluster.id={controller.cluster_id}" in meta
+
+        # (b) A topic made through ADS (CreateTopics forwarded to the controller) and one
+        # made directly at the controller are both led by the ADS broker.
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("orders", 3, 1)])["orders"].result(timeout=DEADLINE_S)
+        assert await_leaders(broker.bootstrap, "orders", 3) == {0: 1, 1: 1, 2: 1}
+        created = controller.request(m.CreateTopicsRequest.API_KEY, 7, m.CreateTopicsRequest(
+            topics=[m.CreateTopicsRequest.CreatableTopic(name="direct", num_partitions=2,
+                                                         replication_factor=1)],
+            timeout_ms=30_000))
+        assert isinstance(created, m.CreateTopicsResponse)
+        assert created.topics[0].error_code == 0
+        assert await_leaders(broker.bootstrap, "direct", 2) == {0: 1, 1: 1}
+        with pytest.raises(KafkaException, match="TOPIC_ALREADY_EXISTS"):
+            admin.create_topics([NewTopic("direct", 1, 1)])["direct"].result(timeout=30)
+
+        # (c) Clients produce (idempotent: producer ids come from the controller) and
+        # consume in a group (its __consumer_offsets made through the controller).
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+        for i in range(20):
+            producer.produce("orders" if i % 2 else "direct", key=b"k%d" % i, value=b"v%02d" % i)
+        assert producer.flush(DEADLINE_S) == 0
+        assert consume(broker.bootstrap, "orders", "g1", 10) == [b"v%02d" % i
+                                                                 for i in range(1, 20, 2)]
+        assert consume(broker.bootstrap, "direct", "g1", 10) == [b"v%02d" % i
+                                                                 for i in range(0, 20, 2)]
+
+        # A topic config set through ADS is written by the controller and read back.
+        resource = ConfigResource("topic", "orders", incremental_configs=[
+            ConfigEntry("retention.ms", "3600000",
+                        incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([resource])[resource].result(timeout=DEADLINE_S)
+        described = admin.describe_configs([ConfigResource("topic", "orders")])
+        configs = next(iter(described.values())).result(timeout=DEADLINE_S)
+        assert configs["retention.ms"].value == "3600000"
+    finally:
+        # SIGTERM: a controlled shutdown through the heartbeat, then a clean exit.
+        assert broker.stop() == 0
+    assert "ended this broker's controlled shutdown" in broker.log()
+
+    # Restarted on its data: the same cluster (meta.properties), the controller makes it
+    # leader again once it has caught up, and the records are all there.
+    again = kraft_broker(tmp_path / "data", controller, broker.port).start()
+    try:
+        assert await_leaders(again.bootstrap, "orders", 3) == {0: 1, 1: 1, 2: 1}
+        assert consume(again.bootstrap, "orders", "g2", 10) == [b"v%02d" % i
+                                                                for i in range(1, 20, 2)]
+    finally:
+        assert again.stop() == 0
