@@ -43,8 +43,9 @@ async def _request(port: int, api_key: int, version: int, body: Message) -> Mess
 class KafkaController(KafkaPeer):
     """One Apache Kafka KRaft controller (controller role only) in a subprocess."""
 
-    def __init__(self, work_dir: Path) -> None:
-        super().__init__(JARS, work_dir, {}, JVM_OPTIONS, node_id=NODE_ID)
+    def __init__(self, work_dir: Path, overrides: dict[str, str] | None = None) -> None:
+        """`overrides`: server.properties keys set on top of the controller's."""
+        super().__init__(JARS, work_dir, overrides, JVM_OPTIONS, node_id=NODE_ID)
 
     @property
     def quorum(self) -> str:
@@ -61,6 +62,7 @@ class KafkaController(KafkaPeer):
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
             "log.dirs": str(self.data_dir),
+            **self.overrides,
         }
         config = self.work_dir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))

@@ -158,3 +158,51 @@ def test_metadata_kraft_broker_joins_serves_and_restarts(controller: KafkaContro
                                                                 for i in range(1, 20, 2)]
     finally:
         assert again.stop() == 0
+
+
+# A controller that snapshots its metadata every half second, rolls its log segments as
+# often, and deletes what a snapshot covers (it checks once a minute, KafkaRaftClient's
+# fixed cleaning interval): a broker that starts later can only read the log from a
+# snapshot.
+SNAPSHOTTING = {
+    "metadata.log.max.snapshot.interval.ms": "500",
+    "metadata.max.idle.interval.ms": "50",
+    "metadata.log.segment.ms": "500",
+    "metadata.max.retention.ms": "500",
+    "internal.metadata.log.segment.bytes": "4096",
+}
+CLEANED_WITHIN_S = 150.0
+
+
+def test_metadata_kraft_broker_restarts_from_a_snapshot(tmp_path: Path) -> None:
+    with KafkaController(tmp_path / "controller", SNAPSHOTTING) as controller:
+        broker = kraft_broker(tmp_path / "data", controller).start()
+        try:
+            await_metadata(broker.bootstrap, broker.proc, time.monotonic() + DEADLINE_S,
+                           "ADS", broker.log)
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+            admin.create_topics([NewTopic("early", 2, 1)])["early"].result(timeout=DEADLINE_S)
+            assert await_leaders(broker.bootstrap, "early", 2) == {0: 1, 1: 1}
+            producer = Producer({"bootstrap.servers": broker.bootstrap})
+            producer.produce("early", value=b"before")
+            assert producer.flush(DEADLINE_S) == 0
+        finally:
+            assert broker.stop() == 0
+        # While the broker is away, the controller's log start moves past the topic's
+        # records: only its snapshots still hold them.
+        first_segment = controller.data_dir / "__cluster_metadata-0" / f"{0:020d}.log"
+        deadline = time.monotonic() + CLEANED_WITHIN_S
+        while first_segment.exists() and time.monotonic() < deadline:
+            time.sleep(1.0)
+        assert not first_segment.exists(), "the controller kept its log from offset 0"
+
+        again = kraft_broker(tmp_path / "data", controller, broker.port).start()
+        try:
+            assert await_leaders(again.bootstrap, "early", 2) == {0: 1, 1: 1}
+            producer = Producer({"bootstrap.servers": again.bootstrap})
+            producer.produce("early", value=b"after")
+            assert producer.flush(DEADLINE_S) == 0
+            assert consume(again.bootstrap, "early", "g", 2) == [b"after", b"before"]
+        finally:
+            assert again.stop() == 0
+        assert "read the metadata snapshot up to offset" in again.log()

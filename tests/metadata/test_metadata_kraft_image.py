@@ -193,14 +193,14 @@ def fetch_answer(data: bytes, high_watermark: int, *, error: int = ErrorCode.NON
 class Recorder:
     def __init__(self) -> None:
         self.applied: list[MetadataBatch] = []
-        self.resets = 0
+        self.replaced = 0
 
     def apply(self, batches: list[MetadataBatch]) -> None:
         self.applied.extend(batches)
 
-    def reset(self) -> None:
-        self.resets += 1
-        self.applied.clear()
+    def replace(self, batches: list[MetadataBatch]) -> None:
+        self.replaced += 1
+        self.applied = list(batches)
 
 
 async def not_connected(host: str, port: int) -> ControllerConnection:
@@ -211,7 +211,7 @@ async def test_kraft_follower_applies_only_committed_batches_in_order() -> None:
     quorum = Quorum(parse_bootstrap(["a:1"], []))
     seen = Recorder()
     follower = LogFollower(quorum, not_connected, FollowerSettings(node_id=1),
-                           lambda: None, seen.apply, seen.reset)
+                           lambda: None, seen.apply, seen.replace)
     assert follower.request().topics[0].partitions[0].fetch_offset == 0
     first = leader_change_batch(0, 1) + batch([r.TopicRecord(name="a", topic_id=TOPIC_ID)], 1)
     follower.handle(fetch_answer(first, high_watermark=1))
@@ -228,15 +228,42 @@ async def test_kraft_follower_truncates_on_divergence_and_follows_a_new_leader()
     quorum = Quorum(parse_bootstrap([], ["3000@a:1"]))
     seen = Recorder()
     follower = LogFollower(quorum, not_connected, FollowerSettings(node_id=1),
-                           lambda: None, seen.apply, seen.reset)
+                           lambda: None, seen.apply, seen.replace)
     data = batch([r.NoOpRecord()], 0) + batch([r.NoOpRecord()], 1)
     follower.handle(fetch_answer(data, high_watermark=1))
     assert follower.fetch_offset == 2
     follower.handle(fetch_answer(b"", high_watermark=1, diverging=1))
-    assert follower.fetch_offset == 1 and seen.resets == 0
-    follower.handle(fetch_answer(b"", high_watermark=1, diverging=0))
-    assert follower.fetch_offset == 0 and seen.resets == 1
+    assert follower.fetch_offset == 1
+    # Committed records are never truncated in Raft: a leader asking for it is an error.
+    with pytest.raises(MetadataRecordError, match="below the committed offset 0"):
+        follower.handle(fetch_answer(b"", high_watermark=1, diverging=0))
     follower.handle(fetch_answer(b"", 0, error=ErrorCode.FENCED_LEADER_EPOCH, leader=(3001, 5)))
     assert (quorum.leader_id, quorum.leader_epoch, quorum.leader_address) == (3001, 5,
                                                                               ("d", 9093))
     assert follower.request().topics[0].partitions[0].current_leader_epoch == 5
+
+
+def test_kraft_follower_snapshot_replaces_what_was_applied_and_fetching_goes_on_after_it(
+        ) -> None:
+    quorum = Quorum(parse_bootstrap(["a:1"], []))
+    seen = Recorder()
+    follower = LogFollower(quorum, not_connected, FollowerSettings(node_id=1),
+                           lambda: "cluster", seen.apply, seen.replace)
+    follower.handle(fetch_answer(batch([r.NoOpRecord()], 0), high_watermark=1))
+    P = m.FetchResponse.FetchableTopicResponse.PartitionData  # noqa: N806
+    answer = fetch_answer(b"", high_watermark=500)
+    answer.responses[0].partitions[0].snapshot_id = P.SnapshotId(end_offset=400, epoch=3)
+    assert follower.handle(answer)
+    request = follower.snapshot_request(400, 3, position=0)
+    wanted = request.topics[0].partitions[0]
+    assert (wanted.snapshot_id.end_offset, wanted.snapshot_id.epoch) == (400, 3)
+    assert request.cluster_id == "cluster" and request.replica_id == 1
+    # A snapshot is batches from a header control batch to a footer one.
+    snapshot = (leader_change_batch(0, 3)
+                + batch([r.TopicRecord(name="kept", topic_id=TOPIC_ID)], 1, epoch=3)
+                + leader_change_batch(2, 3))
+    follower.install_snapshot(snapshot, 400, 3)
+    assert seen.replaced == 1
+    assert [rec for b in seen.applied for rec in b.records] == [
+        r.TopicRecord(name="kept", topic_id=TOPIC_ID)]
+    assert (follower.fetch_offset, follower.last_fetched_epoch) == (400, 3)

@@ -22,8 +22,7 @@ AlterPartition for ISR changes and AllocateProducerIds. The store answers once t
 the controller wrote has come back through the log, so a caller sees its own change.
 
 Not done yet: user and client-id configs (client quotas, SCRAM credentials) and ACLs kept
-in the metadata log; FetchSnapshot (the log is read from offset 0); TLS and SASL to the
-controllers.
+in the metadata log; TLS and SASL to the controllers.
 
 The store's state is owned by the broker's event loop; `close` may be called from a worker
 thread.
@@ -119,7 +118,7 @@ class KRaftMetadataStore:
         self._follower = LogFollower(
             self._quorum, connect,
             FollowerSettings(settings.node_id, request_timeout_s, settings.fetch_max_wait_ms),
-            lambda: self.cluster_id or None, self._apply, self._reset)
+            lambda: self.cluster_id or None, self._apply, self._replace)
         self._channel = ControllerChannel(self._quorum, connect, request_timeout_s)
         self._lifecycle: BrokerLifecycle | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -287,9 +286,16 @@ class KRaftMetadataStore:
         if changes:
             self._changed(changes)
 
-    def _reset(self) -> None:
-        self._image = MetadataImage()
-        self._changed(Changes(brokers=True))
+    def _replace(self, batches: list[MetadataBatch]) -> None:
+        """A snapshot: the image is built aside and swapped in whole, then every listener
+        reconciles with it (what the snapshot lacks was deleted meanwhile)."""
+        image = MetadataImage()
+        changes = Changes(brokers=True)
+        for batch in batches:
+            for record in batch.records:
+                image.replay(record, changes)
+        self._image = image
+        self._changed(changes)
 
     def _caught_up(self) -> None:
         self.fenced = False

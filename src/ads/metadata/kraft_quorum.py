@@ -15,11 +15,12 @@ current leader epoch):
     -------------------------------------    --------------------------------------------
     NONE, records                            keeps the batches; applies those below the
                                              high watermark (committed), in order
-    NONE, diverging epoch (end offset E)     drops what it holds from E; from scratch when
-                                             E is below what it has applied already
-    NONE, snapshot id                        not done yet: the log is read from offset 0,
-                                             so a leader that has deleted its start after a
-                                             snapshot cannot be followed (MetadataRecordError)
+    NONE, diverging epoch (end offset E)     drops the uncommitted batches it holds from E
+                                             (E below what it applied would undo committed
+                                             records, which Raft never does: an error)
+    NONE, snapshot id (end offset S)         the log before S is gone: reads the snapshot
+                                             with FetchSnapshot, chunk by chunk, and hands
+                                             its batches to `replace`; fetches on from S
     NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_   takes the leader and epoch the answer names
     EPOCH, UNKNOWN_LEADER_EPOCH              (with its address from NodeEndpoints) and asks
                                              again, there
@@ -27,8 +28,9 @@ current leader epoch):
                                              server after a backoff
 
 Only committed batches are applied: a batch above the high watermark may still be truncated
-by a new leader. The leader holds each Fetch up to `max_wait_ms` when there is nothing new,
-so the loop is a long poll, not a spin.
+by a new leader. A snapshot replaces what was applied in one step (`replace`), so the broker
+never sees a model emptied on the way. The leader holds each Fetch up to `max_wait_ms` when
+there is nothing new, so the loop is a long poll, not a spin.
 
 The network is injected (`ConnectController`), as the broker layer owns sockets; a failed
 connection or request is a `ControllerUnreachableError`. Not thread-safe: one event loop.
@@ -58,6 +60,9 @@ from ads.protocol.errors import ErrorCode
 log = logging.getLogger("ads.metadata.kraft")
 
 FETCH_VERSION = 17
+FETCH_SNAPSHOT_VERSION = 1
+# Chunks of MAX_FETCH_BYTES: a metadata snapshot of up to 8 GiB.
+MAX_SNAPSHOT_REQUESTS = 1024
 MAX_FETCH_BYTES = 8 * 1024 * 1024  # Kafka's Raft client asks for at most this much
 _LEADER_MOVED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
                  ErrorCode.UNKNOWN_LEADER_EPOCH)
@@ -145,19 +150,20 @@ class FollowerSettings:
 
 class LogFollower:
     """Reads the metadata log from the quorum leader and hands committed batches to
-    `apply` (in order, each once); `reset` is called when what was applied must be
-    forgotten (a divergence below it) before the log is read again from offset 0."""
+    `apply` (in order, each once), and a snapshot's batches to `replace` (what was applied
+    before is forgotten)."""
 
     def __init__(self, quorum: Quorum, connect: ConnectController, settings: FollowerSettings,
                  cluster_id: Callable[[], str | None],
                  apply: Callable[[list[MetadataBatch]], None],
-                 reset: Callable[[], None]) -> None:
+                 replace: Callable[[list[MetadataBatch]], None]) -> None:
         self._quorum = quorum
         self._connect = connect
         self._settings = settings
         self._cluster_id = cluster_id
         self._apply = apply
-        self._reset = reset
+        self._replace = replace
+        self._snapshot: tuple[int, int] | None = None  # (end offset, epoch) to read
         self.applied_offset = -1  # offset of the last record applied
         self.applied_epoch = 0
         self.high_watermark = 0
@@ -221,6 +227,9 @@ class LogFollower:
 
     async def fetch_once(self) -> bool:
         conn = await self._connection()
+        if self._snapshot is not None:
+            await self._read_snapshot(conn, *self._snapshot)
+            return True
         timeout = self._settings.request_timeout_s + self._settings.fetch_max_wait_ms / 1000
         response = await conn.request(m.FetchRequest.API_KEY, FETCH_VERSION, self.request(),
                                       timeout_s=timeout)
@@ -248,9 +257,8 @@ class LogFollower:
             raise ControllerUnreachableError(
                 f"metadata Fetch failed: {ErrorCode(data.error_code).name}")
         if data.snapshot_id.end_offset >= 0:
-            raise MetadataRecordError(
-                f"the leader holds the metadata log from a snapshot (end offset "
-                f"{data.snapshot_id.end_offset}); reading snapshots is not supported yet")
+            self._snapshot = (data.snapshot_id.end_offset, data.snapshot_id.epoch)
+            return True
         if data.diverging_epoch.end_offset >= 0:
             self._truncate(data.diverging_epoch.end_offset)
             return True
@@ -262,13 +270,62 @@ class LogFollower:
 
     def _truncate(self, end_offset: int) -> None:
         if end_offset <= self.applied_offset:
-            log.warning("metadata log diverged at %d, below what is applied (%d): reading "
-                        "it again from the start", end_offset, self.applied_offset)
-            self._pending.clear()
-            self.applied_offset, self.applied_epoch = -1, 0
-            self._reset()
-            return
+            raise MetadataRecordError(
+                f"the leader truncates the metadata log to {end_offset}, below the committed "
+                f"offset {self.applied_offset} this broker applied")
         self._pending = [b for b in self._pending if b.last_offset < end_offset]
+
+    def snapshot_request(self, end_offset: int, epoch: int, position: int
+                         ) -> m.FetchSnapshotRequest:
+        R = m.FetchSnapshotRequest  # noqa: N806
+        P = R.TopicSnapshot.PartitionSnapshot  # noqa: N806
+        return R(cluster_id=self._cluster_id(), replica_id=self._settings.node_id,
+                 max_bytes=MAX_FETCH_BYTES,
+                 topics=[R.TopicSnapshot(name=METADATA_TOPIC, partitions=[P(
+                     partition=METADATA_PARTITION,
+                     current_leader_epoch=self._quorum.leader_epoch,
+                     snapshot_id=P.SnapshotId(end_offset=end_offset, epoch=epoch),
+                     position=position)])])
+
+    async def _read_snapshot(self, conn: ControllerConnection, end_offset: int,
+                             epoch: int) -> None:
+        """FetchSnapshot from position 0 to the snapshot's size, then `install_snapshot`."""
+        data = bytearray()
+        for _ in range(MAX_SNAPSHOT_REQUESTS):
+            response = await conn.request(
+                m.FetchSnapshotRequest.API_KEY, FETCH_SNAPSHOT_VERSION,
+                self.snapshot_request(end_offset, epoch, len(data)),
+                timeout_s=self._settings.request_timeout_s)
+            assert isinstance(response, m.FetchSnapshotResponse)
+            part = next((p for t in response.topics for p in t.partitions
+                         if p.index == METADATA_PARTITION), None)
+            error = response.error_code or (part.error_code if part is not None else 0)
+            if part is None or error != ErrorCode.NONE:
+                # The next Fetch names the leader, or a newer snapshot.
+                self._snapshot = None
+                raise ControllerUnreachableError(
+                    f"FetchSnapshot failed: {ErrorCode(error).name if error else 'no answer'}")
+            chunk = bytes(part.unaligned_records or b"")
+            data += chunk
+            if len(data) >= part.size:
+                self.install_snapshot(bytes(data), end_offset, epoch)
+                return
+            if not chunk:
+                break
+        self._snapshot = None
+        raise ControllerUnreachableError(f"snapshot {end_offset}-{epoch} did not arrive whole")
+
+    def install_snapshot(self, data: bytes, end_offset: int, epoch: int) -> None:
+        """Replaces what was applied by the snapshot's records; the log goes on from
+        `end_offset`."""
+        batches = list(read_batches(data))
+        self._pending.clear()
+        self.applied_offset, self.applied_epoch = end_offset - 1, epoch
+        self.high_watermark = max(self.high_watermark, end_offset)
+        self._snapshot = None
+        log.info("read the metadata snapshot up to offset %d (epoch %d): %d bytes",
+                 end_offset, epoch, len(data))
+        self._replace(batches)
 
     def _commit(self) -> None:
         committed = [b for b in self._pending if b.last_offset < self.high_watermark]
