@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
@@ -34,6 +35,7 @@ from kraft_support import KafkaController
 pytestmark = [pytest.mark.kafka_reference, pytest.mark.broker_process]
 
 BROKER_ID = 1
+T = TypeVar("T")
 DEADLINE_S = 60.0
 
 
@@ -43,10 +45,10 @@ def controller(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaContro
         yield c
 
 
-def kraft_broker(data_dir: Path, controller: KafkaController, port: int | None = None
-                 ) -> BrokerProcess:
+def kraft_broker(data_dir: Path, controller: KafkaController, port: int | None = None,
+                 node_id: int = BROKER_ID) -> BrokerProcess:
     return BrokerProcess(
-        data_dir, port, f"node.id={BROKER_ID}", "process.roles=broker",
+        data_dir, port, f"node.id={node_id}", "process.roles=broker",
         f"controller.quorum.bootstrap.servers={controller.quorum}",
         "controller.listener.names=CONTROLLER",
         "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -206,3 +208,63 @@ def test_metadata_kraft_broker_restarts_from_a_snapshot(tmp_path: Path) -> None:
         finally:
             assert again.stop() == 0
         assert "read the metadata snapshot up to offset" in again.log()
+
+
+def isrs(bootstrap: str, topic: str) -> dict[int, list[int]]:
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    return {p: sorted(pm.isrs) for p, pm in md.topics[topic].partitions.items()}
+
+
+def await_state(probe: Callable[[], dict[int, T]], wanted: dict[int, T]) -> dict[int, T]:
+    """`probe()` until it answers `wanted` or the deadline passes; its last answer."""
+    deadline = time.monotonic() + DEADLINE_S
+    seen = probe()
+    while seen != wanted and time.monotonic() < deadline:
+        time.sleep(0.2)
+        seen = probe()
+    return seen
+
+
+def test_metadata_kraft_brokers_replicate_and_fail_over(tmp_path: Path) -> None:
+    # A short session, so the controller fences the killed broker in seconds.
+    with KafkaController(tmp_path / "controller", {"broker.session.timeout.ms": "3000"}
+                         ) as controller:
+        brokers = {node: kraft_broker(tmp_path / f"data{node}", controller, node_id=node)
+                   for node in (1, 2)}
+        for b in brokers.values():
+            b.start()
+        try:
+            one = brokers[1].bootstrap
+            await_metadata(one, brokers[1].proc, time.monotonic() + DEADLINE_S, "ADS",
+                           brokers[1].log, brokers=2)
+            admin = AdminClient({"bootstrap.servers": one})
+            admin.create_topics([NewTopic("replicated", 2, 2)])["replicated"].result(
+                timeout=DEADLINE_S)
+            assert await_state(lambda: isrs(one, "replicated"), {0: [1, 2], 1: [1, 2]}) == {
+                0: [1, 2], 1: [1, 2]}
+            producer = Producer({"bootstrap.servers": one, "acks": "all"})
+            for i in range(10):
+                producer.produce("replicated", value=b"r%d" % i, partition=i % 2)
+            assert producer.flush(DEADLINE_S) == 0
+
+            # The leader of partition 0 dies; the controller fences it and the other
+            # broker, in the ISR, leads both partitions with every acknowledged record.
+            victim = leaders(one, "replicated")[0]
+            survivor = 3 - victim
+            brokers[victim].kill9()
+            alive = brokers[survivor].bootstrap
+            assert await_state(lambda: leaders(alive, "replicated"),
+                               {0: survivor, 1: survivor}) == {0: survivor, 1: survivor}
+            assert consume(alive, "replicated", "g", 10) == sorted(b"r%d" % i
+                                                                   for i in range(10))
+
+            # Back on its data, it catches up and its leader asks the controller to put
+            # it back in the ISR (AlterPartition).
+            brokers[victim] = kraft_broker(tmp_path / f"data{victim}", controller,
+                                           brokers[victim].port, node_id=victim).start()
+            assert await_state(lambda: isrs(alive, "replicated"), {0: [1, 2], 1: [1, 2]}) == {
+                0: [1, 2], 1: [1, 2]}
+        finally:
+            for b in brokers.values():
+                if b.proc is not None and b.proc.poll() is None:
+                    assert b.stop() == 0
