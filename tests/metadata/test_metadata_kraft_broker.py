@@ -10,6 +10,7 @@ and a restart on the same data keep everything.
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -23,12 +24,15 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     NewTopic,
+    ScramMechanism,
 )
 
 from ads.bench.processes import await_metadata
 from ads.protocol import messages as m
 from broker_process import BrokerProcess
+from cli_process import ads
 from kafka_reference import JARS
 from kraft_support import KafkaController
 
@@ -97,6 +101,13 @@ def quorum_replication(controller: KafkaController) -> str:
     return done.stdout
 
 
+def quotas_of_alice(bootstrap: str) -> str:
+    done = ads("quotas", "describe", "--bootstrap-server", bootstrap, "--entity-type", "users",
+               "--entity-name", "alice")
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_metadata_kraft_broker_joins_serves_and_restarts(controller: KafkaController,
                                                          tmp_path: Path) -> None:
     assert JARS.is_dir()
@@ -146,6 +157,45 @@ def test_metadata_kraft_broker_joins_serves_and_restarts(controller: KafkaContro
         described = admin.describe_configs([ConfigResource("topic", "orders")])
         configs = next(iter(described.values())).result(timeout=DEADLINE_S)
         assert configs["retention.ms"].value == "3600000"
+
+        # A dynamic broker config set through ADS goes through the controller's log (ADS
+        # answers once it is back) and acts on the broker.
+        resource = ConfigResource("broker", str(BROKER_ID), incremental_configs=[
+            ConfigEntry("log.retention.ms", "7200000",
+                        incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([resource])[resource].result(timeout=DEADLINE_S)
+        described = admin.describe_configs([ConfigResource("broker", str(BROKER_ID))])
+        entry = next(iter(described.values())).result(timeout=DEADLINE_S)["log.retention.ms"]
+        assert (entry.value, entry.source) == ("7200000",
+                                               ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+
+        # A SCRAM credential made at the controller (AlterUserScramCredentials, as an admin
+        # client bootstrapped to controllers sends it) reaches ADS, which describes it.
+        salt = b"0123456789abcdef"
+        R = m.AlterUserScramCredentialsRequest  # noqa: N806
+        altered = controller.request(R.API_KEY, 0, R(upsertions=[R.ScramCredentialUpsertion(
+            name="alice", mechanism=1, iterations=8192, salt=salt,
+            salted_password=hashlib.pbkdf2_hmac("sha256", b"pw", salt, 8192))]))
+        assert isinstance(altered, m.AlterUserScramCredentialsResponse)
+        assert [r.error_code for r in altered.results] == [0]
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            described = admin.describe_user_scram_credentials(["alice"])["alice"]
+            try:
+                infos = described.result(timeout=DEADLINE_S).scram_credential_infos
+                break
+            except KafkaException:
+                assert time.monotonic() < deadline, "alice's credential never reached ADS"
+                time.sleep(0.2)
+        assert [(i.mechanism, i.iterations) for i in infos] == [
+            (ScramMechanism.SCRAM_SHA_256, 8192)]
+
+        # A client quota set through ADS (`ads quotas`) goes to the controller.
+        done = ads("quotas", "alter", "--bootstrap-server", broker.bootstrap, "--entity-type",
+                   "users", "--entity-name", "alice", "--add-config",
+                   "producer_byte_rate=1048576")
+        assert done.returncode == 0, done.stderr
+        assert "producer_byte_rate=1048576" in quotas_of_alice(broker.bootstrap)
     finally:
         # SIGTERM: a controlled shutdown through the heartbeat, then a clean exit.
         assert broker.stop() == 0
@@ -156,6 +206,8 @@ def test_metadata_kraft_broker_joins_serves_and_restarts(controller: KafkaContro
     again = kraft_broker(tmp_path / "data", controller, broker.port).start()
     try:
         assert await_leaders(again.bootstrap, "orders", 3) == {0: 1, 1: 1, 2: 1}
+        # Nothing of the metadata is kept by the broker: the quota came from the log again.
+        assert "producer_byte_rate=1048576" in quotas_of_alice(again.bootstrap)
         assert consume(again.bootstrap, "orders", "g2", 10) == [b"v%02d" % i
                                                                 for i in range(1, 20, 2)]
     finally:

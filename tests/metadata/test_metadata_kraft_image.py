@@ -34,6 +34,7 @@ from ads.protocol import messages as m
 from ads.protocol.base import Message
 from ads.protocol.errors import ErrorCode
 from ads.records.batch import build_batch
+from ads.security.scram import ScramCredential
 
 TOPIC_ID = uuid.UUID(int=0xABC)
 
@@ -169,10 +170,10 @@ def test_kraft_image_features_and_records_it_does_not_model() -> None:
     image = MetadataImage()
     replay(image, r.FeatureLevelRecord(name="metadata.version", feature_level=33),
            r.ProducerIdsRecord(broker_id=1, broker_epoch=1, next_producer_id=2000),
-           r.ClientQuotaRecord(key="producer_byte_rate", value=1.0))
+           r.AccessControlEntryRecord(resource_name="t", principal="User:a"))
     assert image.features == {"metadata.version": 33}
     assert image.next_producer_id == 2000
-    assert image.ignored == {"ClientQuotaRecord": 1}
+    assert image.ignored == {"AccessControlEntryRecord": 1}
 
 
 def fetch_answer(data: bytes, high_watermark: int, *, error: int = ErrorCode.NONE,
@@ -267,3 +268,46 @@ def test_kraft_follower_snapshot_replaces_what_was_applied_and_fetching_goes_on_
     assert [rec for b in seen.applied for rec in b.records] == [
         r.TopicRecord(name="kept", topic_id=TOPIC_ID)]
     assert (follower.fetch_offset, follower.last_fetched_epoch) == (400, 3)
+
+
+def test_kraft_image_entity_configs_from_configs_quotas_and_scram_credentials() -> None:
+    image = MetadataImage()
+    changes = replay(
+        image,
+        r.ConfigRecord(resource_type=4, resource_name="", name="log.retention.ms", value="1"),
+        r.ConfigRecord(resource_type=4, resource_name="2", name="log.cleaner.threads",
+                       value="2"),
+        r.ConfigRecord(resource_type=32, resource_name="my group",
+                       name="consumer.session.timeout.ms", value="50000"),
+        r.ClientQuotaRecord(entity=[r.ClientQuotaRecord.EntityData(entity_type="user",
+                                                                   entity_name="alice")],
+                            key="producer_byte_rate", value=1024.0),
+        r.ClientQuotaRecord(entity=[r.ClientQuotaRecord.EntityData(entity_type="client-id",
+                                                                   entity_name=None)],
+                            key="request_percentage", value=12.5),
+        r.ClientQuotaRecord(entity=[r.ClientQuotaRecord.EntityData(entity_type="ip",
+                                                                   entity_name="1.2.3.4")],
+                            key="connection_creation_rate", value=5.0),
+        r.UserScramCredentialRecord(name="alice", mechanism=1, salt=b"salt",
+                                    stored_key=b"stored", server_key=b"server",
+                                    iterations=4096))
+    assert changes.entities == {"brokers/<default>", "brokers/2", "groups/my%20group",
+                                "users/alice", "clients/<default>"}
+    view = image.entity_configs
+    assert view["brokers/<default>"] == {"log.retention.ms": "1"}
+    assert view["brokers/2"] == {"log.cleaner.threads": "2"}
+    assert view["groups/my%20group"] == {"consumer.session.timeout.ms": "50000"}
+    assert view["clients/<default>"] == {"request_percentage": "12.5"}
+    assert view["users/alice"]["producer_byte_rate"] == "1024"
+    # The credential is in the form ADS's SCRAM authenticator reads.
+    credential = ScramCredential.from_config(view["users/alice"]["SCRAM-SHA-256"])
+    assert (credential.salt, credential.stored_key, credential.server_key,
+            credential.iterations) == (b"salt", b"stored", b"server", 4096)
+    assert image.ignored == {"ClientQuotaRecord(ip)": 1}
+    replay(image, r.RemoveUserScramCredentialRecord(name="alice", mechanism=1),
+           r.ClientQuotaRecord(entity=[r.ClientQuotaRecord.EntityData(entity_type="user",
+                                                                      entity_name="alice")],
+                               key="producer_byte_rate", remove=True),
+           r.ConfigRecord(resource_type=4, resource_name="2", name="log.cleaner.threads",
+                          value=None))
+    assert "users/alice" not in view and "brokers/2" not in view

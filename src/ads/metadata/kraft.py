@@ -17,12 +17,13 @@ What it does, in the order a broker starts:
    replica manager leads nothing from a stale view of the log read so far.
 
 Changes go to the active controller as Kafka's brokers send them: CreateTopics (with the
-replica assignment ADS chose), DeleteTopics, CreatePartitions, IncrementalAlterConfigs,
-AlterPartition for ISR changes and AllocateProducerIds. The store answers once the record
+replica assignment ADS chose), DeleteTopics, CreatePartitions, IncrementalAlterConfigs
+(topic, broker and group configs), AlterClientQuotas, AlterPartition for ISR changes and
+AllocateProducerIds. The store answers once the record
 the controller wrote has come back through the log, so a caller sees its own change.
 
-Not done yet: user and client-id configs (client quotas, SCRAM credentials) and ACLs kept
-in the metadata log; TLS and SASL to the controllers.
+Not done yet: ACLs kept in the metadata log; SCRAM credentials changed through this
+broker; TLS and SASL to the controllers.
 
 The store's state is owned by the broker's event loop; `close` may be called from a worker
 thread.
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ads.common.files import atomic_write
+from ads.metadata.entity_config import BROKERS, DEFAULT, GROUPS, desanitize, parse_entity_path
 from ads.metadata.kraft_image import Changes, MetadataImage
 from ads.metadata.kraft_lifecycle import (
     BrokerLifecycle,
@@ -69,6 +71,8 @@ log = logging.getLogger("ads.metadata.kraft")
 META_PROPERTIES = "meta.properties"
 CONTROLLER_ENDPOINTS = 2  # DescribeCluster's endpoint type for controllers (KIP-919)
 TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 REQUEST_TIMEOUT_MS = 30_000
 
@@ -109,7 +113,6 @@ class KRaftMetadataStore:
         self.version = 0
         self.controller_id = -1
         self.fenced = True
-        self.entity_configs: dict[str, dict[str, str]] = {}
         self._listeners: list[MetadataListener] = []
         self._entity_listeners: list[EntityListener] = []
         self._waiters: list[asyncio.Future[None]] = []
@@ -145,6 +148,10 @@ class KRaftMetadataStore:
     def metadata_offset(self) -> int:
         """Offset of the last metadata record applied (-1: none yet)."""
         return self._follower.applied_offset
+
+    @property
+    def entity_configs(self) -> Mapping[str, Mapping[str, str]]:
+        return self._image.entity_configs
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
         return self._image.by_id.get(topic_id)
@@ -290,7 +297,7 @@ class KRaftMetadataStore:
         """A snapshot: the image is built aside and swapped in whole, then every listener
         reconciles with it (what the snapshot lacks was deleted meanwhile)."""
         image = MetadataImage()
-        changes = Changes(brokers=True)
+        changes = Changes(brokers=True, entities=set(self._image.entity_configs))
         for batch in batches:
             for record in batch.records:
                 image.replay(record, changes)
@@ -311,6 +318,9 @@ class KRaftMetadataStore:
             else:
                 for name in sorted(changes.topics):
                     listener(name)
+        for path in sorted(changes.entities):
+            for entity_listener in self._entity_listeners:
+                entity_listener(path)
         self._wake_waiters()
 
     def _wake_waiters(self) -> None:
@@ -459,9 +469,55 @@ class KRaftMetadataStore:
         return all(e == ErrorCode.NONE for e in errors)
 
     async def alter_entity_configs(self, path: str, changes: Mapping[str, str | None]) -> None:
-        raise MetadataRequestError(
-            ErrorCode.UNSUPPORTED_VERSION,
-            "user and client-id configs are not supported with KRaft controllers yet")
+        """Broker and group configs through IncrementalAlterConfigs, client quotas through
+        AlterClientQuotas; returns once the log has brought them back. SCRAM credentials
+        are refused: ADS keeps only their derived keys, AlterUserScramCredentials needs the
+        salted password."""
+        kind, _, rest = path.partition("/")
+        if kind in (BROKERS, GROUPS):
+            name = "" if rest == DEFAULT else desanitize(rest)
+            await self._alter_configs(BROKER_RESOURCE if kind == BROKERS else GROUP_RESOURCE,
+                                      name, changes)
+        elif any(key.startswith("SCRAM-") for key in changes):
+            raise MetadataRequestError(
+                ErrorCode.UNSUPPORTED_VERSION, "SCRAM credentials cannot be changed through "
+                "ADS with KRaft controllers yet: change them at the controllers")
+        else:
+            await self._alter_quotas(path, changes)
+
+        def seen() -> bool:
+            current = self._image.entity_configs.get(path, {})
+            return all(current.get(k) == v or (v is not None and _same_number(current.get(k), v))
+                       for k, v in changes.items())
+        await self._until_seen(seen, f"configs of {path}")
+
+    async def _alter_configs(self, resource_type: int, name: str,
+                             changes: Mapping[str, str | None]) -> None:
+        R = m.IncrementalAlterConfigsRequest  # noqa: N806
+        alters = [R.AlterConfigsResource.AlterableConfig(
+            name=k, config_operation=DELETE if v is None else SET, value=v)
+            for k, v in changes.items()]
+        response = await self._controller(R.API_KEY, 1, R(resources=[R.AlterConfigsResource(
+            resource_type=resource_type, resource_name=name, configs=alters)]))
+        assert isinstance(response, m.IncrementalAlterConfigsResponse)
+        result = response.responses[0]
+        if result.error_code != ErrorCode.NONE:
+            raise MetadataRequestError(result.error_code, result.error_message)
+
+    async def _alter_quotas(self, path: str, changes: Mapping[str, str | None]) -> None:
+        R = m.AlterClientQuotasRequest  # noqa: N806
+        user, client = parse_entity_path(path)
+        entity = [R.EntryData.EntityData(entity_type=kind,
+                                         entity_name=None if name == DEFAULT else name)
+                  for kind, name in (("user", user), ("client-id", client)) if name is not None]
+        ops = [R.EntryData.OpData(key=k, value=0.0 if v is None else float(v), remove=v is None)
+               for k, v in changes.items()]
+        response = await self._controller(R.API_KEY, 1, R(entries=[R.EntryData(entity=entity,
+                                                                               ops=ops)]))
+        assert isinstance(response, m.AlterClientQuotasResponse)
+        result = response.entries[0]
+        if result.error_code != ErrorCode.NONE:
+            raise MetadataRequestError(result.error_code, result.error_message)
 
     async def allocate_producer_id_block(self, size: int) -> tuple[int, int]:
         """AllocateProducerIds: the controller hands out its own block size (1000)."""
@@ -472,6 +528,15 @@ class KRaftMetadataStore:
         if response.error_code != ErrorCode.NONE:
             raise MetadataRequestError(response.error_code, None)
         return response.producer_id_start, response.producer_id_start + response.producer_id_len
+
+
+def _same_number(stored: str | None, wanted: str) -> bool:
+    """Quotas come back from the log as numbers: 1024 asked for may read "1024" or
+    "1024.0"."""
+    try:
+        return stored is not None and float(stored) == float(wanted)
+    except ValueError:
+        return False
 
 
 def _error_code(response: Message) -> int:

@@ -15,19 +15,23 @@ rules follow the controller's own (what a record means is Kafka's definition):
   FenceBrokerRecord and UnfenceBrokerRecord are the older way to say the same; a change
   whose broker epoch is not the registered one is about a registration that is gone and is
   ignored; UnregisterBrokerRecord removes the broker.
-- ConfigRecord sets (or, with a null value, removes) a topic's (resource type 2) or a
-  broker's (4; name "" for the cluster default) config key.
+- ConfigRecord sets (or, with a null value, removes) a config key of a topic (resource
+  type 2), a broker (4; name "" for the cluster default) or a group (32). Broker and group
+  configs, client quotas (ClientQuotaRecord, for users, client ids or both; "ip" entities
+  are not modelled) and SCRAM credentials (UserScramCredentialRecord and its removal) make
+  ADS's entity configs (`ads.metadata.entity_config`), as the ZooKeeper store's
+  `/config/...` znodes do.
 - Records between BeginTransactionRecord and EndTransactionRecord apply together at the
   end; AbortTransactionRecord drops them.
-- Records for what ADS's model does not hold yet (ACLs, client quotas, SCRAM credentials,
-  delegation tokens, controller registrations, eligible leader replicas) are counted by
-  type and otherwise ignored.
+- Records for what ADS's model does not hold yet (ACLs, delegation tokens, controller
+  registrations, eligible leader replicas) are counted by type and otherwise ignored.
 
 Not thread-safe: owned by the store, on the broker's event loop.
 """
 
 from __future__ import annotations
 
+import base64
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -35,12 +39,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ads.metadata import kraft_records as r
+from ads.metadata.entity_config import (
+    DEFAULT,
+    broker_entity_path,
+    entity_path,
+    group_entity_path,
+)
 from ads.metadata.model import BrokerEndpoint, ListenerEndpoint, PartitionState, TopicState
 from ads.protocol.base import Message
 
 NO_LEADER_CHANGE = -2
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32
+USER, CLIENT_ID = "user", "client-id"  # ClientQuotaRecord's entity types
+SCRAM_MECHANISMS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 FENCE, UNFENCE = 1, -1
 SECURITY_PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
 
@@ -62,9 +75,21 @@ class Changes:
 
     topics: set[str] = field(default_factory=set)
     brokers: bool = False
+    entities: set[str] = field(default_factory=set)  # entity config paths
 
     def __bool__(self) -> bool:
-        return bool(self.topics) or self.brokers
+        return bool(self.topics) or self.brokers or bool(self.entities)
+
+
+def _set(configs: dict[str, str], key: str, value: str | None) -> None:
+    if value is None:
+        configs.pop(key, None)
+    else:
+        configs[key] = value
+
+
+def _b64(data: bytes | bytearray | memoryview) -> str:
+    return base64.b64encode(bytes(data)).decode()
 
 
 def _endpoint(record: r.RegisterBrokerRecord) -> BrokerEndpoint:
@@ -86,8 +111,8 @@ class MetadataImage:
         self.partition_epochs: dict[tuple[uuid.UUID, int], int] = {}
         self.brokers: dict[int, BrokerRegistration] = {}
         self.features: dict[str, int] = {}
-        # Broker configs by broker id as a string ("" for the cluster-wide default).
-        self.broker_configs: dict[str, dict[str, str]] = {}
+        # Broker and group configs, client quotas and SCRAM credentials by entity path.
+        self.entity_configs: dict[str, dict[str, str]] = {}
         self.next_producer_id = 0
         self.ignored: Counter[str] = Counter()
         self._transaction: list[Message] | None = None
@@ -167,17 +192,52 @@ class MetadataImage:
             topic = self.topics.get(record.resource_name)
             if topic is None:
                 return
-            configs = topic.configs
+            _set(topic.configs, record.name, record.value)
             changes.topics.add(topic.name)
-        elif record.resource_type == BROKER_RESOURCE:
-            configs = self.broker_configs.setdefault(record.resource_name, {})
+        elif record.resource_type == BROKER_RESOURCE and (
+                record.resource_name == "" or record.resource_name.isdigit()):
+            name = record.resource_name
+            self._set_entity(broker_entity_path(int(name) if name else None), record.name,
+                             record.value, changes)
+        elif record.resource_type == GROUP_RESOURCE:
+            self._set_entity(group_entity_path(record.resource_name), record.name,
+                             record.value, changes)
         else:
             self.ignored[f"ConfigRecord({record.resource_type})"] += 1
+
+    def _set_entity(self, path: str, key: str, value: str | None, changes: Changes) -> None:
+        configs = self.entity_configs.setdefault(path, {})
+        _set(configs, key, value)
+        if not configs:
+            del self.entity_configs[path]
+        changes.entities.add(path)
+
+    def _client_quota(self, record: r.ClientQuotaRecord, changes: Changes) -> None:
+        names = {e.entity_type: DEFAULT if e.entity_name is None else e.entity_name
+                 for e in record.entity}
+        if not names or set(names) - {USER, CLIENT_ID}:
+            self.ignored["ClientQuotaRecord(ip)"] += 1
             return
-        if record.value is None:
-            configs.pop(record.name, None)
-        else:
-            configs[record.name] = record.value
+        value = record.value
+        text = str(int(value)) if value.is_integer() else repr(value)
+        self._set_entity(entity_path(names.get(USER), names.get(CLIENT_ID)), record.key,
+                         None if record.remove else text, changes)
+
+    def _scram_credential(self, record: r.UserScramCredentialRecord, changes: Changes) -> None:
+        mechanism = SCRAM_MECHANISMS.get(record.mechanism)
+        if mechanism is None:
+            self.ignored[f"UserScramCredentialRecord({record.mechanism})"] += 1
+            return
+        # ADS's form of a stored credential (`ads.security.scram.ScramCredential`).
+        text = (f"salt={_b64(record.salt)},stored_key={_b64(record.stored_key)},"
+                f"server_key={_b64(record.server_key)},iterations={record.iterations}")
+        self._set_entity(entity_path(user=record.name), mechanism, text, changes)
+
+    def _remove_scram_credential(self, record: r.RemoveUserScramCredentialRecord,
+                                 changes: Changes) -> None:
+        mechanism = SCRAM_MECHANISMS.get(record.mechanism)
+        if mechanism is not None:
+            self._set_entity(entity_path(user=record.name), mechanism, None, changes)
 
     # -- brokers ---------------------------------------------------------------------------
     def _register_broker(self, record: r.RegisterBrokerRecord, changes: Changes) -> None:
@@ -239,6 +299,9 @@ _HANDLERS: dict[type[Message], Callable[[MetadataImage, Any, Changes], None]] = 
     r.PartitionChangeRecord: MetadataImage._partition_change,
     r.RemoveTopicRecord: MetadataImage._remove_topic,
     r.ConfigRecord: MetadataImage._config,
+    r.ClientQuotaRecord: MetadataImage._client_quota,
+    r.UserScramCredentialRecord: MetadataImage._scram_credential,
+    r.RemoveUserScramCredentialRecord: MetadataImage._remove_scram_credential,
     r.RegisterBrokerRecord: MetadataImage._register_broker,
     r.BrokerRegistrationChangeRecord: MetadataImage._registration_change,
     r.FenceBrokerRecord: MetadataImage._fence,
