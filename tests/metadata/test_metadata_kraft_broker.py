@@ -20,12 +20,18 @@ from typing import TypeVar
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
     ConfigSource,
     NewTopic,
+    ResourcePatternType,
+    ResourceType,
     ScramMechanism,
 )
 
@@ -50,9 +56,9 @@ def controller(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaContro
 
 
 def kraft_broker(data_dir: Path, controller: KafkaController, port: int | None = None,
-                 node_id: int = BROKER_ID) -> BrokerProcess:
+                 node_id: int = BROKER_ID, *sets: str) -> BrokerProcess:
     return BrokerProcess(
-        data_dir, port, f"node.id={node_id}", "process.roles=broker",
+        data_dir, port, *sets, f"node.id={node_id}", "process.roles=broker",
         f"controller.quorum.bootstrap.servers={controller.quorum}",
         "controller.listener.names=CONTROLLER",
         "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -320,3 +326,81 @@ def test_metadata_kraft_brokers_replicate_and_fail_over(tmp_path: Path) -> None:
             for b in brokers.values():
                 if b.proc is not None and b.proc.poll() is None:
                     assert b.stop() == 0
+
+
+def visible_topics(bootstrap: str) -> set[str]:
+    return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics)
+
+
+def controller_acl(resource_type: int, name: str, operation: int) -> m.CreateAclsRequest:
+    """Allow User:ANONYMOUS (a PLAINTEXT client) `operation` on a literal resource."""
+    return m.CreateAclsRequest(creations=[m.CreateAclsRequest.AclCreation(
+        resource_type=resource_type, resource_name=name, resource_pattern_type=3,
+        principal="User:ANONYMOUS", host="*", operation=operation, permission_type=3)])
+
+
+# The controller authorizes too: CreateAcls needs an authorizer there. The tests connect as
+# User:ANONYMOUS (PLAINTEXT), as ADS does: a super user at the controller, as brokers are.
+CONTROLLER_AUTHORIZER = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:ANONYMOUS",
+}
+
+
+def test_metadata_kraft_broker_authorizes_with_acls_from_the_controller(tmp_path: Path) -> None:
+    with KafkaController(tmp_path / "controller", CONTROLLER_AUTHORIZER) as controller:
+        broker = kraft_broker(
+            tmp_path / "data", controller, None, BROKER_ID,
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users=User:admin", "allow.everyone.if.no.acl.found=false").start()
+        try:
+            await_metadata(broker.bootstrap, broker.proc, time.monotonic() + DEADLINE_S,
+                           "ADS", broker.log)
+            # Two topics in one request (one batch of the log): ACLs made at the controller
+            # let this client see one of them through ADS, DESCRIBE on "open", and let it
+            # change ACLs through ADS, ALTER on the cluster.
+            T = m.CreateTopicsRequest  # noqa: N806
+            created = controller.request(T.API_KEY, 7, T(topics=[
+                T.CreatableTopic(name=name, num_partitions=1, replication_factor=1)
+                for name in ("open", "secret")], timeout_ms=30_000))
+            assert isinstance(created, m.CreateTopicsResponse)
+            assert [t.error_code for t in created.topics] == [0, 0]
+            for acl in (controller_acl(2, "open", 8), controller_acl(4, "kafka-cluster", 7)):
+                answer = controller.request(m.CreateAclsRequest.API_KEY, 3, acl)
+                assert isinstance(answer, m.CreateAclsResponse)
+                assert [r.error_code for r in answer.results] == [0]
+            deadline = time.monotonic() + DEADLINE_S
+            while "open" not in visible_topics(broker.bootstrap):
+                assert time.monotonic() < deadline, "the ACLs never reached ADS"
+                time.sleep(0.2)
+            assert "secret" not in visible_topics(broker.bootstrap)
+
+            # ACLs made and deleted through ADS go to the controller and come back.
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+            describe = AclBinding(ResourceType.TOPIC, "secret", ResourcePatternType.LITERAL,
+                                  "User:ANONYMOUS", "*", AclOperation.DESCRIBE,
+                                  AclPermissionType.ALLOW)
+            admin.create_acls([describe])[describe].result(timeout=DEADLINE_S)
+            assert "secret" in visible_topics(broker.bootstrap)
+            assert sorted(controller_acls(controller)) == [
+                (2, "open", 8), (2, "secret", 8), (4, "kafka-cluster", 7)]
+            secret = AclBindingFilter(ResourceType.TOPIC, "secret",
+                                      ResourcePatternType.LITERAL, None, None,
+                                      AclOperation.ANY, AclPermissionType.ANY)
+            admin.delete_acls([secret])[secret].result(timeout=DEADLINE_S)
+            assert "secret" not in visible_topics(broker.bootstrap)
+            assert sorted(controller_acls(controller)) == [(2, "open", 8),
+                                                           (4, "kafka-cluster", 7)]
+        finally:
+            assert broker.stop() == 0
+
+
+def controller_acls(controller: KafkaController) -> list[tuple[int, str, int]]:
+    """Every ACL as the controller describes it: (resource type, name, operation)."""
+    answer = controller.request(m.DescribeAclsRequest.API_KEY, 3, m.DescribeAclsRequest(
+        resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+        principal_filter=None, host_filter=None, operation=1, permission_type=1))
+    assert isinstance(answer, m.DescribeAclsResponse)
+    assert answer.error_code == 0, answer.error_message
+    return [(r.resource_type, r.resource_name, a.operation)
+            for r in answer.resources for a in r.acls]

@@ -14,6 +14,7 @@ import uuid
 import pytest
 
 from ads.metadata import kraft_records as r
+from ads.metadata.acl import AclOperation, PatternType, ResourcePattern, ResourceType
 from ads.metadata.kraft_image import Changes, MetadataImage
 from ads.metadata.kraft_log import (
     METADATA_TOPIC_ID,
@@ -170,10 +171,10 @@ def test_kraft_image_features_and_records_it_does_not_model() -> None:
     image = MetadataImage()
     replay(image, r.FeatureLevelRecord(name="metadata.version", feature_level=33),
            r.ProducerIdsRecord(broker_id=1, broker_epoch=1, next_producer_id=2000),
-           r.AccessControlEntryRecord(resource_name="t", principal="User:a"))
+           r.DelegationTokenRecord(owner="User:a", token_id="t"))
     assert image.features == {"metadata.version": 33}
     assert image.next_producer_id == 2000
-    assert image.ignored == {"AccessControlEntryRecord": 1}
+    assert image.ignored == {"DelegationTokenRecord": 1}
 
 
 def fetch_answer(data: bytes, high_watermark: int, *, error: int = ErrorCode.NONE,
@@ -311,3 +312,22 @@ def test_kraft_image_entity_configs_from_configs_quotas_and_scram_credentials() 
            r.ConfigRecord(resource_type=4, resource_name="2", name="log.cleaner.threads",
                           value=None))
     assert "users/alice" not in view and "brokers/2" not in view
+
+
+def test_kraft_image_acls_by_entry_id() -> None:
+    image = MetadataImage()
+    first, second = uuid.UUID(int=1), uuid.UUID(int=2)
+    replay(image,
+           r.AccessControlEntryRecord(id=first, resource_type=2, resource_name="orders",
+                                      pattern_type=3, principal="User:alice", host="*",
+                                      operation=3, permission_type=3),
+           r.AccessControlEntryRecord(id=second, resource_type=2, resource_name="orders",
+                                      pattern_type=3, principal="User:bob", host="*",
+                                      operation=3, permission_type=3))
+    pattern = ResourcePattern(ResourceType.TOPIC, "orders", PatternType.LITERAL)
+    assert sorted(e.principal for e in image.acls[pattern]) == ["User:alice", "User:bob"]
+    assert {e.operation for e in image.acls[pattern]} == {AclOperation.READ}
+    replay(image, r.RemoveAccessControlEntryRecord(id=first))
+    assert [e.principal for e in image.acls[pattern]] == ["User:bob"]
+    replay(image, r.RemoveAccessControlEntryRecord(id=second))
+    assert image.acls == {} and image.acl_version == 4

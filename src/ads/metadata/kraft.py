@@ -19,11 +19,12 @@ What it does, in the order a broker starts:
 Changes go to the active controller as Kafka's brokers send them: CreateTopics (with the
 replica assignment ADS chose), DeleteTopics, CreatePartitions, IncrementalAlterConfigs
 (topic, broker and group configs), AlterClientQuotas, AlterPartition for ISR changes and
-AllocateProducerIds. The store answers once the record
-the controller wrote has come back through the log, so a caller sees its own change.
+AllocateProducerIds; ACL changes go as CreateAcls and DeleteAcls (`acl_stores`). The
+store answers once the record the controller wrote has come back through the log, so a
+caller sees its own change.
 
-Not done yet: ACLs kept in the metadata log; SCRAM credentials changed through this
-broker; TLS and SASL to the controllers.
+Not done yet: SCRAM credentials changed through this broker; TLS and SASL to the
+controllers.
 
 The store's state is owned by the broker's event loop; `close` may be called from a worker
 thread.
@@ -345,7 +346,7 @@ class KRaftMetadataStore:
         return True
 
     # -- changes, through the controller ----------------------------------------------------
-    async def _controller(self, api_key: int, version: int, body: Message) -> Message:
+    async def controller_request(self, api_key: int, version: int, body: Message) -> Message:
         """Sends `body` to the active controller, following it when it moves, until the
         change timeout."""
         loop = asyncio.get_running_loop()
@@ -364,7 +365,9 @@ class KRaftMetadataStore:
                     raise MetadataRequestError(ErrorCode.NOT_CONTROLLER, None)
             await asyncio.sleep(0.1)
 
-    async def _until_seen(self, ready: Callable[[], bool], what: str) -> None:
+    async def until_seen(self, ready: Callable[[], bool], what: str) -> None:
+        """Waits until `ready()` holds after the records of a change have come back;
+        MetadataRequestError (REQUEST_TIMED_OUT) after the change timeout."""
         if not await self.wait(ready, self._settings.change_timeout_s):
             raise MetadataRequestError(
                 ErrorCode.REQUEST_TIMED_OUT,
@@ -382,7 +385,7 @@ class KRaftMetadataStore:
                 partition_index=p, broker_ids=list(assignment[p])) for p in sorted(assignment)],
             configs=[R.CreatableTopic.CreatableTopicConfig(name=k, value=v)
                      for k, v in configs.items()])
-        response = await self._controller(R.API_KEY, 7, R(topics=[topic],
+        response = await self.controller_request(R.API_KEY, 7, R(topics=[topic],
                                                          timeout_ms=REQUEST_TIMEOUT_MS))
         assert isinstance(response, m.CreateTopicsResponse)
         result = response.topics[0]
@@ -390,13 +393,13 @@ class KRaftMetadataStore:
             raise TopicExistsError(result.error_message or f"Topic '{name}' already exists.")
         if result.error_code != ErrorCode.NONE:
             raise MetadataRequestError(result.error_code, result.error_message)
-        await self._until_seen(lambda: len(getattr(self.topics.get(name), "partitions", ()))
+        await self.until_seen(lambda: len(getattr(self.topics.get(name), "partitions", ()))
                                == len(assignment), f"topic {name}")
         return self.topics[name]
 
     async def delete_topic(self, name: str) -> None:
         R = m.DeleteTopicsRequest  # noqa: N806
-        response = await self._controller(R.API_KEY, 6, R(
+        response = await self.controller_request(R.API_KEY, 6, R(
             topics=[R.DeleteTopicState(name=name)], timeout_ms=REQUEST_TIMEOUT_MS))
         assert isinstance(response, m.DeleteTopicsResponse)
         result = response.responses[0]
@@ -406,7 +409,7 @@ class KRaftMetadataStore:
     async def add_partitions(self, name: str, assignment: Mapping[int, list[int]]) -> None:
         R = m.CreatePartitionsRequest  # noqa: N806
         total = len(self.topics[name].partitions) + len(assignment)
-        response = await self._controller(R.API_KEY, 3, R(
+        response = await self.controller_request(R.API_KEY, 3, R(
             topics=[R.CreatePartitionsTopic(
                 name=name, count=total,
                 assignments=[R.CreatePartitionsTopic.CreatePartitionsAssignment(
@@ -416,7 +419,7 @@ class KRaftMetadataStore:
         result = response.results[0]
         if result.error_code != ErrorCode.NONE:
             raise MetadataRequestError(result.error_code, result.error_message)
-        await self._until_seen(lambda: len(self.topics[name].partitions) >= total,
+        await self.until_seen(lambda: len(self.topics[name].partitions) >= total,
                                f"partitions of {name}")
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
@@ -431,13 +434,13 @@ class KRaftMetadataStore:
                    for k in current if k not in configs]
         if not alters:
             return
-        response = await self._controller(R.API_KEY, 1, R(resources=[R.AlterConfigsResource(
+        response = await self.controller_request(R.API_KEY, 1, R(resources=[R.AlterConfigsResource(
             resource_type=TOPIC_RESOURCE, resource_name=name, configs=alters)]))
         assert isinstance(response, m.IncrementalAlterConfigsResponse)
         result = response.responses[0]
         if result.error_code != ErrorCode.NONE:
             raise MetadataRequestError(result.error_code, result.error_message)
-        await self._until_seen(lambda: name not in self.topics
+        await self.until_seen(lambda: name not in self.topics
                                or self.topics[name].configs == configs, f"configs of {name}")
 
     async def update_isr(self, name: str, partition: int, leader_epoch: int,
@@ -459,7 +462,7 @@ class KRaftMetadataStore:
                         partition_epoch=self._image.partition_epochs.get(
                             (topic.topic_id, partition), 0))])])
         try:
-            response = await self._controller(R.API_KEY, 3, request)
+            response = await self.controller_request(R.API_KEY, 3, request)
         except (MetadataUnavailableError, MetadataRequestError) as exc:
             log.warning("AlterPartition for %s-%d failed: %s", name, partition, exc)
             return False
@@ -489,7 +492,7 @@ class KRaftMetadataStore:
             current = self._image.entity_configs.get(path, {})
             return all(current.get(k) == v or (v is not None and _same_number(current.get(k), v))
                        for k, v in changes.items())
-        await self._until_seen(seen, f"configs of {path}")
+        await self.until_seen(seen, f"configs of {path}")
 
     async def _alter_configs(self, resource_type: int, name: str,
                              changes: Mapping[str, str | None]) -> None:
@@ -497,7 +500,7 @@ class KRaftMetadataStore:
         alters = [R.AlterConfigsResource.AlterableConfig(
             name=k, config_operation=DELETE if v is None else SET, value=v)
             for k, v in changes.items()]
-        response = await self._controller(R.API_KEY, 1, R(resources=[R.AlterConfigsResource(
+        response = await self.controller_request(R.API_KEY, 1, R(resources=[R.AlterConfigsResource(
             resource_type=resource_type, resource_name=name, configs=alters)]))
         assert isinstance(response, m.IncrementalAlterConfigsResponse)
         result = response.responses[0]
@@ -512,7 +515,7 @@ class KRaftMetadataStore:
                   for kind, name in (("user", user), ("client-id", client)) if name is not None]
         ops = [R.EntryData.OpData(key=k, value=0.0 if v is None else float(v), remove=v is None)
                for k, v in changes.items()]
-        response = await self._controller(R.API_KEY, 1, R(entries=[R.EntryData(entity=entity,
+        response = await self.controller_request(R.API_KEY, 1, R(entries=[R.EntryData(entity=entity,
                                                                                ops=ops)]))
         assert isinstance(response, m.AlterClientQuotasResponse)
         result = response.entries[0]
@@ -522,7 +525,7 @@ class KRaftMetadataStore:
     async def allocate_producer_id_block(self, size: int) -> tuple[int, int]:
         """AllocateProducerIds: the controller hands out its own block size (1000)."""
         R = m.AllocateProducerIdsRequest  # noqa: N806
-        response = await self._controller(R.API_KEY, 0, R(broker_id=self.node_id,
+        response = await self.controller_request(R.API_KEY, 0, R(broker_id=self.node_id,
                                                           broker_epoch=self.broker_epoch))
         assert isinstance(response, m.AllocateProducerIdsResponse)
         if response.error_code != ErrorCode.NONE:

@@ -23,7 +23,10 @@ rules follow the controller's own (what a record means is Kafka's definition):
   `/config/...` znodes do.
 - Records between BeginTransactionRecord and EndTransactionRecord apply together at the
   end; AbortTransactionRecord drops them.
-- Records for what ADS's model does not hold yet (ACLs, delegation tokens, controller
+- AccessControlEntryRecord adds one ACL entry under its id; RemoveAccessControlEntryRecord
+  removes the entry of that id. `acls` is the view the ACL authorizer reads
+  (`ads.metadata.acl`), changed in place; `acl_version` counts its changes.
+- Records for what ADS's model does not hold yet (delegation tokens, controller
   registrations, eligible leader replicas) are counted by type and otherwise ignored.
 
 Not thread-safe: owned by the store, on the broker's event loop.
@@ -39,6 +42,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ads.metadata import kraft_records as r
+from ads.metadata.acl import (
+    AccessControlEntry,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 from ads.metadata.entity_config import (
     DEFAULT,
     broker_entity_path,
@@ -114,6 +125,9 @@ class MetadataImage:
         # Broker and group configs, client quotas and SCRAM credentials by entity path.
         self.entity_configs: dict[str, dict[str, str]] = {}
         self.next_producer_id = 0
+        self._acls_by_id: dict[uuid.UUID, tuple[ResourcePattern, AccessControlEntry]] = {}
+        self.acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+        self.acl_version = 0
         self.ignored: Counter[str] = Counter()
         self._transaction: list[Message] | None = None
 
@@ -239,6 +253,35 @@ class MetadataImage:
         if mechanism is not None:
             self._set_entity(entity_path(user=record.name), mechanism, None, changes)
 
+    # -- ACLs ------------------------------------------------------------------------------
+    def _acl(self, record: r.AccessControlEntryRecord, _: Changes) -> None:
+        try:
+            binding = (ResourcePattern(ResourceType(record.resource_type), record.resource_name,
+                                       PatternType(record.pattern_type)),
+                       AccessControlEntry(record.principal, record.host,
+                                          AclOperation(record.operation),
+                                          AclPermissionType(record.permission_type)))
+        except ValueError:
+            self.ignored["AccessControlEntryRecord(unknown type)"] += 1
+            return
+        self._acls_by_id[record.id] = binding
+        pattern, entry = binding
+        self.acls[pattern] = self.acls.get(pattern, frozenset()) | {entry}
+        self.acl_version += 1
+
+    def _remove_acl(self, record: r.RemoveAccessControlEntryRecord, _: Changes) -> None:
+        binding = self._acls_by_id.pop(record.id, None)
+        if binding is None:
+            return
+        # The controller refuses a second entry equal to one it holds, so one id per entry.
+        pattern, entry = binding
+        entries = self.acls.get(pattern, frozenset()) - {entry}
+        if entries:
+            self.acls[pattern] = entries
+        else:
+            self.acls.pop(pattern, None)
+        self.acl_version += 1
+
     # -- brokers ---------------------------------------------------------------------------
     def _register_broker(self, record: r.RegisterBrokerRecord, changes: Changes) -> None:
         self.brokers[record.broker_id] = BrokerRegistration(
@@ -299,6 +342,8 @@ _HANDLERS: dict[type[Message], Callable[[MetadataImage, Any, Changes], None]] = 
     r.PartitionChangeRecord: MetadataImage._partition_change,
     r.RemoveTopicRecord: MetadataImage._remove_topic,
     r.ConfigRecord: MetadataImage._config,
+    r.AccessControlEntryRecord: MetadataImage._acl,
+    r.RemoveAccessControlEntryRecord: MetadataImage._remove_acl,
     r.ClientQuotaRecord: MetadataImage._client_quota,
     r.UserScramCredentialRecord: MetadataImage._scram_credential,
     r.RemoveUserScramCredentialRecord: MetadataImage._remove_scram_credential,
