@@ -4,8 +4,9 @@
 `KafkaController` runs one Kafka 4.x node with `process.roles=controller` only: a quorum of
 one voter (`controller.quorum.voters`), listening on its CONTROLLER listener and nothing
 else, from the jars of tests/kafka_reference (as `KafkaReference` does). The log directory
-is formatted with the features ADS brokers can run (`FORMAT_FEATURES`): the controller
-refuses to register a broker that cannot run a finalized feature level. Start returns once
+is formatted with the features ADS brokers can run (`FORMAT_FEATURES`, unless told
+otherwise): the controller refuses to register a broker that cannot run a finalized
+feature level. Start returns once
 the controller answers ApiVersions; stop is SIGTERM, then SIGKILL (`KafkaPeer`).
 
 `controller_request` sends one request to the controller, as an admin client bootstrapped
@@ -26,9 +27,10 @@ from ads.protocol.base import Message
 from kafka_reference import JARS, JVM_OPTIONS
 
 NODE_ID = 3000
-# Kafka 4.4 formats share.version=2 and streams.version=1 by default; ADS brokers support
-# share.version 1 and no streams groups (ads.metadata.kraft_lifecycle.SUPPORTED_FEATURES).
-FORMAT_FEATURES = ("--feature=share.version=1", "--feature=streams.version=0")
+# Kafka 4.4 finalizes newer levels by default than ADS brokers run
+# (ads.metadata.kraft_lifecycle.SUPPORTED_FEATURES): the controller would refuse them.
+FORMAT_FEATURES = ("transaction.version=1", "share.version=1",
+                   "eligible.leader.replicas.version=0", "streams.version=0")
 
 
 async def _request(port: int, api_key: int, version: int, body: Message) -> Message:
@@ -43,9 +45,12 @@ async def _request(port: int, api_key: int, version: int, body: Message) -> Mess
 class KafkaController(KafkaPeer):
     """One Apache Kafka KRaft controller (controller role only) in a subprocess."""
 
-    def __init__(self, work_dir: Path, overrides: dict[str, str] | None = None) -> None:
-        """`overrides`: server.properties keys set on top of the controller's."""
+    def __init__(self, work_dir: Path, overrides: dict[str, str] | None = None,
+                 features: tuple[str, ...] = FORMAT_FEATURES) -> None:
+        """`overrides`: server.properties keys set on top of the controller's; `features`:
+        the feature levels (`name=level`) the log directory is formatted with."""
         super().__init__(JARS, work_dir, overrides, JVM_OPTIONS, node_id=NODE_ID)
+        self.features = features
 
     @property
     def quorum(self) -> str:
@@ -67,7 +72,7 @@ class KafkaController(KafkaPeer):
         config = self.work_dir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         (self.work_dir / "log4j2.properties").write_text(LOG4J)
-        self._format(config, deadline, *FORMAT_FEATURES)
+        self._format(config, deadline, *(f"--feature={f}" for f in self.features))
 
     def start(self, timeout_s: float = 90.0) -> KafkaController:
         deadline = time.monotonic() + timeout_s

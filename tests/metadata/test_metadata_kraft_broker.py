@@ -404,3 +404,20 @@ def controller_acls(controller: KafkaController) -> list[tuple[int, str, int]]:
     assert answer.error_code == 0, answer.error_message
     return [(r.resource_type, r.resource_name, a.operation)
             for r in answer.resources for a in r.acls]
+
+
+def test_metadata_kraft_broker_is_refused_by_a_cluster_on_levels_it_cannot_run(
+        tmp_path: Path) -> None:
+    # Kafka 4.4's default levels: transaction.version 2, eligible leader replicas, streams.
+    with KafkaController(tmp_path / "controller", features=()) as controller:
+        broker = kraft_broker(tmp_path / "data", controller).start()
+        try:
+            deadline = time.monotonic() + DEADLINE_S
+            while "refused this broker's registration: UNSUPPORTED_VERSION" not in broker.log():
+                assert time.monotonic() < deadline, broker.log()
+                time.sleep(0.2)
+            # It keeps asking (a controller's levels may be lowered) and never registers.
+            assert broker.proc is not None and broker.proc.poll() is None
+            assert "registered broker" not in broker.log()
+        finally:
+            assert broker.stop() == 0

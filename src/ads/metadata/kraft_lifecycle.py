@@ -52,18 +52,20 @@ log = logging.getLogger("ads.metadata.kraft")
 REGISTRATION_VERSION = 4
 HEARTBEAT_VERSION = 1
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
-# The feature levels this broker can run, by feature: the metadata records it decodes are
-# those of metadata.version 33 (Kafka 4.4-IV2), from 7 (3.3-IV3, the oldest Kafka 4 reads);
-# transaction.version 2 is KIP-890's epoch bump per transaction, group.version 1 the
-# KIP-848 consumer group protocol, share.version 1 KIP-932's share groups; eligible leader
-# replicas (KIP-966) are the controller's business, brokers only read the fields.
-# streams.version is absent: KIP-1071 streams groups are not served.
+# The feature levels this broker can run, by feature. metadata.version: the records it
+# decodes are those of level 33 (Kafka 4.4-IV2), from 7 (3.3-IV3, the oldest Kafka 4 reads).
+# kraft.version 1 (KIP-853 dynamic quorums) adds control records a broker only skips.
+# transaction.version 1 is KIP-890's first part (AddPartitionsToTxn verification), which
+# ADS serves; 2 (the epoch bumped per transaction, EndTxn v5) it does not. group.version 1
+# is the KIP-848 consumer group protocol, share.version 1 KIP-932's share groups.
+# eligible.leader.replicas.version 1 (KIP-966) has leaders hold the high watermark while the
+# ISR is below min.insync.replicas, which ADS's leaders do not, and streams.version (KIP-1071
+# streams groups) is not served: both stay at 0.
 SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     "metadata.version": (7, 33),
     "kraft.version": (0, 1),
-    "transaction.version": (0, 2),
+    "transaction.version": (0, 1),
     "group.version": (0, 1),
-    "eligible.leader.replicas.version": (0, 1),
     "share.version": (0, 1),
 }
 STARTING_INTERVAL_S = 0.01
