@@ -123,11 +123,14 @@ def test_metadata_kraft_broker_joins_serves_and_restarts(controller: KafkaContro
         # are unfenced, and Kafka's tool shows the broker following the log as an observer.
         await_metadata(broker.bootstrap, broker.proc, time.monotonic() + DEADLINE_S, "ADS",
                        broker.log)
-        observers = [line.split() for line in quorum_replication(controller).splitlines()
-                     if line.split()[:1] == [str(BROKER_ID)]]
-        assert observers and observers[0][-1] == "Observer"
         meta = (tmp_path / "data" / "meta.properties").read_text()
         assert f"cluster.id={controller.cluster_id}" in meta
+        directory_id = next(line.partition("=")[2] for line in meta.splitlines()
+                            if line.startswith("directory.id="))
+        observers = [line.split() for line in quorum_replication(controller).splitlines()
+                     if line.split()[:1] == [str(BROKER_ID)]]
+        assert observers and observers[0][1] == directory_id
+        assert observers[0][-1] == "Observer"
 
         # (b) A topic made through ADS (CreateTopics forwarded to the controller) and one
         # made directly at the controller are both led by the ADS broker.

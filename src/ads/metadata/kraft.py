@@ -66,6 +66,7 @@ from ads.metadata.store import (
 from ads.protocol import messages as m
 from ads.protocol.base import Message
 from ads.protocol.errors import ErrorCode
+from ads.protocol.types import ZERO_UUID
 
 log = logging.getLogger("ads.metadata.kraft")
 
@@ -121,7 +122,8 @@ class KRaftMetadataStore:
         request_timeout_s = settings.request_timeout_ms / 1000
         self._follower = LogFollower(
             self._quorum, connect,
-            FollowerSettings(settings.node_id, request_timeout_s, settings.fetch_max_wait_ms),
+            FollowerSettings(settings.node_id, self._directory_id, request_timeout_s,
+                             settings.fetch_max_wait_ms),
             lambda: self.cluster_id or None, self._apply, self._replace)
         self._channel = ControllerChannel(self._quorum, connect, request_timeout_s)
         self._lifecycle: BrokerLifecycle | None = None
@@ -191,6 +193,10 @@ class KRaftMetadataStore:
                 f"the log directories belong to different clusters: {sorted(cluster_ids)}")
         if cluster_ids:
             self.cluster_id = cluster_ids.pop()
+
+    def _directory_id(self) -> uuid.UUID:
+        first = self._settings.log_dirs[0] if self._settings.log_dirs else None
+        return self._directory_ids.get(first, ZERO_UUID) if first is not None else ZERO_UUID
 
     def _write_meta_properties(self) -> None:
         for directory in self._settings.log_dirs:

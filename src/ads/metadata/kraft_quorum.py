@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -56,6 +57,7 @@ from ads.metadata.store import MetadataUnavailableError
 from ads.protocol import messages as m
 from ads.protocol.base import Message
 from ads.protocol.errors import ErrorCode
+from ads.protocol.types import ZERO_UUID
 
 log = logging.getLogger("ads.metadata.kraft")
 
@@ -142,6 +144,9 @@ class Quorum:
 @dataclass(frozen=True, slots=True)
 class FollowerSettings:
     node_id: int
+    # The directory id Fetch carries (Kafka's tools show it for the observer): the first log
+    # directory's, known once `meta.properties` is read or written.
+    directory_id: Callable[[], uuid.UUID] = lambda: ZERO_UUID
     request_timeout_s: float = 2.0  # controller.quorum.request.timeout.ms
     fetch_max_wait_ms: int = 500  # how long the leader may hold a Fetch with nothing new
     retry_backoff_s: float = 0.1  # controller.quorum.retry.backoff.ms, doubled up to 1 s
@@ -216,7 +221,8 @@ class LogFollower:
         partition = m.FetchRequest.FetchTopic.FetchPartition(
             partition=METADATA_PARTITION, current_leader_epoch=self._quorum.leader_epoch,
             fetch_offset=self.fetch_offset, last_fetched_epoch=self.last_fetched_epoch,
-            partition_max_bytes=MAX_FETCH_BYTES)
+            partition_max_bytes=MAX_FETCH_BYTES,
+            replica_directory_id=self._settings.directory_id())
         return m.FetchRequest(
             cluster_id=self._cluster_id(),
             replica_state=m.FetchRequest.ReplicaState(replica_id=self._settings.node_id),
