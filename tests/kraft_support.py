@@ -9,8 +9,13 @@ otherwise): the controller refuses to register a broker that cannot run a finali
 feature level. Start returns once
 the controller answers ApiVersions; stop is SIGTERM, then SIGKILL (`KafkaPeer`).
 
-`controller_request` sends one request to the controller, as an admin client bootstrapped
-to controllers (KIP-919) would, for what ADS does not do itself.
+`KafkaController.request` sends one request to the controller, as an admin client
+bootstrapped to controllers (KIP-919) would, for what ADS does not do itself.
+
+`KafkaBroker` runs a Kafka 4.x broker (`process.roles=broker`) of that controller's cluster,
+beside ADS brokers: its log directory is formatted with the controller's cluster id, and it
+reaches the controller through `controller.quorum.voters` (a Kafka broker of a static
+quorum must name the voters; ADS brokers may give the same address as bootstrap server).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from kafka_reference import JARS, JVM_OPTIONS
 NODE_ID = 3000
 # Kafka 4.4 finalizes newer levels by default than ADS brokers run
 # (ads.metadata.kraft_lifecycle.SUPPORTED_FEATURES): the controller would refuse them.
-FORMAT_FEATURES = ("transaction.version=1", "share.version=1",
+FORMAT_FEATURES = ("metadata.version=26", "transaction.version=1", "share.version=1",
                    "eligible.leader.replicas.version=0", "streams.version=0")
 
 
@@ -106,4 +111,40 @@ class KafkaController(KafkaPeer):
         return asyncio.run(_request(self.controller_port, api_key, version, body))
 
     def __enter__(self) -> KafkaController:
+        return self.start()
+
+
+class KafkaBroker(KafkaPeer):
+    """One Apache Kafka broker (broker role only) of `controller`'s cluster."""
+
+    def __init__(self, work_dir: Path, controller: KafkaController, node_id: int,
+                 overrides: dict[str, str] | None = None) -> None:
+        super().__init__(JARS, work_dir, overrides, JVM_OPTIONS, node_id=node_id)
+        self.cluster_id = controller.cluster_id
+        self.controller = controller
+
+    def prepare(self, deadline: float) -> None:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        props = {
+            "process.roles": "broker",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": f"{NODE_ID}@{self.controller.quorum}",
+            "controller.listener.names": "CONTROLLER",
+            "listeners": f"PLAINTEXT://{self.bootstrap}",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            "group.initial.rebalance.delay.ms": "0",
+            **self.overrides,
+        }
+        config = self.work_dir / "server.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        (self.work_dir / "log4j2.properties").write_text(LOG4J)
+        self._format(config, deadline)
+
+    def start(self, timeout_s: float = 90.0) -> KafkaBroker:
+        super().start(timeout_s)
+        return self
+
+    def __enter__(self) -> KafkaBroker:
         return self.start()

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -40,7 +40,7 @@ from ads.protocol import messages as m
 from broker_process import BrokerProcess
 from cli_process import ads
 from kafka_reference import JARS
-from kraft_support import KafkaController
+from kraft_support import KafkaBroker, KafkaController
 
 pytestmark = [pytest.mark.kafka_reference, pytest.mark.broker_process]
 
@@ -85,6 +85,23 @@ def consume(bootstrap: str, topic: str, group: str, count: int) -> list[bytes]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                          "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
+    values: list[bytes] = []
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while len(values) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                values.append(msg.value())
+    finally:
+        consumer.close()
+    return sorted(values)
+
+
+def read_partitions(bootstrap: str, topic: str, partitions: int, count: int) -> list[bytes]:
+    """Every record of the topic's partitions, read from their starts without a group."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     values: list[bytes] = []
     deadline = time.monotonic() + DEADLINE_S
     try:
@@ -424,3 +441,42 @@ def test_metadata_kraft_broker_is_refused_by_a_cluster_on_levels_it_cannot_run(
             assert "registered broker" not in broker.log()
         finally:
             assert broker.stop() == 0
+
+
+def test_metadata_kraft_one_cluster_of_ads_and_kafka_brokers(tmp_path: Path) -> None:
+    # One replica of each partition on each broker. Every broker must agree on the
+    # partitions of __consumer_offsets (which one coordinates a group); it gets one replica.
+    internal = {"offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "2"}
+    with KafkaController(tmp_path / "controller") as controller:
+        ads_broker = kraft_broker(tmp_path / "ads", controller, None, BROKER_ID,
+                                  "offsets.topic.replication.factor=1").start()
+        try:
+            with KafkaBroker(tmp_path / "kafka", controller, 2, internal) as kafka:
+                await_metadata(ads_broker.bootstrap, ads_broker.proc,
+                               time.monotonic() + DEADLINE_S, "ADS", ads_broker.log, brokers=2)
+                admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+                # Partition 0 led by ADS with a Kafka follower, partition 1 the other way.
+                topic = NewTopic("mixed", 2, replica_assignment=[[1, 2], [2, 1]])
+                admin.create_topics([topic])["mixed"].result(timeout=DEADLINE_S)
+                both = {0: [1, 2], 1: [1, 2]}
+                assert await_state(lambda: isrs(kafka.bootstrap, "mixed"), both) == both
+                assert leaders(ads_broker.bootstrap, "mixed") == {0: 1, 1: 2}
+                producer = Producer({"bootstrap.servers": kafka.bootstrap, "acks": "all"})
+                for i in range(20):
+                    producer.produce("mixed", value=b"x%02d" % i, partition=i % 2)
+                assert producer.flush(DEADLINE_S) == 0
+                every = sorted(b"x%02d" % i for i in range(20))
+                assert consume(ads_broker.bootstrap, "mixed", "through-ads", 20) == every
+                assert consume(kafka.bootstrap, "mixed", "through-kafka", 20) == every
+                assert isrs(kafka.bootstrap, "mixed") == both
+
+                # The ADS broker dies: Kafka, in the ISR of partition 0, leads it with every
+                # record the ADS leader acknowledged.
+                ads_broker.kill9()
+                assert await_state(lambda: leaders(kafka.bootstrap, "mixed"),
+                                   {0: 2, 1: 2}) == {0: 2, 1: 2}
+                # Read without a group: its coordinator may have been the dead broker.
+                assert read_partitions(kafka.bootstrap, "mixed", 2, 20) == every
+        finally:
+            if ads_broker.proc is not None and ads_broker.proc.poll() is None:
+                assert ads_broker.stop() == 0

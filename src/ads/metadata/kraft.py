@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -222,8 +222,8 @@ class KRaftMetadataStore:
                                                                "metadata log follower"),
                                               name="kraft-follower")]
 
-    async def _supervised(self, work: object, what: str) -> None:
-        assert asyncio.iscoroutine(work)
+    async def _supervised(self, work: Coroutine[object, object, None], what: str) -> None:
+        """Runs `work`; a failure is logged (it ends only what it owns), never raised."""
         try:
             await work
         except asyncio.CancelledError:

@@ -52,8 +52,12 @@ log = logging.getLogger("ads.metadata.kraft")
 REGISTRATION_VERSION = 4
 HEARTBEAT_VERSION = 1
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
-# The feature levels this broker can run, by feature. metadata.version: the records it
-# decodes are those of level 33 (Kafka 4.4-IV2), from 7 (3.3-IV3, the oldest Kafka 4 reads).
+# The feature levels this broker can run, by feature. metadata.version also sets the
+# versions Kafka's brokers send other brokers without asking (their replica fetchers): from
+# 27 (4.1-IV1) they fetch with Fetch v18, and from 4.2-IV1 list offsets with ListOffsets
+# v11, which ADS does not serve; 26 (4.1-IV0) is the highest level a cluster with Kafka
+# brokers replicating from ADS leaders runs at. The oldest, 7 (3.3-IV3), is the oldest
+# Kafka 4 reads; the records of every level in between are in kraft_records.py.
 # kraft.version 1 (KIP-853 dynamic quorums) adds control records a broker only skips.
 # transaction.version 1 is KIP-890's first part (AddPartitionsToTxn verification), which
 # ADS serves; 2 (the epoch bumped per transaction, EndTxn v5) it does not. group.version 1
@@ -62,7 +66,7 @@ SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SS
 # ISR is below min.insync.replicas, which ADS's leaders do not, and streams.version (KIP-1071
 # streams groups) is not served: both stay at 0.
 SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
-    "metadata.version": (7, 33),
+    "metadata.version": (7, 26),
     "kraft.version": (0, 1),
     "transaction.version": (0, 1),
     "group.version": (0, 1),
@@ -223,6 +227,12 @@ class BrokerLifecycle:
             await self._channel.not_controller()
             return self._settings.retry_backoff_s
         if error == ErrorCode.STALE_BROKER_EPOCH:
+            if self.state is State.PENDING_CONTROLLED_SHUTDOWN:
+                # No registration left to hand leadership away from: done.
+                log.info("the controller no longer knows this broker: shutting down")
+                self.state = State.SHUT_DOWN
+                self.shut_down_allowed.set()
+                return 0.0
             log.warning("the controller no longer knows broker epoch %d: registering again",
                         self.broker_epoch)
             self.state = State.REGISTERING
