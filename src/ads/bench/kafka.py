@@ -261,7 +261,8 @@ class KafkaPeer:
     def log_tail(self) -> str:
         return self.log(LOG_TAIL)
 
-    def _format(self, config: Path, deadline: float) -> None:
+    def _format(self, config: Path, deadline: float, *options: str) -> None:
+        """`kafka-storage format` of the log directory; `options` go to the tool as well."""
         cluster_id = self.cluster_id
         started = time.monotonic()
         with self.log_path.open("ab") as log:
@@ -269,7 +270,7 @@ class KafkaPeer:
                 formatted = subprocess.run(  # noqa: S603 - our own command line
                     # `=`: an id may start with '-', which the tool would take for an option
                     self._java("kafka.tools.StorageTool", "format",
-                               f"--cluster-id={cluster_id}", f"--config={config}"),
+                               f"--cluster-id={cluster_id}", f"--config={config}", *options),
                     stdout=log, stderr=subprocess.STDOUT, check=False,
                     timeout=max(deadline - started, 1.0))
             except subprocess.TimeoutExpired as exc:

@@ -308,11 +308,22 @@ BROKER_CONFIG_DEFS: dict[str, ConfigDef] = _table(
     ("zookeeper.connection.timeout.ms", I, None, None, HIGH,
      "Time to wait for a ZooKeeper connection; the session timeout when unset."),
     ("process.roles", LI, "", ListOf(("broker", "controller")), HIGH,
-     "KRaft roles; accepted for compatibility and otherwise ignored."),
+     "KRaft roles: `broker` joins a cluster of KRaft controllers; lists with `controller` "
+     "are ignored."),
     ("controller.listener.names", S, None, None, HIGH,
-     "KRaft controller listeners; ADS does not bind them."),
+     "KRaft controller listeners: not bound; the first is how a KRaft broker reaches "
+     "controllers."),
     ("controller.quorum.voters", LI, "", None, HIGH,
-     "KRaft quorum voters; accepted for compatibility and ignored."),
+     "KRaft quorum voters (id@host:port): the controllers when no bootstrap servers are "
+     "set."),
+    ("controller.quorum.bootstrap.servers", LI, "", None, HIGH,
+     "KRaft controllers (host:port) a broker with process.roles=broker asks first."),
+    ("controller.quorum.request.timeout.ms", I, "2000", POS, MEDIUM,
+     "How long a KRaft broker waits for a controller's answer before trying again."),
+    ("broker.heartbeat.interval.ms", I, "2000", POS, MEDIUM,
+     "Time between a KRaft broker's heartbeats to the active controller."),
+    ("initial.broker.registration.timeout.ms", I, "60000", POS, MEDIUM,
+     "How long a KRaft broker tries to reach its controllers at start."),
     # network
     ("listeners", S, "PLAINTEXT://127.0.0.1:9092", None, HIGH,
      "Comma-separated NAME://host:port endpoints to bind; empty host binds every interface."),
@@ -816,13 +827,10 @@ DEPRECATED_TOPIC_KEYS: dict[str, str] = {
 # Every key ADS accepts without acting on it, and why; the README's table "Accepted without
 # effect" lists exactly these (tests/broker/test_config_no_effect.py holds both). Every other
 # defined key acts as in Kafka.
-_KRAFT = "KRaft is not supported; clusters will use ZooKeeper"
 _THROTTLE = "replication is not throttled"
 _TIERED = "tiered storage is not supported"
 _PEM_ONLY = "ADS reads PEM key and trust stores only (JKS and PKCS12 are refused)"
 NO_EFFECT_BROKER_KEYS: dict[str, str] = {
-    "process.roles": _KRAFT,
-    "controller.quorum.voters": _KRAFT,
     "num.network.threads": "one asyncio event loop serves every connection",
     "num.io.threads": "requests are handled on the event loop; disk waits go to worker threads",
     "queued.max.requests": "not enforced: each connection's requests are answered in order, "

@@ -25,6 +25,7 @@ from ads.broker.dispatch import Dispatcher
 from ads.broker.fetch_sessions import FetchSessionCache
 from ads.broker.handlers import all_handlers
 from ads.broker.http.app import OpsHttp, start_ops_http
+from ads.broker.kraft_channel import check_controller_listener, connect_controller
 from ads.broker.listeners import InterBroker, advertised_endpoints, listener_tls
 from ads.broker.markers import BrokerMarkerWriter
 from ads.broker.metrics import BrokerMetrics
@@ -49,6 +50,8 @@ from ads.metadata.acl_stores import acl_store_for
 from ads.metadata.cache import TopicCache
 from ads.metadata.embedded import EmbeddedMetadataStore
 from ads.metadata.entity_config import BROKERS, broker_entity_path
+from ads.metadata.kraft import KRaftMetadataStore, KRaftSettings
+from ads.metadata.kraft_quorum import parse_bootstrap
 from ads.metadata.model import BrokerEndpoint
 from ads.metadata.store import MetadataStore
 from ads.metadata.zookeeper import ZkMetadataStore
@@ -85,7 +88,39 @@ def _open_files_limit(config: bconfig.BrokerConfig) -> int:
     return configured
 
 
+def kraft_broker(config: bconfig.BrokerConfig) -> bool:
+    """`process.roles=broker`: the broker of a cluster run by KRaft controllers. Any list with
+    `controller` is left as ADS always took it (embedded or ZooKeeper): ADS does not run
+    the controller role."""
+    roles = config.get("process.roles")
+    return isinstance(roles, list) and [r.strip() for r in roles] == ["broker"]
+
+
+def _kraft_store(config: bconfig.BrokerConfig) -> KRaftMetadataStore:
+    if config.zookeeper_connect is not None:
+        raise bconfig.ConfigError("process.roles=broker (KRaft) and zookeeper.connect "
+                                  "cannot both be set", key="process.roles")
+    check_controller_listener(config)
+    servers, voters = config.get("controller.quorum.bootstrap.servers"), config.get(
+        "controller.quorum.voters")
+    try:
+        bootstrap = parse_bootstrap(servers if isinstance(servers, list) else [],
+                                    voters if isinstance(voters, list) else [])
+    except ValueError as exc:
+        raise bconfig.ConfigError(f"process.roles=broker needs the controllers: {exc}",
+                                  key="controller.quorum.bootstrap.servers") from exc
+    return KRaftMetadataStore(
+        KRaftSettings(config.node_id, tuple(bootstrap), tuple(config.log_dirs),
+                      heartbeat_interval_ms=config.get_int("broker.heartbeat.interval.ms"),
+                      request_timeout_ms=config.get_int("controller.quorum.request.timeout.ms"),
+                      registration_timeout_ms=config.get_int(
+                          "initial.broker.registration.timeout.ms")),
+        connect_controller)
+
+
 def _metadata_store(config: bconfig.BrokerConfig, first_dir: Path) -> MetadataStore:
+    if kraft_broker(config):
+        return _kraft_store(config)
     connect = config.zookeeper_connect
     if connect is None:
         return EmbeddedMetadataStore(first_dir, config.node_id)
@@ -319,6 +354,10 @@ class Broker:
             # leaders have moved.
             await controlled_shutdown(self.config, metadata, self.node_id,
                                       metadata.broker_epoch, self.inter_broker)
+        if isinstance(metadata, KRaftMetadataStore):
+            # As for ZooKeeper, while still serving; the controller moves the leaders.
+            await metadata.shut_down(self.config.get_bool("controlled.shutdown.enable"),
+                                     self.config.get_int("controller.socket.timeout.ms") / 1000)
         self.started = self.topics.active = False
         for listener in self.listeners:
             listener.stop_accepting()

@@ -193,11 +193,12 @@ AclView = Mapping[ResourcePattern, frozenset[AccessControlEntry]]
 
 
 class AclStore(Protocol):
-    """Where ACLs live: the embedded store's file or ZooKeeper. `acls` is the view every
-    authorization reads (kept current on the broker's event loop); `version` counts its
-    changes."""
+    """Where ACLs live: the embedded store's file, ZooKeeper or the KRaft metadata log.
+    `acls` is the view every authorization reads (kept current on the broker's event
+    loop); `version` counts its changes."""
 
-    version: int
+    @property
+    def version(self) -> int: ...
 
     @property
     def acls(self) -> AclView: ...

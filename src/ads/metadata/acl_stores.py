@@ -1,5 +1,9 @@
-"""The two ACL stores: in the embedded store's file, and in ZooKeeper as Kafka lays it out
-(`ads.metadata.acl` has the layout).
+"""The ACL stores: in the embedded store's file, in ZooKeeper as Kafka lays it out
+(`ads.metadata.acl` has the layout), and in a KRaft controller's metadata log.
+
+KRaft: the view is the metadata image's (`kraft_image`: AccessControlEntryRecord and its
+removal); a change is CreateAcls or DeleteAcls sent to the active controller, and returns
+once the records it wrote have come back through the log.
 
 ZooKeeper: every broker reads all resource znodes at start-up, then follows the change
 notifications. A change rewrites one resource znode conditionally on the version it read
@@ -30,8 +34,11 @@ from kazoo.recipe.watchers import ChildrenWatch
 from ads.metadata import acl
 from ads.metadata.acl import AccessControlEntry, AclView, ResourcePattern
 from ads.metadata.embedded import EmbeddedMetadataStore
-from ads.metadata.store import MetadataStore
+from ads.metadata.kraft import KRaftMetadataStore
+from ads.metadata.store import MetadataRequestError, MetadataStore
 from ads.metadata.zookeeper import ZkMetadataStore
+from ads.protocol import messages as m
+from ads.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +49,8 @@ CHANGE_TIMEOUT_S = 30.0
 def acl_store_for(metadata: MetadataStore, loop: asyncio.AbstractEventLoop) -> acl.AclStore:
     if isinstance(metadata, ZkMetadataStore):
         return ZkAclStore(metadata.zk, loop)
+    if isinstance(metadata, KRaftMetadataStore):
+        return KRaftAclStore(metadata)
     assert isinstance(metadata, EmbeddedMetadataStore)
     return EmbeddedAclStore(metadata)
 
@@ -72,6 +81,60 @@ class EmbeddedAclStore:
             self._metadata.acls.pop(pattern, None)
         self._metadata.save()
         self.version += 1
+
+
+class KRaftAclStore:
+    """ACLs in the KRaft metadata log. Event loop only."""
+
+    def __init__(self, metadata: KRaftMetadataStore) -> None:
+        self._metadata = metadata
+
+    @property
+    def version(self) -> int:
+        return self._metadata.image.acl_version
+
+    @property
+    def acls(self) -> AclView:
+        return self._metadata.image.acls
+
+    def start(self) -> None:
+        pass  # the log brings the ACLs in with the rest of the metadata
+
+    async def change(self, pattern: ResourcePattern, add: Iterable[AccessControlEntry] = (),
+                     remove: Iterable[AccessControlEntry] = ()) -> None:
+        added, removed = frozenset(add), frozenset(remove)
+        if added:
+            C = m.CreateAclsRequest  # noqa: N806
+            created = await self._metadata.controller_request(C.API_KEY, 3, C(creations=[
+                C.AclCreation(resource_type=pattern.resource_type,
+                              resource_name=pattern.name,
+                              resource_pattern_type=pattern.pattern_type,
+                              principal=e.principal, host=e.host, operation=e.operation,
+                              permission_type=e.permission_type) for e in sorted(added)]))
+            assert isinstance(created, m.CreateAclsResponse)
+            _raise_first([(r.error_code, r.error_message) for r in created.results])
+        if removed:
+            D = m.DeleteAclsRequest  # noqa: N806
+            deleted = await self._metadata.controller_request(D.API_KEY, 3, D(filters=[
+                D.DeleteAclsFilter(resource_type_filter=pattern.resource_type,
+                                   resource_name_filter=pattern.name,
+                                   pattern_type_filter=pattern.pattern_type,
+                                   principal_filter=e.principal, host_filter=e.host,
+                                   operation=e.operation, permission_type=e.permission_type)
+                for e in sorted(removed)]))
+            assert isinstance(deleted, m.DeleteAclsResponse)
+            _raise_first([(r.error_code, r.error_message) for r in deleted.filter_results])
+
+        def seen() -> bool:
+            entries = self.acls.get(pattern, frozenset())
+            return added <= entries and not removed & entries
+        await self._metadata.until_seen(seen, f"ACLs of {pattern}")
+
+
+def _raise_first(results: list[tuple[int, str | None]]) -> None:
+    for code, message in results:
+        if code != ErrorCode.NONE:
+            raise MetadataRequestError(code, message)
 
 
 def _sequence(child: str) -> int:

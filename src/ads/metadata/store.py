@@ -34,6 +34,15 @@ class TopicExistsError(RuntimeError):
     pass
 
 
+class MetadataRequestError(RuntimeError):
+    """The store's authority (a KRaft controller) refused a change; `error_code` is the
+    Kafka error code it answered."""
+
+    def __init__(self, error_code: int, message: str | None) -> None:
+        super().__init__(message or f"error code {error_code}")
+        self.error_code = error_code
+
+
 class MetadataStore(Protocol):
     node_id: int
     cluster_id: str

@@ -38,7 +38,7 @@ from ads.metadata.model import (
     colliding_topic,
     validate_topic_name,
 )
-from ads.metadata.store import TopicExistsError
+from ads.metadata.store import MetadataRequestError, TopicExistsError
 from ads.protocol import messages as m
 from ads.protocol.errors import ErrorCode
 from ads.replication.partition import PartitionError
@@ -143,6 +143,8 @@ async def _record_topic(broker: BrokerContext, name: str, new: _NewTopic) -> Top
                                                 assignment=new.assignment)
     except TopicExistsError as exc:
         raise _Refused(ErrorCode.TOPIC_ALREADY_EXISTS, str(exc)) from exc
+    except MetadataRequestError as exc:  # the KRaft controller refused it
+        raise _Refused(ErrorCode(exc.error_code), str(exc)) from exc
     except STORAGE_FAILURES as exc:  # the metadata itself could not be written
         raise _Refused(*_storage_refusal(exc)) from exc
 
