@@ -12,9 +12,10 @@ The rules:
 - a state znode that does not exist yet is watched with `exists` (ZooKeeper leaves no watch
   after a failed get) and read when it is made; a state that disappears is delivered as
   None, version -1;
-- a read that failed because the connection dropped is made again once kazoo has
-  reconnected; the watches left by the reads that succeeded survive the reconnection (kazoo
-  sets them again, and ZooKeeper fires those whose znode changed meanwhile);
+- a read that failed because the connection dropped is made again (at once if kazoo
+  still counts the connection up, else once it has reconnected); the watches left by the
+  reads that succeeded survive the reconnection (kazoo sets them again, and ZooKeeper
+  fires those whose znode changed meanwhile);
 - an expired session takes every watch with it: every partition is read again on the next
   session;
 - a partition whose topic is no longer wanted (`wanted(topic)` False) is dropped when its
@@ -31,7 +32,7 @@ import threading
 from collections.abc import Callable, Iterable
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import ConnectionLoss, KazooException, NoNodeError
 from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import WatchedEvent
 
@@ -93,10 +94,14 @@ class StateWatches:
         except NoNodeError:
             self._await_creation(key)
             return
-        except KazooException:
+        except ConnectionLoss:
             self._read_later(key)
             return
-        self._deliver(key, zl.decode_state(data) if data else None, stat.version)
+        except KazooException:
+            # Closed, or the session expired: everything is read on the next session.
+            return
+        if self._still_wanted(key):
+            self._deliver(key, zl.decode_state(data) if data else None, stat.version)
 
     def _await_creation(self, key: TopicPartition) -> None:
         try:
@@ -109,8 +114,10 @@ class StateWatches:
     def _existence(self, key: TopicPartition, result: IAsyncResult) -> None:
         try:
             stat = result.get()
-        except KazooException:
+        except ConnectionLoss:
             self._read_later(key)
+            return
+        except KazooException:
             return
         if stat is not None:  # made between the get and the exists
             self._read(key)
@@ -118,6 +125,8 @@ class StateWatches:
             self._deliver(key, None, -1)
 
     def _read_later(self, key: TopicPartition) -> None:
+        # While kazoo reconnects it queues new requests, so a read made again at once waits
+        # for the connection instead of failing again.
         with self._lock:
             again = self._connected and key in self._watched
             if not again:
