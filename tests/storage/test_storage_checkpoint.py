@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-from ads.common.files import atomic_write, batched_replacements
+from ads.common.files import atomic_write
 from ads.storage.checkpoint import (
     read_epoch_checkpoint,
     read_offset_checkpoint,
@@ -63,26 +62,3 @@ def test_checkpoint_atomic_write_replaces_and_ignores_leftover_tmp(tmp_path: Pat
     assert read_offset_checkpoint(path) == {("a", 0): 2}
     atomic_write(path, b"0\n0\n")
     assert read_offset_checkpoint(path) == {}
-
-
-def test_checkpoint_batched_replacements_complete_together(tmp_path: Path) -> None:
-    paths = [tmp_path / f"p{i}" / "leader-epoch-checkpoint" for i in range(40)]
-    for path in paths:
-        path.parent.mkdir()
-        write_epoch_checkpoint(path, [(0, 0)])
-    gone = tmp_path / "gone" / "leader-epoch-checkpoint"
-    gone.parent.mkdir()
-    with batched_replacements():
-        for path in paths:
-            write_epoch_checkpoint(path, [(0, 0), (1, 5)])
-            with batched_replacements():  # joins the outer batch
-                write_epoch_checkpoint(path, [(0, 0), (2, 7)])
-        write_epoch_checkpoint(gone, [(3, 0)])
-        shutil.rmtree(gone.parent)  # a replica deleted in the same batch
-        # Until the batch ends the old files stand, the new ones wait beside them.
-        assert all(read_epoch_checkpoint(path) == [(0, 0)] for path in paths)
-        assert all(path.with_name(path.name + ".tmp").exists() for path in paths)
-    assert all(read_epoch_checkpoint(path) == [(0, 0), (2, 7)] for path in paths)
-    assert not any(path.with_name(path.name + ".tmp").exists() for path in paths)
-    write_epoch_checkpoint(paths[0], [(4, 9)])  # after the batch: replaced at once
-    assert read_epoch_checkpoint(paths[0]) == [(4, 9)]

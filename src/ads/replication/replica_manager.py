@@ -53,7 +53,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ads.common.clock import Clock, SystemClock
-from ads.common.files import batched_replacements
 from ads.common.later import Later
 from ads.common.partitions import TopicPartition
 from ads.common.tasks import TaskSet
@@ -340,18 +339,12 @@ class ReplicaManager:
         """Serves this broker's replicas as the changed metadata says: a deleted topic's
         replicas go with their logs; for each changed topic, a replica new here gets its log
         (`logs`), one moved to other brokers is dropped with its log, and each leads or
-        follows in the role its partition's state names, from its leader epoch.
-
-        The files replaced meanwhile (each new leadership's leader-epoch checkpoint) are
-        made durable together before it returns: after a failover a broker takes on
-        thousands of leaderships in one delta, and two fsyncs each, one after another,
-        held the loop for seconds."""
-        with batched_replacements():
-            for name in delta.deleted:
-                for part in [p for p in self._partitions.values() if p.topic == name]:
-                    self._drop(name, part.index)
-            for topic, config in delta.topics:
-                self._apply_topic(topic, config, delta.fenced)
+        follows in the role its partition's state names, from its leader epoch."""
+        for name in delta.deleted:
+            for part in [p for p in self._partitions.values() if p.topic == name]:
+                self._drop(name, part.index)
+        for topic, config in delta.topics:
+            self._apply_topic(topic, config, delta.fenced)
 
     def _apply_topic(self, topic: TopicState, config: LogConfig, fenced: bool) -> None:
         for p in topic.partitions:
