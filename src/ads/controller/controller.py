@@ -42,9 +42,9 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import Future
-from typing import TypeVar
+from typing import Literal, TypeVar
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooClient, KazooState, TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
@@ -62,6 +62,9 @@ _STOP = "stop"
 # Kafka checks the leader balance first 5 s after a controller is elected.
 _FIRST_REBALANCE_S = 5.0
 T = TypeVar("T")
+# ZooKeeper requests the controller keeps in flight at once: enough to hide the round trip,
+# few enough that a window's answers stay a small allocation.
+_PIPELINE = 1000
 
 
 class DeposedError(Exception):
@@ -275,43 +278,53 @@ class Controller:
 
     # -- reconciling partition states ----------------------------------------------------
     def _reconcile(self) -> None:
+        """Decides every partition afresh and writes the changes. The ZooKeeper requests
+        are pipelined (`_read_states`, `_write_states`): a failover touches every partition
+        the dead broker led or followed, and one round trip each, waited for in turn, made
+        that seconds per thousand partitions."""
         live = {int(c) for c in self.zk.get_children(zl.BROKER_IDS)}
         self.shutting_down &= live  # a broker that returns is a new one
         self._delete_queued_topics()
-        for topic in sorted(self.zk.get_children(zl.TOPICS)):
-            try:
-                data, _ = self.zk.get(zl.topic_path(topic), watch=self._topic_event)
-            except NoNodeError:
-                continue
-            assignment = zl.decode_assignment(data)
-            for partition, replicas in sorted(assignment.replicas.items()):
-                self._reconcile_partition(topic, partition, replicas, live)
+        assignments = self._read_assignments(sorted(self.zk.get_children(zl.TOPICS)))
+        replicas_of = {TopicPartition(topic, partition): replicas
+                       for topic, assignment in assignments.items()
+                       for partition, replicas in sorted(assignment.replicas.items())}
+        self._read_states([key for key in replicas_of if key not in self._states])
+        unclean: dict[str, bool] = {}
+        for _ in range(3):  # stale znode versions: read those again and decide again
+            writes = []
+            for key, replicas in replicas_of.items():
+                state, version = self._states.get(key, (None, -1))
+                new = decide(state, replicas, live, self.epoch, self.shutting_down,
+                             unclean=functools.partial(self._unclean_once, unclean, key.topic))
+                if new is not None:
+                    writes.append((key, state, new, version))
+            stale = self._write_states(writes)
+            if not stale:
+                break
+            self._read_states(stale)
+            replicas_of = {key: replicas_of[key] for key in stale}
+        for topic, assignment in assignments.items():
             for partition in sorted(assignment.adding.keys() | assignment.removing.keys()):
                 self.reassigner.progress(topic, partition)
 
-    def _reconcile_partition(self, topic: str, partition: int, replicas: list[int],
-                             live: set[int]) -> None:
-        key = TopicPartition(topic, partition)
-        for _ in range(3):  # a stale znode version: read it again and decide again
-            known = self._states.get(key)
-            if known is None:
-                known = self._read_state(topic, partition)
-            state, version = known if known is not None else (None, -1)
-            new = decide(state, replicas, live, self.epoch, self.shutting_down,
-                         unclean=lambda: self._unclean(topic))
-            if new is not None and state is not None and new.leader >= 0 and (
-                    new.leader not in state.isr):
-                log.warning("%s-%d: unclean leader election: broker %d was not in the ISR %s "
-                            "and leads from epoch %d; records it lacks are lost", topic,
-                            partition, new.leader, state.isr, new.leader_epoch)
-            if new is None:
-                return
+    def _read_assignments(self, topics: list[str]) -> dict[str, zl.TopicAssignment]:
+        """Each topic's assignment, watched for growth; the gets are pipelined."""
+        asked = [(t, self.zk.get_async(zl.topic_path(t), watch=self._topic_event))
+                 for t in topics]
+        found = {}
+        for topic, result in asked:
             try:
-                self._write_state(topic, partition, new, version)
-            except BadVersionError:
-                self._states.pop(key, None)
+                data, _ = result.get()
+            except NoNodeError:
                 continue
-            return
+            found[topic] = zl.decode_assignment(data)
+        return found
+
+    def _unclean_once(self, cache: dict[str, bool], topic: str) -> bool:
+        if topic not in cache:
+            cache[topic] = self._unclean(topic)
+        return cache[topic]
 
     def _unclean(self, topic: str) -> bool:
         try:
@@ -476,40 +489,96 @@ class Controller:
         self._states[TopicPartition(topic, partition)] = known
         return known
 
+    def _read_states(self, keys: list[TopicPartition]) -> None:
+        """Reads the partitions' states into `_states` (forgets those without one), at
+        most `_PIPELINE` requests in flight."""
+        for start in range(0, len(keys), _PIPELINE):
+            window = keys[start:start + _PIPELINE]
+            asked = [(key, self.zk.get_async(zl.state_path(*key))) for key in window]
+            for key, result in asked:
+                try:
+                    data, stat = result.get()
+                except NoNodeError:
+                    self._states.pop(key, None)
+                    continue
+                self._states[key] = (zl.decode_state(data), stat.version)
+
     def _write_state(self, topic: str, partition: int, state: zl.LeaderAndIsr,
                      version: int) -> None:
         """Writes the state if this controller is still the current one (checked in the
-        same ZooKeeper transaction) and the znode is still at `version` (-1: a new one)."""
-        path = zl.state_path(topic, partition)
+        same ZooKeeper transaction) and the znode is still at `version` (-1: a new one);
+        BadVersionError if it is not."""
         key = TopicPartition(topic, partition)
-        before = self._states.get(key) if version >= 0 else None
+        known = self._states.get(key) if version >= 0 else None
+        if self._write_states([(key, known[0] if known else None, state, version)]):
+            raise BadVersionError
+
+    def _write_states(self, writes: list[tuple[TopicPartition, zl.LeaderAndIsr | None,
+                                               zl.LeaderAndIsr, int]]) -> list[TopicPartition]:
+        """Writes each (partition, state before, new state, znode version) as
+        `_write_state` does, one ZooKeeper transaction per partition as in Kafka (so one
+        stale partition fails alone), pipelined: at most `_PIPELINE` in flight. Returns the
+        partitions whose znode was at another version; raises DeposedError once all are
+        answered if another controller was elected."""
+        for topic in sorted({key.topic for key, _, _, version in writes if version < 0}):
+            self.zk.ensure_path(zl.partitions_path(topic))
+        stale: list[TopicPartition] = []
+        deposed = False
+        for start in range(0, len(writes), _PIPELINE):
+            window = writes[start:start + _PIPELINE]
+            asked = [(write, self._state_transaction(*write[0], write[2], write[3])
+                      .commit_async()) for write in window]
+            for (key, before, state, version), result in asked:
+                outcome = self._written(key, before, state, version, result.get())
+                deposed |= outcome == "deposed"
+                if outcome == "stale":
+                    stale.append(key)
+        if deposed:
+            raise DeposedError
+        return stale
+
+    def _state_transaction(self, topic: str, partition: int, state: zl.LeaderAndIsr,
+                           version: int) -> TransactionRequest:
         tx = self.zk.transaction()
         tx.check(zl.CONTROLLER_EPOCH, self._epoch_version)
         if version < 0:
-            self.zk.ensure_path(zl.partitions_path(topic))
             tx.create(zl.partition_path(topic, partition), b"")
-            tx.create(path, zl.encode_state(state))
+            tx.create(zl.state_path(topic, partition), zl.encode_state(state))
         else:
-            tx.set_data(path, zl.encode_state(state), version=version)
-        results = tx.commit()
+            tx.set_data(zl.state_path(topic, partition), zl.encode_state(state),
+                        version=version)
+        return tx
+
+    def _written(self, key: TopicPartition, before: zl.LeaderAndIsr | None,
+                 state: zl.LeaderAndIsr, version: int, results: list[object]
+                 ) -> Literal["deposed", "stale"] | None:
+        """Records a committed state; why not when refused: another controller was elected,
+        or the znode was at another version (read it again)."""
         if isinstance(results[0], BadVersionError):
-            raise DeposedError
+            return "deposed"
         if version < 0 and isinstance(results[1], NodeExistsError):
             # The partition znode exists without a state (a crash between writes).
-            self._create_state_alone(path, state)
-            return
+            self._create_state_alone(zl.state_path(*key), state)
+            return "stale"
         failure = next((r for r in results if isinstance(r, Exception)
                         and not isinstance(r, RolledBackError)), None)
         if isinstance(failure, (BadVersionError, NoNodeError, NodeExistsError)):
-            raise BadVersionError
+            self._states.pop(key, None)
+            return "stale"
         if failure is not None:
             raise failure
         self._states[key] = (state, version + 1)
-        if before is not None and state.leader >= 0 and state.leader != before[0].leader:
+        if before is not None and state.leader >= 0 and state.leader != before.leader:
             self.leader_elections += 1
-            self.unclean_leader_elections += state.leader not in before[0].isr
-        log.info("%s-%d: leader %d, leader epoch %d, ISR %s", topic, partition, state.leader,
-                 state.leader_epoch, state.isr)
+            if state.leader not in before.isr:
+                self.unclean_leader_elections += 1
+                log.warning("%s-%d: unclean leader election: broker %d was not in the ISR "
+                            "%s and leads from epoch %d; records it lacks are lost",
+                            key.topic, key.partition, state.leader, before.isr,
+                            state.leader_epoch)
+        log.info("%s-%d: leader %d, leader epoch %d, ISR %s", key.topic, key.partition,
+                 state.leader, state.leader_epoch, state.isr)
+        return None
 
     def _create_state_alone(self, path: str, state: zl.LeaderAndIsr) -> None:
         tx = self.zk.transaction()
@@ -518,7 +587,6 @@ class Controller:
         results = tx.commit()
         if isinstance(results[0], BadVersionError):
             raise DeposedError
-        raise BadVersionError  # read it again, whatever happened
 
     def _delete_queued_topics(self) -> None:
         for topic in self.zk.get_children(zl.DELETE_TOPICS):

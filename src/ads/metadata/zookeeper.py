@@ -2,12 +2,14 @@
 
 Every broker keeps its own view by watching ZooKeeper (kazoo's `ChildrenWatch` and
 `DataWatch` recipes, which re-arm themselves and survive reconnections): the live brokers,
-the controller, each topic's assignment, each partition's state znode and each topic's
-config. kazoo calls the watches on its own thread; they only decode and hand the result to
-the event loop (`call_soon_threadsafe`), so the view changes on the loop alone, where the
-broker reads it. Changes (create, delete, grow a topic, set its config) are ZooKeeper
-writes made in a worker thread; the controller, watching the same znodes, elects leaders
-and writes the partition states, which come back here through the watches.
+the controller, each topic's assignment and each topic's config; each partition's state
+znode through `StateWatches`, which pipelines the reads (`zk_state_watch.py`). kazoo calls
+the watches on its own threads; they only decode and hand the result to the event loop
+(`call_soon_threadsafe`; states queued, and taken together), so the view changes on the
+loop alone, where the broker reads it. Changes (create, delete, grow a topic, set its
+config) are ZooKeeper writes made in a worker thread; the controller, watching the same
+znodes, elects leaders and writes the partition states, which come back here through the
+watches.
 
 The session is the broker's liveness: its registration `/brokers/ids/<id>` is ephemeral.
 When the session expires (`KazooState.LOST`) the store is `fenced` and the broker stops
@@ -44,6 +46,7 @@ from ads.metadata.store import (
     TopicExistsError,
 )
 from ads.metadata.zk_entity_configs import ZkEntityConfigs
+from ads.metadata.zk_state_watch import StateWatches
 
 log = logging.getLogger(__name__)
 
@@ -85,10 +88,12 @@ class ZkMetadataStore:
         # kazoo-side: topics whose znodes are watched (stopping a watch: its callback
         # returns False once its topic is gone from here).
         self._watched: set[str] = set()
-        self._watched_partitions: set[TopicPartition] = set()
         self._lock = threading.Lock()
+        # States read by the watches (kazoo's thread) and not yet applied on the loop.
+        self._arrived: list[tuple[str, int, zl.LeaderAndIsr, int]] = []
         self._closed = False
         self._lost = False  # kazoo-side: the session expired, register again on reconnect
+        self._state_watches = StateWatches(self.zk, self._state_read, self._is_watched)
         self._entities = ZkEntityConfigs(self.zk, self._post, lambda: self._closed)
         self._entities.on_change = self._entity_changed
         self._entity_listeners: list[EntityListener] = []
@@ -282,31 +287,24 @@ class ZkMetadataStore:
             if data is None:
                 with self._lock:
                     self._watched.discard(name)
-                    self._watched_partitions = {
-                        k for k in self._watched_partitions if k[0] != name}
+                self._state_watches.forget(name)
                 self._post(self._drop_topic, name)
                 return False
             assignment = zl.decode_assignment(data)
-            with self._lock:
-                new = [p for p in assignment.replicas
-                       if TopicPartition(name, p) not in self._watched_partitions]
-                self._watched_partitions.update(TopicPartition(name, p) for p in new)
             self._post(self._set_assignment, name, assignment)
-            for p in sorted(new):
-                DataWatch(self.zk, zl.state_path(name, p), self._state_watch(name, p))
+            self._state_watches.watch(TopicPartition(name, p)
+                                      for p in sorted(assignment.replicas))
             return self._is_watched(name)
         return watch
 
-    def _state_watch(self, name: str, partition: int
-                     ) -> Callable[[bytes | None, ZnodeStat | None], bool]:
-        def watch(data: bytes | None, stat: ZnodeStat | None) -> bool:
-            if not self._is_watched(name):
-                return False
-            state = zl.decode_state(data) if data else NO_STATE
-            self._post(self._set_state, name, partition, state,
-                       stat.version if stat is not None else -1)
-            return True
-        return watch
+    def _state_read(self, key: TopicPartition, state: zl.LeaderAndIsr | None,
+                    version: int) -> None:
+        # kazoo's completion thread: queued for the loop, which takes all that came at once.
+        with self._lock:
+            first = not self._arrived
+            self._arrived.append((key.topic, key.partition, state or NO_STATE, version))
+        if first:
+            self._post(self._take_states)
 
     def _config_watch(self, name: str) -> Callable[[bytes | None, ZnodeStat | None], bool]:
         def watch(data: bytes | None, _: ZnodeStat | None) -> bool:
@@ -329,18 +327,35 @@ class ZkMetadataStore:
         self._assignments[name] = assignment
         self._rebuild(name)
 
+    def _take_states(self) -> None:
+        """Applies every state the watches read since the last call, then rebuilds each
+        topic they touched once: a failover changes thousands of states within a moment,
+        and rebuilding (and serving anew) a topic of a thousand partitions for each of
+        them made the loop's work grow with the square of the partitions."""
+        with self._lock:
+            arrived, self._arrived = self._arrived, []
+        touched = {name for name, partition, state, version in arrived
+                   if self._keep_state(name, partition, state, version)}
+        for name in sorted(touched):
+            if name in self._assignments:
+                self._rebuild(name)
+
     def _set_state(self, name: str, partition: int, state: zl.LeaderAndIsr,
                    version: int) -> None:
+        if self._keep_state(name, partition, state, version) and name in self._assignments:
+            self._rebuild(name)
+
+    def _keep_state(self, name: str, partition: int, state: zl.LeaderAndIsr,
+                    version: int) -> bool:
         # A watch reads the znode after it fired, on kazoo's thread: its answer may reach
         # the loop after a newer version this broker wrote itself (`update_isr`). Older
         # versions are dropped, so the ISR a leader applies never goes back.
         key = TopicPartition(name, partition)
         if 0 <= version < self._state_versions.get(key, -1):
-            return
+            return False
         self._state_versions[key] = version
         self._states[key] = state
-        if name in self._assignments:
-            self._rebuild(name)
+        return True
 
     def _set_config(self, name: str, configs: dict[str, str]) -> None:
         self._configs[name] = configs
