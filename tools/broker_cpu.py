@@ -17,14 +17,14 @@ import argparse
 import time
 from collections.abc import Callable
 
+from ads.bench.saturate import produce_frame
 from ads.bench.stats import cpu_times
 from ads.client import Connection
 from ads.protocol import codec
 from ads.protocol import messages as m
-from ads.records.batch import build_batch
 
 TOPIC = "broker-cpu"
-P, F, C = m.ProduceRequest, m.FetchRequest, m.CreateTopicsRequest
+F, C = m.FetchRequest, m.CreateTopicsRequest
 
 
 def _connect(address: str) -> Connection:
@@ -53,10 +53,7 @@ def fetch_request(offset: int, max_wait_ms: int) -> bytes:
 
 def produce_request() -> bytes:
     """A whole Produce v9 frame (acks=1) of one 100-byte record for partition 0."""
-    return codec.encode_request(m.ApiKey.PRODUCE, 9, 3, "broker-cpu", P(
-        transactional_id=None, acks=1, timeout_ms=30_000, topic_data=[P.TopicProduceData(
-            name=TOPIC, partition_data=[P.TopicProduceData.PartitionProduceData(
-                index=0, records=bytes(build_batch([(None, b"x" * 100)])))])]))
+    return produce_frame(TOPIC, 0, 1, 100)
 
 
 def _measure(label: str, pid: int, count: int, one: Callable[[int], None]) -> None:

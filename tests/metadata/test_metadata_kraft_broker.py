@@ -81,10 +81,8 @@ def await_leaders(bootstrap: str, topic: str, partitions: int) -> dict[int, int]
     return seen
 
 
-def consume(bootstrap: str, topic: str, group: str, count: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                         "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
+def _values(consumer: Consumer, count: int) -> list[bytes]:
+    """Up to `count` record values polled within DEADLINE_S, sorted; closes the consumer."""
     values: list[bytes] = []
     deadline = time.monotonic() + DEADLINE_S
     try:
@@ -95,6 +93,13 @@ def consume(bootstrap: str, topic: str, group: str, count: int) -> list[bytes]:
     finally:
         consumer.close()
     return sorted(values)
+
+
+def consume(bootstrap: str, topic: str, group: str, count: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    return _values(consumer, count)
 
 
 def read_partitions(bootstrap: str, topic: str, partitions: int, count: int) -> list[bytes]:
@@ -102,16 +107,7 @@ def read_partitions(bootstrap: str, topic: str, partitions: int, count: int) -> 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
                          "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    values: list[bytes] = []
-    deadline = time.monotonic() + DEADLINE_S
-    try:
-        while len(values) < count and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                values.append(msg.value())
-    finally:
-        consumer.close()
-    return sorted(values)
+    return _values(consumer, count)
 
 
 def quorum_replication(controller: KafkaController) -> str:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 from kazoo.client import KazooClient
@@ -15,8 +14,7 @@ from kazoo.client import KazooClient
 from ads.common.partitions import TopicPartition
 from ads.metadata import zk_layout as zl
 from ads.metadata.zk_state_watch import StateWatches
-from ads.testing.zookeeper import ZooKeeperServer, zookeeper_available
-from broker_process import free_port
+from ads.testing.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -45,17 +43,6 @@ class Seen:
         raise AssertionError(f"timed out waiting for {what}: {len(self.last)} seen")
 
 
-@pytest.fixture
-def zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
-    if not zookeeper_available():
-        pytest.skip("the zookeeper package is not installed (make system-deps)")
-    server = ZooKeeperServer(tmp_path / "zk", free_port()).start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def _client(server: ZooKeeperServer, **kwargs: object) -> KazooClient:
     client = KazooClient(hosts=server.connect, timeout=4.0, **kwargs)
     client.start(timeout=30)
@@ -66,8 +53,8 @@ def _state(leader: int, epoch: int) -> bytes:
     return zl.encode_state(zl.LeaderAndIsr(leader, epoch, [leader], 1))
 
 
-def test_state_watch_reads_changes_and_states_made_later(zookeeper: ZooKeeperServer) -> None:
-    writer, reader = _client(zookeeper), _client(zookeeper)
+def test_state_watch_reads_changes_and_states_made_later(zookeeper_server: ZooKeeperServer) -> None:
+    writer, reader = _client(zookeeper_server), _client(zookeeper_server)
     try:
         key, later = TopicPartition("t", 0), TopicPartition("t", 1)
         writer.create(zl.state_path(*key), _state(1, 0), makepath=True)
@@ -89,8 +76,8 @@ def test_state_watch_reads_changes_and_states_made_later(zookeeper: ZooKeeperSer
 
 
 def test_state_watch_reads_thousands_and_again_after_session_expiry(
-        zookeeper: ZooKeeperServer) -> None:
-    writer, reader = _client(zookeeper), _client(zookeeper)
+        zookeeper_server: ZooKeeperServer) -> None:
+    writer, reader = _client(zookeeper_server), _client(zookeeper_server)
     keys = [TopicPartition("many", p) for p in range(2000)]
     try:
         writer.ensure_path(zl.partitions_path("many"))
@@ -107,7 +94,7 @@ def test_state_watch_reads_thousands_and_again_after_session_expiry(
         # Another client on the reader's session, closed, ends that session: ZooKeeper drops
         # its watches, and kazoo opens a new session.
         session_id, password = reader.client_id
-        thief = KazooClient(hosts=zookeeper.connect, client_id=(session_id, password))
+        thief = KazooClient(hosts=zookeeper_server.connect, client_id=(session_id, password))
         thief.start(timeout=30)
         thief.stop()
         thief.close()

@@ -46,7 +46,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from ads.bench.processes import await_metadata, delete_topic, free_port
-from ads.bench.produce import CLIENT_LOG, BenchError
+from ads.bench.produce import BenchError, quiet_admin
 
 # The heap of Kafka's start script, and its collector settings: the broker as its users run it.
 BENCH_JVM_OPTIONS = ("-Xmx1g", "-Xms1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
@@ -255,8 +255,7 @@ class KafkaPeer:
             time.sleep(0.1)
 
     def _admin(self) -> AdminClient:
-        return AdminClient({"bootstrap.servers": self.bootstrap,
-                            "logger": CLIENT_LOG})  # type: ignore[dict-item]  # a Logger
+        return quiet_admin(self.bootstrap)
 
     def log_tail(self) -> str:
         return self.log(LOG_TAIL)

@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaException, libversion
-from confluent_kafka.admin import AdminClient
 
-from ads.bench.produce import CLIENT_LOG, BenchError, ensure_topic
+from ads.bench.produce import BenchError, ensure_topic, quiet_admin
 from ads.bench.stats import cpu_seconds, peak_rss_mb, total
 from ads.testing.zookeeper import ZooKeeperMissingError, ZooKeeperServer
 
@@ -48,8 +47,7 @@ def await_metadata(bootstrap: str, proc: subprocess.Popen[Any] | None, deadline:
     answered request, the same test for every broker the suite starts (a cluster's: all of
     its brokers). Fails if `proc` exits first or at `deadline` (time.monotonic()), quoting
     `log_tail()`."""
-    admin = AdminClient({"bootstrap.servers": bootstrap,
-                         "logger": CLIENT_LOG})  # type: ignore[dict-item]  # see delete_topic
+    admin = quiet_admin(bootstrap)
     while True:
         if proc is not None and proc.poll() is not None:
             raise BenchError(f"{name} exited with {proc.returncode}\n{log_tail()}".rstrip())
@@ -65,10 +63,7 @@ def await_metadata(bootstrap: str, proc: subprocess.Popen[Any] | None, deadline:
 
 def delete_topic(bootstrap: str, name: str) -> None:
     """Best effort: frees the disk (and the page cache's dirty pages) between runs."""
-    # confluent-kafka takes a logging.Logger for "logger"; its type hints allow only
-    # str, int and float values.
-    admin = AdminClient({"bootstrap.servers": bootstrap,
-                         "logger": CLIENT_LOG})  # type: ignore[dict-item]  # see above
+    admin = quiet_admin(bootstrap)
     with contextlib.suppress(Exception):
         admin.delete_topics([name], operation_timeout=30)[name].result(timeout=30)
 

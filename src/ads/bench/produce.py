@@ -36,6 +36,14 @@ CLIENT_LOG.addHandler(logging.NullHandler())
 CLIENT_LOG.propagate = False
 
 
+def quiet_admin(bootstrap: str) -> AdminClient:
+    """An admin client whose librdkafka log goes to CLIENT_LOG."""
+    # confluent-kafka takes a logging.Logger for "logger"; its type hints allow only str,
+    # int and float values.
+    return AdminClient({"bootstrap.servers": bootstrap,
+                        "logger": CLIENT_LOG})  # type: ignore[dict-item]  # a Logger, see above
+
+
 class BenchError(Exception):
     """The benchmark could not run (unreachable cluster, refused topic, failed records)."""
 

@@ -23,9 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka.admin import AdminClient
-
-from ads.bench.produce import CLIENT_LOG, BenchError
+from ads.bench.produce import BenchError, quiet_admin
 from ads.bench.stats import cpu_seconds, rate
 from ads.protocol import codec
 from ads.protocol import messages as m
@@ -106,9 +104,7 @@ class _Conn:
 
 def _leaders(bootstrap: str, topic: str) -> dict[tuple[str, int], list[int]]:
     """Per leader's address, the partitions of `topic` it leads."""
-    # confluent-kafka takes a logging.Logger for "logger"; its hints allow only scalars.
-    admin = AdminClient({"bootstrap.servers": bootstrap,
-                         "logger": CLIENT_LOG})  # type: ignore[dict-item]  # a Logger, see above
+    admin = quiet_admin(bootstrap)
     md = admin.list_topics(topic, timeout=30)
     found = md.topics.get(topic)
     if found is None or found.error is not None:

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from confluent_kafka import KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import OffsetSpec
 
-from ads.bench.produce import CLIENT_LOG, BenchError
+from ads.bench.produce import CLIENT_LOG, BenchError, quiet_admin
 from ads.bench.stats import cpu_seconds, median, peak_rss_mb, rss_mb
 
 TOPIC_SIZE = 1000
@@ -53,12 +53,6 @@ def topic_sizes(partitions: int) -> list[tuple[str, int]]:
     return out
 
 
-def _admin(bootstrap: str) -> AdminClient:
-    # confluent-kafka takes a logging.Logger for "logger"; its hints allow only scalars.
-    return AdminClient({"bootstrap.servers": bootstrap,
-                        "logger": CLIENT_LOG})  # type: ignore[dict-item]  # a Logger, see above
-
-
 def _timed(fn: Callable[[], object]) -> float:
     start = time.monotonic()
     fn()
@@ -73,7 +67,7 @@ def _open_files(pid: int) -> int | None:
 
 
 def _metadata_ms(bootstrap: str, partitions: int) -> float:
-    admin = _admin(bootstrap)
+    admin = quiet_admin(bootstrap)
     admin.list_topics(timeout=60)  # connected first: the request is timed, not the set-up
     times = []
     for _ in range(3):
@@ -113,7 +107,7 @@ def _produce_one_each(bootstrap: str, topics: list[tuple[str, int]]) -> None:
 
 def await_served(bootstrap: str, topics: list[tuple[str, int]], deadline: float) -> None:
     """Until every partition answers ListOffsets with an end offset of 1 (its record)."""
-    admin = _admin(bootstrap)
+    admin = quiet_admin(bootstrap)
     pending = [TopicPartition(name, p) for name, count in topics for p in range(count)]
     wrong: dict[TopicPartition, int] = {}
     while pending:
