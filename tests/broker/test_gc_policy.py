@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import time
+import urllib.error
 import weakref
 from pathlib import Path
 
@@ -63,7 +64,12 @@ def test_gc_policy_without_freeze_only_times_collections() -> None:
 def _wait_for(url: str, ok, what: str, timeout_s: float = 20.0):  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout_s
     while True:
-        samples = metric_samples(url)
+        try:
+            samples = metric_samples(url)
+        except urllib.error.URLError as exc:  # the HTTP listener may open after Kafka's
+            assert time.monotonic() < deadline, f"{what}: {exc}"
+            time.sleep(0.1)
+            continue
         if ok(samples):
             return samples
         assert time.monotonic() < deadline, f"{what}: {samples}"
